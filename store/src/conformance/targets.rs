@@ -1,0 +1,159 @@
+//! The targets this crate ships: SqliteStore over memdb or over WAL files in a folder, and
+//! MemoryStore. An adapter author writes the same few lines for their own store.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::{Fixture, Target, TtlIntake};
+use crate::clock::ManualClock;
+use crate::defects::Defects;
+use crate::error::StoreResult;
+use crate::memory::MemoryStore;
+use crate::spi::Store;
+use crate::sqlite::{Location, SqliteOptions, SqliteStore};
+
+/// The fixtures' clocks start here, so that "expired" never means "before the epoch".
+const CLOCK_START_MS: i64 = 1_000_000;
+
+type BootCommand = Box<dyn Fn(&Path, i64) -> Command>;
+
+/// SqliteStore under test, on memdb or on files in a folder that must be fresh and empty.
+pub struct SqliteTarget {
+    name: String,
+    folder: Option<PathBuf>,
+    defects: Defects,
+    boot: Option<BootCommand>,
+    next: AtomicU32,
+}
+
+impl SqliteTarget {
+    pub fn memdb() -> Self {
+        Self { name: "sqlite-memdb".to_owned(), folder: None, defects: Defects::NONE, boot: None, next: AtomicU32::new(0) }
+    }
+
+    pub fn file(folder: impl Into<PathBuf>) -> Self {
+        Self { name: "sqlite-file".to_owned(), folder: Some(folder.into()), ..Self::memdb() }
+    }
+
+    pub fn defects(mut self, defects: Defects) -> Self {
+        self.defects = defects;
+        self
+    }
+
+    /// Enable the concurrent-boot check (file targets only): `command(path, start_at_unix_ms)`
+    /// builds a process that opens a SqliteStore over `path` at that instant and exits 0.
+    pub fn boot_with(mut self, command: impl Fn(&Path, i64) -> Command + 'static) -> Self {
+        self.boot = Some(Box::new(command));
+        self
+    }
+
+    fn fresh_location(&self, what: &str) -> Location {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        match &self.folder {
+            Some(folder) => Location::File(folder.join(format!("{what}-{n}.db"))),
+            None => Location::Memdb(format!("conformance-{}-{what}-{n}", std::process::id())),
+        }
+    }
+
+    fn options(&self, location: Location, lease_ttl_ms: i64, clock: &ManualClock) -> SqliteOptions {
+        SqliteOptions::new(location).lease_ttl_ms(lease_ttl_ms).clock(Arc::new(clock.clone())).defects(self.defects)
+    }
+}
+
+struct SqliteFixture {
+    options: SqliteOptions,
+    clock: ManualClock,
+    /// Keeps a memdb alive between connections.
+    _keeper: SqliteStore,
+}
+
+impl Fixture for SqliteFixture {
+    fn connect(&self) -> StoreResult<Box<dyn Store>> {
+        Ok(Box::new(SqliteStore::open(self.options.clone())?))
+    }
+
+    fn clock(&self) -> &ManualClock {
+        &self.clock
+    }
+}
+
+impl Target for SqliteTarget {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn fresh(&self, lease_ttl_ms: u32) -> StoreResult<Box<dyn Fixture>> {
+        let clock = ManualClock::new(CLOCK_START_MS);
+        let options = self.options(self.fresh_location("fixture"), i64::from(lease_ttl_ms), &clock);
+        let keeper = SqliteStore::open(options.clone())?;
+        Ok(Box::new(SqliteFixture { options, clock, _keeper: keeper }))
+    }
+
+    fn ttl_intake(&self, lease_ttl_ms: i64) -> Option<TtlIntake> {
+        let location = self.fresh_location("intake");
+        let clock = ManualClock::new(CLOCK_START_MS);
+        let result = SqliteStore::open(self.options(location.clone(), lease_ttl_ms, &clock)).map(drop);
+        Some(TtlIntake { result, location_touched: location_exists(&location) })
+    }
+
+    fn boot_command(&self, round: u32, start_at_unix_ms: i64) -> Option<Command> {
+        let (folder, boot) = (self.folder.as_ref()?, self.boot.as_ref()?);
+        Some(boot(&folder.join(format!("boot-round-{round}.db")), start_at_unix_ms))
+    }
+}
+
+/// Whether anything exists at a location: a file (or its WAL), or a memdb with any schema.
+fn location_exists(location: &Location) -> bool {
+    match location {
+        Location::File(path) => {
+            let mut wal = path.clone().into_os_string();
+            wal.push("-wal");
+            path.exists() || Path::new(&wal).exists()
+        }
+        Location::Memdb(name) => {
+            let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+            rusqlite::Connection::open_with_flags(format!("file:/{name}?vfs=memdb"), flags)
+                .and_then(|c| c.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0)))
+                .is_ok_and(|objects| objects > 0)
+        }
+    }
+}
+
+/// MemoryStore under test: journal and transcript contracts only.
+#[derive(Default)]
+pub struct MemoryTarget;
+
+struct MemoryFixture {
+    store: MemoryStore,
+    clock: ManualClock,
+}
+
+impl Fixture for MemoryFixture {
+    fn connect(&self) -> StoreResult<Box<dyn Store>> {
+        Ok(Box::new(self.store.clone()))
+    }
+
+    fn clock(&self) -> &ManualClock {
+        &self.clock
+    }
+}
+
+impl Target for MemoryTarget {
+    fn name(&self) -> &str {
+        "memory"
+    }
+
+    fn fresh(&self, _lease_ttl_ms: u32) -> StoreResult<Box<dyn Fixture>> {
+        Ok(Box::new(MemoryFixture { store: MemoryStore::new(), clock: ManualClock::new(CLOCK_START_MS) }))
+    }
+
+    fn ttl_intake(&self, _lease_ttl_ms: i64) -> Option<TtlIntake> {
+        None
+    }
+
+    fn boot_command(&self, _round: u32, _start_at_unix_ms: i64) -> Option<Command> {
+        None
+    }
+}

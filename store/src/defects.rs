@@ -1,0 +1,109 @@
+//! Planted store defects: the reference project's real fencing bugs (contracts section 6), each
+//! switchable at run time so the harness can prove, every run, that it catches them. The switch
+//! only has an effect when the crate is built with the `defects` feature; without it
+//! [`Defects::has`] is a constant `false` and every planted branch compiles away.
+
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StoreDefect {
+    /// D3: lease check and mutation in separate statements; renew/release WHERE keyed by run only.
+    NonAtomicFence,
+    /// D7: `delete` erases the epoch high-water mark, so epochs restart at 1.
+    EpochResetOnDelete,
+    /// D8: the fence checks the lease against its own run, not the call's target run.
+    NoRunMatch,
+    /// D1, store side: `put_meta` ignores its lease.
+    UnfencedMeta,
+    /// D2, store side: blob put/delete ignore their lease.
+    UnfencedBlobs,
+    /// D4, store side: `delete` ignores its lease.
+    UnfencedDelete,
+    /// L7 loosened: a stale release returns ok silently.
+    StaleReleaseAccepted,
+    /// Contracts 9.1 broken: an expired row still guards writes and can be renewed.
+    ExpiredLeaseLive,
+    /// J5 absent: appends are plain inserts.
+    NoSeqGuard,
+    /// D6: the bootstrap is tried once; a busy boot fails.
+    NoBootRetry,
+}
+
+impl StoreDefect {
+    pub const ALL: [StoreDefect; 10] = [
+        StoreDefect::NonAtomicFence,
+        StoreDefect::EpochResetOnDelete,
+        StoreDefect::NoRunMatch,
+        StoreDefect::UnfencedMeta,
+        StoreDefect::UnfencedBlobs,
+        StoreDefect::UnfencedDelete,
+        StoreDefect::StaleReleaseAccepted,
+        StoreDefect::ExpiredLeaseLive,
+        StoreDefect::NoSeqGuard,
+        StoreDefect::NoBootRetry,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreDefect::NonAtomicFence => "non-atomic-fence",
+            StoreDefect::EpochResetOnDelete => "epoch-reset-on-delete",
+            StoreDefect::NoRunMatch => "no-run-match",
+            StoreDefect::UnfencedMeta => "unfenced-meta",
+            StoreDefect::UnfencedBlobs => "unfenced-blobs",
+            StoreDefect::UnfencedDelete => "unfenced-delete",
+            StoreDefect::StaleReleaseAccepted => "stale-release-accepted",
+            StoreDefect::ExpiredLeaseLive => "expired-lease-live",
+            StoreDefect::NoSeqGuard => "no-seq-guard",
+            StoreDefect::NoBootRetry => "no-boot-retry",
+        }
+    }
+
+    /// The bug in the reference history this defect plants back.
+    pub fn story(self) -> &'static str {
+        match self {
+            StoreDefect::NonAtomicFence => "D3: fence check not atomic with its mutation",
+            StoreDefect::EpochResetOnDelete => "D7: epoch reset on delete",
+            StoreDefect::NoRunMatch => "D8: missing run-match rule",
+            StoreDefect::UnfencedMeta => "D1: stale terminal put_meta accepted",
+            StoreDefect::UnfencedBlobs => "D2: stale checkpoint save accepted",
+            StoreDefect::UnfencedDelete => "D4: destructive delete unfenced",
+            StoreDefect::StaleReleaseAccepted => "L7: stale release resolves ok",
+            StoreDefect::ExpiredLeaseLive => "9.1: expired lease treated as live",
+            StoreDefect::NoSeqGuard => "J5: monotonic seq guard absent",
+            StoreDefect::NoBootRetry => "D6: concurrent boot not retried",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<StoreDefect> {
+        StoreDefect::ALL.into_iter().find(|d| d.name() == name)
+    }
+}
+
+impl fmt::Display for StoreDefect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A set of planted defects; empty by default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Defects(u32);
+
+impl Defects {
+    pub const NONE: Defects = Defects(0);
+
+    pub fn of(defects: &[StoreDefect]) -> Self {
+        Self(defects.iter().fold(0, |bits, d| bits | 1 << (*d as u32)))
+    }
+
+    /// Whether `defect` is planted. Always false unless built with the `defects` feature.
+    #[inline(always)]
+    pub fn has(self, defect: StoreDefect) -> bool {
+        cfg!(feature = "defects") && self.0 & (1 << (defect as u32)) != 0
+    }
+
+    /// Whether planted defects can take effect in this build.
+    pub const fn compiled_in() -> bool {
+        cfg!(feature = "defects")
+    }
+}

@@ -1,0 +1,157 @@
+//! Typed store errors (contracts 1.5), grouped by what the caller does next: a lease rejection
+//! means "you are not (or no longer) the owner", an order violation means "your tail is stale",
+//! busy means "nothing happened, back off and retry", config and storage are not retryable.
+
+use std::fmt;
+
+use crate::types::{Epoch, Lease, RunId, Seq};
+
+/// The store call an error belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Op {
+    Boot,
+    Acquire,
+    Renew,
+    Release,
+    Append,
+    Load,
+    PutMeta,
+    GetMeta,
+    ListRuns,
+    Delete,
+    BlobPut,
+    BlobGet,
+    BlobList,
+    BlobDelete,
+}
+
+impl Op {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Boot => "boot",
+            Op::Acquire => "acquire",
+            Op::Renew => "renew",
+            Op::Release => "release",
+            Op::Append => "append",
+            Op::Load => "load",
+            Op::PutMeta => "put_meta",
+            Op::GetMeta => "get_meta",
+            Op::ListRuns => "list_runs",
+            Op::Delete => "delete",
+            Op::BlobPut => "blob_put",
+            Op::BlobGet => "blob_get",
+            Op::BlobList => "blob_list",
+            Op::BlobDelete => "blob_delete",
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a lease did not guard a call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeaseRejection {
+    /// `acquire` found a live lease: the current holder is named.
+    HeldBy { owner: String, epoch: Epoch },
+    /// The caller's lease is not the live holder: superseded, expired, released, or the run was
+    /// deleted. `live` names the current live holder, if any.
+    Stale { live: Option<(String, Epoch)> },
+    /// The lease names another run than the call's target (W3, T4).
+    RunMismatch { target: RunId },
+}
+
+/// A lease did not guard a call (`lease_held` in the reference). Nothing became visible.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseHeld {
+    pub op: Op,
+    /// The caller's lease, or for `acquire` the requested run and owner with epoch 0.
+    pub lease: Lease,
+    pub rejection: LeaseRejection,
+}
+
+impl fmt::Display for LeaseHeld {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Lease { run, owner, epoch } = &self.lease;
+        match &self.rejection {
+            LeaseRejection::HeldBy { owner: holder, epoch: held } => write!(
+                f,
+                "lease held: acquire rejected, a live lease exists run={run} owner={holder} epoch={held} requested_by={owner}"
+            ),
+            LeaseRejection::Stale { live } => {
+                write!(
+                    f,
+                    "lease held: {} rejected, the lease is not the live holder and nothing became visible run={run} owner={owner} epoch={epoch}",
+                    self.op
+                )?;
+                match live {
+                    Some((o, e)) => write!(f, " live_owner={o} live_epoch={e}"),
+                    None => write!(f, " live_owner=none"),
+                }
+            }
+            LeaseRejection::RunMismatch { target } => write!(
+                f,
+                "lease held: {} rejected, the lease guards another run and nothing became visible run={target} lease_run={run} owner={owner} epoch={epoch}",
+                self.op
+            ),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// Expected in a fenced world: the caller is not (or no longer) the owner. Retryable only by
+    /// acquiring again.
+    #[error("{0}")]
+    LeaseHeld(Box<LeaseHeld>),
+    /// A5: the appended seq is not strictly above the run's stored tail. Nothing became visible.
+    #[error("journal order violation: seq {seq} is not above the stored tail run={run} seq={seq} tail={}", tail.map_or("none".to_owned(), |t| t.to_string()))]
+    JournalOrder { run: RunId, seq: Seq, tail: Option<Seq> },
+    /// Another connection holds the write lock. Nothing was committed; back off and retry.
+    #[error("store busy: {op} committed nothing, retry later{}", run.as_ref().map_or(String::new(), |r| format!(" run={r}")))]
+    Busy { op: Op, run: Option<RunId> },
+    /// Invalid options, detected before anything was opened or touched.
+    #[error("config: {0}")]
+    Config(String),
+    /// The database could not be opened, read or written (not retryable as such).
+    #[error("storage: {op}: {message}")]
+    Storage { op: Op, message: String },
+}
+
+impl StoreError {
+    pub fn lease_held(op: Op, lease: Lease, rejection: LeaseRejection) -> Self {
+        StoreError::LeaseHeld(Box::new(LeaseHeld { op, lease, rejection }))
+    }
+
+    pub fn storage(op: Op, message: impl Into<String>) -> Self {
+        StoreError::Storage { op, message: message.into() }
+    }
+
+    pub fn is_lease_held(&self) -> bool {
+        matches!(self, StoreError::LeaseHeld(_))
+    }
+
+    pub fn is_busy(&self) -> bool {
+        matches!(self, StoreError::Busy { .. })
+    }
+
+    pub fn is_journal_order(&self) -> bool {
+        matches!(self, StoreError::JournalOrder { .. })
+    }
+
+    /// The reference's error code for this class.
+    pub fn code(&self) -> &'static str {
+        match self {
+            StoreError::LeaseHeld(_) => "lease_held",
+            StoreError::JournalOrder { .. } => "journal_order_violation",
+            StoreError::Busy { .. } => "busy",
+            StoreError::Config(_) => "config",
+            StoreError::Storage { .. } => "storage",
+        }
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;

@@ -1,0 +1,33 @@
+//! The store side of fencesim: the SPI a durable-run engine writes through (journal, leases,
+//! transcripts), the fenced [`SqliteStore`], the single-writer [`MemoryStore`], and the public
+//! [`conformance`] kit that tells a store author, contract by contract, whether a store keeps
+//! the fencing promises of contracts section 2.
+//!
+//! Determinism: nothing here reads the wall clock or spawns a thread, except the module `wall`
+//! (the boot retry's wall-clock bound, by contract B2) and the kit's boot race, which starts OS
+//! processes on purpose.
+
+pub mod clock;
+pub mod conformance;
+pub mod defects;
+pub mod error;
+pub mod fault;
+pub mod memory;
+pub mod spi;
+pub mod sqlite;
+pub mod types;
+mod wall;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use defects::{Defects, StoreDefect};
+pub use error::{LeaseHeld, LeaseRejection, Op, StoreError, StoreResult};
+pub use fault::{FaultHook, FaultPoint, FaultSite};
+pub use memory::MemoryStore;
+pub use spi::{JournalStore, LeasableStore, Store, TranscriptStore};
+pub use sqlite::{Location, SqliteOptions, SqliteStore};
+pub use types::{Epoch, JournalEntry, Lease, RunFilter, RunId, RunMeta, RunStatus, Seq};
+
+/// Wall-clock helpers for callers outside the deterministic core (the CLI's boot probe).
+pub mod real_time {
+    pub use crate::wall::{sleep_ms, unix_ms};
+}

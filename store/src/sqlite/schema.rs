@@ -1,0 +1,50 @@
+//! The SQLite schema (contracts 1.7) and the idempotent bootstrap that creates it. The bootstrap
+//! runs as one unit and is safe to repeat, which is what lets concurrent boots retry it whole (B2).
+//!
+//! Deviation from the reference: `entries.seq` is a column of its own rather than an expression
+//! index over the JSON payload, because our seq is typed (an integer, never a non-finite number).
+//! `meta.status` and `meta.name` are columns for the same reason: `list_runs` narrows on them.
+
+/// `PRAGMA application_id` of a fencesim database ("fsim"). A database with tables but another
+/// id is someone else's and is refused before anything is written to it.
+pub const APPLICATION_ID: i64 = 0x6673_696d;
+
+/// Bumped when the schema changes shape.
+pub const SCHEMA_VERSION: i64 = 1;
+
+pub const TABLES: [&str; 5] = ["entries", "meta", "leases", "epochs", "blobs"];
+
+pub const DDL: &str = "
+CREATE TABLE IF NOT EXISTS entries (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id  TEXT    NOT NULL,
+    seq     INTEGER NOT NULL,
+    payload TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_run_seq ON entries (run_id, seq);
+CREATE INDEX IF NOT EXISTS entries_run_id ON entries (run_id, id);
+CREATE TABLE IF NOT EXISTS meta (
+    run_id  TEXT PRIMARY KEY,
+    status  TEXT NOT NULL,
+    name    TEXT,
+    payload TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS meta_status ON meta (status);
+CREATE INDEX IF NOT EXISTS meta_name ON meta (name);
+CREATE TABLE IF NOT EXISTS leases (
+    run_id     TEXT PRIMARY KEY,
+    owner      TEXT    NOT NULL,
+    epoch      INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS epochs (
+    run_id TEXT PRIMARY KEY,
+    epoch  INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS blobs (
+    ref    TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    data   BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS blobs_run_id ON blobs (run_id, ref);
+";
