@@ -599,6 +599,8 @@ fn boot_once(location: &Location) -> Result<Connection, BootFailure> {
         Location::Memdb(name) => Connection::open_with_flags(format!("file:/{name}?vfs=memdb"), flags)?,
     };
     conn.busy_timeout(Duration::ZERO)?;
+    // Refuse someone else's database before the WAL switch, which would rewrite its header.
+    check_ownership(&conn)?;
     if matches!(location, Location::File(_)) {
         // Not inside the transaction: journal_mode cannot change there. It also ignores the busy
         // handler on some lock transitions, which is why the retry is ours (B2).
@@ -615,18 +617,28 @@ fn boot_once(location: &Location) -> Result<Connection, BootFailure> {
     result.map(|()| conn)
 }
 
-fn bootstrap_schema(conn: &Connection) -> Result<(), BootFailure> {
+/// Whether this database is ours (or empty), judged from its header and catalog. Returns
+/// whether it still needs the identity stamp.
+fn check_ownership(conn: &Connection) -> Result<bool, BootFailure> {
     let app_id: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     let objects: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
     if app_id == 0 && objects == 0 {
-        conn.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"))?;
+        Ok(true)
     } else if app_id != APPLICATION_ID {
-        return Err(BootFailure::Foreign(format!("a SQLite database of another application (application_id={app_id})")));
+        Err(BootFailure::Foreign(format!("a SQLite database of another application (application_id={app_id})")))
     } else if version != SCHEMA_VERSION {
-        return Err(BootFailure::Foreign(format!(
-            "a fencesim database of schema version {version}, this build reads {SCHEMA_VERSION}"
-        )));
+        Err(BootFailure::Foreign(format!("a fencesim database of schema version {version}, this build reads {SCHEMA_VERSION}")))
+    } else {
+        Ok(false)
+    }
+}
+
+/// Inside the boot transaction: judge ownership again (a sibling may have stamped the file
+/// since), stamp a fresh database, create whatever is missing.
+fn bootstrap_schema(conn: &Connection) -> Result<(), BootFailure> {
+    if check_ownership(conn)? {
+        conn.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"))?;
     }
     conn.execute_batch(schema::DDL)?;
     Ok(())

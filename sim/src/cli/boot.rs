@@ -1,0 +1,52 @@
+//! `fencesim boot`: construct a SqliteStore over a database file and exit. It is the child of the
+//! concurrent-boot check (B2: many processes booting one fresh file at the same instant), and a
+//! way to create or validate a database by hand. Bad input (an invalid ttl, a missing folder, a
+//! file that is not a SQLite database, someone else's database) exits 2 and writes nothing.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use fencesim_store::real_time::{sleep_ms, unix_ms};
+use fencesim_store::sqlite::{DEFAULT_LEASE_TTL_MS, TABLES};
+use fencesim_store::{Defects, SqliteOptions, SqliteStore, StoreDefect};
+
+use super::{CmdResult, Verdict};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The database file; its folder must exist.
+    #[arg(long)]
+    db: PathBuf,
+    /// Lease ttl in milliseconds, 1..=2147483647.
+    #[arg(long, default_value_t = i64::from(DEFAULT_LEASE_TTL_MS), allow_hyphen_values = true)]
+    ttl_ms: i64,
+    /// Wait until this wall-clock instant (Unix milliseconds) before opening, so that many
+    /// processes open at once.
+    #[arg(long)]
+    start_at_ms: Option<i64>,
+    /// Plant a store defect (repeatable); only `no-boot-retry` acts at boot.
+    #[arg(long = "defect", value_name = "NAME", value_parser = super::parse_defect)]
+    defects: Vec<StoreDefect>,
+}
+
+pub fn run(args: &Args) -> CmdResult {
+    if let Some(start_at) = args.start_at_ms {
+        let wait = start_at.saturating_sub(unix_ms());
+        if wait > 0 {
+            sleep_ms(wait.unsigned_abs().min(60_000));
+        }
+    }
+    let options = SqliteOptions::file(&args.db).lease_ttl_ms(args.ttl_ms).defects(Defects::of(&args.defects));
+    let store = SqliteStore::open(options).context("cannot open the store")?;
+    let tables: i64 = store
+        .raw_connection()
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('entries', 'meta', 'leases', 'epochs', 'blobs')",
+            [],
+            |r| r.get(0),
+        )
+        .context("cannot read the schema")?;
+    anyhow::ensure!(tables == TABLES.len() as i64, "schema incomplete after boot: {tables} of {} tables", TABLES.len());
+    println!("booted location={} tables={tables}", args.db.display());
+    Ok(Verdict::Pass)
+}

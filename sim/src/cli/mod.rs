@@ -1,0 +1,89 @@
+//! Flag definitions and dispatch for every subcommand, and the one place errors become exit codes.
+
+mod boot;
+mod conformance;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use fencesim_store::StoreDefect;
+
+/// Deterministic simulation testing for lease-fenced durable-run stores.
+#[derive(Debug, Parser)]
+#[command(name = "fencesim", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the store conformance kit: one line per contract check.
+    Conformance(conformance::Args),
+    /// Open (and if needed create) a SqliteStore database file, then exit. The concurrent-boot
+    /// check (B2) re-executes this binary with it.
+    Boot(boot::Args),
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    #[default]
+    Text,
+    Json,
+}
+
+/// What a subcommand concluded.
+pub enum Verdict {
+    Pass,
+    /// A violation was found (exit 1).
+    Fail,
+}
+
+/// A harness or input error: exit 2 with one line.
+pub type CmdResult = anyhow::Result<Verdict>;
+
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
+    let result = match cli.command {
+        Command::Conformance(args) => conformance::run(&args),
+        Command::Boot(args) => boot::run(&args),
+    };
+    match result {
+        Ok(Verdict::Pass) => ExitCode::SUCCESS,
+        Ok(Verdict::Fail) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("fencesim: error: {}", one_line(&format!("{e:#}")));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// clap's own errors, shortened to their first line; help and version print in full and pass.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    let text = e.to_string();
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    eprintln!("fencesim: error: {first} (see fencesim --help)");
+    ExitCode::from(2)
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `--defect NAME`: a store defect, or a one-line error listing the valid names.
+pub fn parse_defect(name: &str) -> Result<StoreDefect, String> {
+    StoreDefect::parse(name).ok_or_else(|| format!("unknown defect '{name}' (valid: {})", defect_names()))
+}
+
+pub fn defect_names() -> String {
+    StoreDefect::ALL.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
+}

@@ -1,0 +1,139 @@
+//! `fencesim conformance` end to end: every shipped store passes the kit, every planted store
+//! defect makes it fail with the check that names its contract, and bad input exits 2 with one
+//! line. This is how the kit proves each of its checks can fail.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn fencesim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).output().expect("run fencesim")
+}
+
+/// Run the kit with JSON output; return the exit code and the ids of the failed checks.
+fn conformance(store: &str, defect: Option<&str>) -> (i32, Vec<String>, Value) {
+    let mut args = vec!["conformance", "--store", store, "--format", "json"];
+    if let Some(d) = defect {
+        args.extend(["--defect", d]);
+    }
+    let out = fencesim(&args);
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    let failed = doc["checks"]
+        .as_array()
+        .expect("checks array")
+        .iter()
+        .filter(|c| c["outcome"] == "fail")
+        .map(|c| c["id"].as_str().expect("id").to_owned())
+        .collect();
+    (out.status.code().expect("exit code"), failed, doc)
+}
+
+fn assert_passes(store: &str, min_passed: u64) {
+    let (code, failed, doc) = conformance(store, None);
+    assert_eq!(code, 0, "{store}: failed checks {failed:?}\n{doc:#}");
+    assert!(doc["passed"].as_u64().unwrap() >= min_passed, "{store}: too few checks ran\n{doc:#}");
+}
+
+#[test]
+fn sqlite_memdb_passes() {
+    assert_passes("sqlite-memdb", 30);
+}
+
+#[test]
+fn sqlite_file_passes() {
+    assert_passes("sqlite-file", 30);
+}
+
+#[test]
+fn memory_passes_its_applicable_subset() {
+    let (code, failed, doc) = conformance("memory", None);
+    assert_eq!(code, 0, "memory: failed checks {failed:?}\n{doc:#}");
+    let outcome_of = |id: &str| -> Vec<String> {
+        doc["checks"].as_array().unwrap().iter().filter(|c| c["id"] == id).map(|c| c["outcome"].to_string()).collect()
+    };
+    assert!(outcome_of("J5").iter().all(|o| o == "\"pass\""), "journal checks run on memory");
+    assert!(outcome_of("W1").iter().all(|o| o == "\"skip\""), "fenced checks skip on memory");
+    assert!(outcome_of("L1").iter().all(|o| o == "\"skip\""), "lease checks skip on memory");
+}
+
+/// Each planted defect, and the contract whose check must catch it.
+const CAUGHT_BY: [(&str, &str); 10] = [
+    ("non-atomic-fence", "L9"),
+    ("epoch-reset-on-delete", "L4"),
+    ("no-run-match", "W3"),
+    ("unfenced-meta", "W1"),
+    ("unfenced-blobs", "T3"),
+    ("unfenced-delete", "W1"),
+    ("stale-release-accepted", "L7"),
+    ("expired-lease-live", "L6"),
+    ("no-seq-guard", "J5"),
+    ("no-boot-retry", "B2"),
+];
+
+fn assert_caught(defect: &str) {
+    let expected = CAUGHT_BY.iter().find(|(d, _)| *d == defect).map(|(_, id)| *id).unwrap();
+    let (code, failed, doc) = conformance("sqlite-file", Some(defect));
+    assert_eq!(code, 1, "defect {defect} was not caught\n{doc:#}");
+    assert!(failed.iter().any(|id| id == expected), "defect {defect}: expected {expected} to fail, failed {failed:?}");
+}
+
+macro_rules! defect_tests {
+    ($($test:ident => $defect:literal),* $(,)?) => {
+        $(#[test] fn $test() { assert_caught($defect); })*
+    };
+}
+
+defect_tests! {
+    catches_non_atomic_fence => "non-atomic-fence",
+    catches_epoch_reset_on_delete => "epoch-reset-on-delete",
+    catches_no_run_match => "no-run-match",
+    catches_unfenced_meta => "unfenced-meta",
+    catches_unfenced_blobs => "unfenced-blobs",
+    catches_unfenced_delete => "unfenced-delete",
+    catches_stale_release_accepted => "stale-release-accepted",
+    catches_expired_lease_live => "expired-lease-live",
+    catches_no_seq_guard => "no-seq-guard",
+    catches_no_boot_retry => "no-boot-retry",
+}
+
+#[test]
+fn every_listed_defect_has_a_test() {
+    let out = fencesim(&["conformance", "--list-defects"]);
+    assert!(out.status.success());
+    let listed: Vec<String> =
+        String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.split_whitespace().next()).map(str::to_owned).collect();
+    let tested: Vec<&str> = CAUGHT_BY.iter().map(|(d, _)| *d).collect();
+    assert_eq!(listed, tested);
+}
+
+fn assert_usage_error(args: &[&str], mentions: &str) {
+    let out = fencesim(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{args:?}: one line expected, got {stderr}");
+    assert!(stderr.contains(mentions), "{args:?}: expected {mentions:?} in {stderr}");
+    assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+}
+
+#[test]
+fn unknown_store_lists_the_valid_ones() {
+    assert_usage_error(&["conformance", "--store", "postgres"], "valid: sqlite-memdb, sqlite-file, memory");
+}
+
+#[test]
+fn unknown_defect_lists_the_valid_ones() {
+    assert_usage_error(&["conformance", "--store", "sqlite-file", "--defect", "typo"], "valid: non-atomic-fence");
+}
+
+#[test]
+fn defects_need_a_sqlite_store() {
+    assert_usage_error(&["conformance", "--store", "memory", "--defect", "no-seq-guard"], "--store memory has none");
+}
+
+#[test]
+fn missing_store_and_unknown_flags_are_usage_errors() {
+    assert_usage_error(&["conformance"], "--store");
+    assert_usage_error(&["conformance", "--store", "memory", "--frobnicate"], "--frobnicate");
+    assert_usage_error(&["conformance", "--store", "memory", "--format", "xml"], "xml");
+}
