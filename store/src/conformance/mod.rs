@@ -210,3 +210,109 @@ pub(crate) fn expect_lease_held<T: fmt::Debug>(what: &str, result: StoreResult<T
 /// Default ttl for checks that must not expire by accident (D17: a long main ttl, expiry driven
 /// by the manual clock only).
 pub const MAIN_TTL_MS: u32 = 600_000;
+
+// ---- fixtures shared by the check files ----------------------------------------------------
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::error::LeaseRejection;
+use crate::fault::{FaultPoint, FaultSite};
+use crate::types::{Epoch, JournalEntry, Lease, RunId};
+
+/// The run the fenced suites write (the reference kit's name).
+pub(crate) const FENCED_RUN: &str = "fenced-run";
+/// A second run whose live lease must guard nothing of [`FENCED_RUN`] (W3, T4).
+pub(crate) const OTHER_RUN: &str = "fenced-other-run";
+pub(crate) const OWNER_A: &str = "owner-a";
+pub(crate) const OWNER_B: &str = "owner-b";
+pub(crate) const OWNER_C: &str = "owner-c";
+/// Ttl of the short expiry fixture (D17: expiry checks get their own fixture).
+pub(crate) const EXPIRY_TTL_MS: u32 = 600;
+
+/// A small entry that says who wrote it, so a stale write is recognisable in a load.
+pub(crate) fn entry(seq: i64, marker: &str) -> JournalEntry {
+    JournalEntry::new(seq, "step", "ok").with("marker", serde_json::json!(marker))
+}
+
+/// The seqs of a loaded journal, for comparisons and messages.
+pub(crate) fn seqs(entries: &[JournalEntry]) -> Vec<i64> {
+    entries.iter().map(|e| e.seq.0).collect()
+}
+
+/// The markers of a loaded journal (see [`entry`]), for comparisons and messages.
+pub(crate) fn markers(entries: &[JournalEntry]) -> Vec<String> {
+    entries.iter().map(|e| e.extra.get("marker").and_then(|m| m.as_str()).unwrap_or("?").to_owned()).collect()
+}
+
+/// Supersede `stale` without a clock: its holder releases it through `la`, then `lb` acquires
+/// the run as owner-b. Returns the successor's lease, checked to carry a higher epoch.
+pub(crate) fn supersede(la: &dyn LeasableStore, stale: &Lease, lb: &dyn LeasableStore) -> Result<Lease, Verdict> {
+    la.release(stale)?;
+    let next = lb.acquire(&stale.run, OWNER_B)?;
+    ensure!(
+        next.epoch > stale.epoch,
+        "takeover did not advance the epoch: expected above {}, got {} run={}",
+        stale.epoch,
+        next.epoch,
+        stale.run
+    );
+    Ok(next)
+}
+
+/// Expect an acquire rejected because `owner` holds the run at `epoch` (L1).
+pub(crate) fn expect_held_by(what: &str, result: StoreResult<Lease>, owner: &str, epoch: Epoch) -> CheckResult {
+    match &result {
+        Err(StoreError::LeaseHeld(held)) => match &held.rejection {
+            LeaseRejection::HeldBy { owner: o, epoch: e } if o == owner && *e == epoch => Ok(()),
+            other => fail!("{what}: expected a rejection naming owner={owner} epoch={epoch}, got {other:?}"),
+        },
+        _ => expect_lease_held(what, result),
+    }
+}
+
+/// Expect a lease rejection because the lease names another run than `target` (W3, T4).
+pub(crate) fn expect_run_mismatch<T: fmt::Debug>(what: &str, result: StoreResult<T>, target: &RunId) -> CheckResult {
+    match &result {
+        Err(StoreError::LeaseHeld(held)) => match &held.rejection {
+            LeaseRejection::RunMismatch { target: t } if t == target => Ok(()),
+            other => fail!("{what}: expected a run mismatch naming run={target}, got {other:?}"),
+        },
+        _ => expect_lease_held(what, result),
+    }
+}
+
+/// What a [`hook_once`] hook recorded.
+pub(crate) struct HookSlot<R>(Arc<Mutex<Option<R>>>);
+
+impl<R> HookSlot<R> {
+    /// Remove the hook from `store` and take what it recorded: `None` when the point never fired.
+    pub(crate) fn finish(self, store: &dyn Store) -> Option<R> {
+        store.set_fault_hook(None);
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
+/// Install on `store` a hook that acts once: the first time `point` fires it runs `attempt` and
+/// keeps the result. `attempt` owns what it uses (typically a second connection) and must not
+/// call into `store`. Skips the check when the store has no fault points.
+pub(crate) fn hook_once<R: Send + 'static>(
+    store: &dyn Store,
+    point: FaultPoint,
+    attempt: impl FnOnce() -> R + Send + 'static,
+) -> Result<HookSlot<R>, Verdict> {
+    let slot = Arc::new(Mutex::new(None));
+    let record = Arc::clone(&slot);
+    let mut attempt = Some(attempt);
+    let hook = move |site: &FaultSite<'_>| {
+        if site.point == point
+            && let Some(attempt) = attempt.take()
+        {
+            *record.lock().unwrap_or_else(PoisonError::into_inner) = Some(attempt());
+        }
+    };
+    if store.set_fault_hook(Some(Box::new(hook))) {
+        Ok(HookSlot(slot))
+    } else {
+        Err(Verdict::Skip("store has no fault points".to_owned()))
+    }
+}

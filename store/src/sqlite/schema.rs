@@ -3,6 +3,8 @@
 //!
 //! Deviation from the reference: `entries.seq` is a column of its own rather than an expression
 //! index over the JSON payload, because our seq is typed (an integer, never a non-finite number).
+//! Its index serves both the A5 guard and `load` (append order is id order, and under J5 also
+//! seq order), so an append maintains one index, not two.
 //! `meta.status` and `meta.name` are columns for the same reason: `list_runs` narrows on them.
 
 /// `PRAGMA application_id` of a fencesim database ("fsim"). A database with tables but another
@@ -22,7 +24,6 @@ CREATE TABLE IF NOT EXISTS entries (
     payload TEXT    NOT NULL
 );
 CREATE INDEX IF NOT EXISTS entries_run_seq ON entries (run_id, seq);
-CREATE INDEX IF NOT EXISTS entries_run_id ON entries (run_id, id);
 CREATE TABLE IF NOT EXISTS meta (
     run_id  TEXT PRIMARY KEY,
     status  TEXT NOT NULL,
