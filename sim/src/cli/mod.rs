@@ -68,10 +68,11 @@ fn usage_error(e: &clap::Error) -> ExitCode {
         let _ = e.print();
         return ExitCode::SUCCESS;
     }
+    // clap's message, without its usage and help footers, folded onto one line.
     let text = e.to_string();
-    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    eprintln!("fencesim: error: {first} (see fencesim --help)");
+    let message = text.split("\n\n").next().unwrap_or("invalid arguments");
+    let message = one_line(message.strip_prefix("error: ").unwrap_or(message));
+    eprintln!("fencesim: error: {message} (see fencesim --help)");
     ExitCode::from(2)
 }
 

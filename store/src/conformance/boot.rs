@@ -1,3 +1,186 @@
-//! placeholder until the checks land
-use super::Check;
-pub(super) fn checks() -> Vec<Check> { Vec::new() }
+//! The boot suite (contracts 2.5, B1-B3): an invalid ttl is refused before the location is
+//! touched, many OS processes may open one fresh location at the same instant, and the boot
+//! retry stays at boot: a runtime write meeting a held write lock fails busy at once. The
+//! concurrent boot starts real processes and waits on the wall clock (through `crate::wall`, the
+//! one module allowed real time); everything else runs on the fixture's manual clock.
+
+use std::io::Read;
+use std::process::{Child, Stdio};
+
+use super::{
+    Check, CheckResult, FENCED_RUN, MAIN_TTL_MS, OWNER_A, Suite, Target, Verdict, ensure, entry, expect_meta,
+    expect_ok, fail, hook_once, leases, markers, require_fenced,
+};
+use crate::error::StoreError;
+use crate::fault::FaultPoint;
+use crate::types::{RunId, RunMeta, RunStatus};
+use crate::wall::{self, Deadline};
+
+/// The reference's boot race: 8 processes x 2 rounds, 60 s.
+const BOOT_PROCESSES: usize = 8;
+const BOOT_ROUNDS: u32 = 2;
+const BOOT_DEADLINE_MS: u64 = 60_000;
+/// How far ahead of now the processes of a round are told to start, so they start together.
+const BOOT_START_DELAY_MS: i64 = 300;
+/// A busy answer slower than this was a wait, not a fail-fast.
+const FAIL_FAST_BOUND_MS: u64 = 1_000;
+
+pub(super) fn checks() -> Vec<Check> {
+    vec![
+        check("B1", "ttl-intake", ttl_intake),
+        check("B2", "concurrent-boot", concurrent_boot),
+        check("B3", "runtime-fail-fast", runtime_fail_fast),
+    ]
+}
+
+fn check(id: &'static str, name: &'static str, run: fn(&dyn Target) -> CheckResult) -> Check {
+    Check { id, name, suite: Suite::Boot, run }
+}
+
+fn no_ttl() -> Verdict {
+    Verdict::Skip("store has no lease ttl".to_owned())
+}
+
+/// B1 and D15: ttl 0, negative or above 2^31 - 1 is a config error raised before anything exists
+/// at the location; the bounds 1 and 2^31 - 1 are accepted.
+fn ttl_intake(t: &dyn Target) -> CheckResult {
+    for ttl_ms in [0, -1, 2_147_483_648, i64::MAX] {
+        let intake = t.ttl_intake(ttl_ms).ok_or_else(no_ttl)?;
+        match &intake.result {
+            Err(StoreError::Config(_)) => {}
+            Err(e) => fail!("invalid ttl: expected a config error, got {} ({e}) ttl_ms={ttl_ms}", e.code()),
+            Ok(()) => fail!("invalid ttl: expected a config error, but the store opened ttl_ms={ttl_ms}"),
+        }
+        ensure!(
+            !intake.location_touched,
+            "invalid ttl: expected the location untouched, got something created before the config error ttl_ms={ttl_ms}"
+        );
+    }
+    for ttl_ms in [1, 2_147_483_647] {
+        let intake = t.ttl_intake(ttl_ms).ok_or_else(no_ttl)?;
+        expect_ok(&format!("open with the valid ttl_ms={ttl_ms}"), intake.result)?;
+    }
+    Ok(())
+}
+
+/// B2 and D6: per round, 8 processes open one fresh location at the same wall-clock instant, and
+/// all of them exit 0 within 60 s.
+fn concurrent_boot(t: &dyn Target) -> CheckResult {
+    for round in 0..BOOT_ROUNDS {
+        let start_at = wall::unix_ms() + BOOT_START_DELAY_MS;
+        let mut children = Vec::with_capacity(BOOT_PROCESSES);
+        for _ in 0..BOOT_PROCESSES {
+            let Some(mut command) = t.boot_command(round, start_at) else {
+                stop_all(children);
+                return Err(Verdict::Skip("store cannot be opened from another process".to_owned()));
+            };
+            command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+            match command.spawn() {
+                Ok(child) => children.push(child),
+                Err(e) => {
+                    stop_all(children);
+                    fail!("cannot start a boot process: {e} round={round}");
+                }
+            }
+        }
+        let failures = wait_all(children, &Deadline::after_ms(BOOT_DEADLINE_MS));
+        if let Some(first) = failures.first() {
+            fail!(
+                "concurrent boot: expected all {BOOT_PROCESSES} processes to exit 0, got {} failed round={round} first={first}",
+                failures.len()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Wait for every child until `deadline`, killing the stragglers. One line per failed child, in
+/// the order the failures were seen: its exit status and the first line of its stderr.
+fn wait_all(mut running: Vec<Child>, deadline: &Deadline) -> Vec<String> {
+    let mut failures = Vec::new();
+    while !running.is_empty() {
+        let mut still = Vec::with_capacity(running.len());
+        for mut child in running {
+            match child.try_wait() {
+                Ok(Some(status)) if status.success() => {}
+                Ok(Some(status)) => failures.push(format!("{status}: {}", first_stderr_line(&mut child))),
+                Ok(None) => still.push(child),
+                Err(e) => {
+                    failures.push(format!("cannot wait for the process: {e}"));
+                    stop_all(vec![child]);
+                }
+            }
+        }
+        running = still;
+        if !running.is_empty() && deadline.passed() {
+            failures.extend(running.iter().map(|_| format!("still running after {BOOT_DEADLINE_MS}ms, killed")));
+            stop_all(running);
+            break;
+        }
+        wall::sleep_ms(5);
+    }
+    failures
+}
+
+fn stop_all(children: Vec<Child>) {
+    for mut child in children {
+        // A child that already exited cannot be killed; either way it is reaped below.
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+fn first_stderr_line(child: &mut Child) -> String {
+    let mut text = String::new();
+    if let Some(mut stderr) = child.stderr.take() {
+        let _ = stderr.read_to_string(&mut text);
+    }
+    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("no stderr").to_owned()
+}
+
+/// B3: while a fenced append holds the write lock (stopped at its fence check), another
+/// connection's unleased put_meta of another run fails busy at once and commits nothing; the
+/// append itself commits.
+fn runtime_fail_fast(t: &dyn Target) -> CheckResult {
+    let fx = t.fresh(MAIN_TTL_MS)?;
+    let a = fx.connect()?;
+    require_fenced(&*a)?;
+    let run = RunId::from(FENCED_RUN);
+    let lease = leases(&*a)?.acquire(&run, OWNER_A)?;
+    let bystander = RunId::from("fail-fast-run");
+    let probe = RunMeta::new(bystander.clone(), RunStatus::Running);
+    let b = fx.connect()?;
+    let slot = hook_once(&*a, FaultPoint::FenceChecked, move || {
+        let deadline = Deadline::after_ms(FAIL_FAST_BOUND_MS);
+        let result = b.put_meta(&probe, None);
+        (result, deadline.passed())
+    })?;
+    let appended = a.append(&run, &entry(1, "holder"), Some(&lease));
+    let Some((result, slow)) = slot.finish(&*a) else {
+        fail!("fault point never fired: expected fence_checked during the fenced append run={run}");
+    };
+    match result {
+        Err(StoreError::Busy { .. }) => {}
+        Err(e) => fail!(
+            "put_meta while another connection holds the write lock: expected busy, got {} ({e}) run={bystander}",
+            e.code()
+        ),
+        Ok(()) => fail!(
+            "put_meta while another connection holds the write lock: expected busy, but it was accepted run={bystander}"
+        ),
+    }
+    ensure!(
+        !slow,
+        "busy put_meta: expected an immediate answer, got one after more than {FAIL_FAST_BOUND_MS}ms run={bystander}"
+    );
+    expect_ok("fenced append that held the write lock", appended)?;
+    let c = fx.connect()?;
+    expect_meta(&*c, &bystander, None, "after the busy put_meta")?;
+    let seen = c.load(&run)?;
+    ensure!(
+        markers(&seen) == ["holder"],
+        "journal after the fenced append: expected [holder], got {:?} run={run}",
+        markers(&seen)
+    );
+    Ok(())
+}

@@ -35,9 +35,10 @@ pub trait Target {
     /// no lease ttl at all.
     fn ttl_intake(&self, lease_ttl_ms: i64) -> Option<TtlIntake>;
 
-    /// A command that constructs the store over `location` in another OS process, waiting until
-    /// the wall clock reaches `start_at_unix_ms` first, and exits 0 on success (B2). `None` when
-    /// the store cannot be shared across processes.
+    /// A command that constructs the store in another OS process, waiting until the wall clock
+    /// reaches `start_at_unix_ms` first, and exits 0 on success (B2). Every call with the same
+    /// `round` must name the same fresh location. `None` when the store cannot be shared across
+    /// processes.
     fn boot_command(&self, round: u32, start_at_unix_ms: i64) -> Option<Command>;
 }
 
@@ -149,12 +150,20 @@ pub fn checks() -> Vec<Check> {
     all
 }
 
-/// Run one check, turning a panic inside the store under test into a failure.
+/// Run one check, turning a panic inside the store under test into a failure of that check.
 pub fn run_check(check: &Check, target: &dyn Target) -> CheckReport {
-    let outcome = match (check.run)(target) {
-        Ok(()) => Outcome::Pass,
-        Err(Verdict::Fail(r)) => Outcome::Fail(r),
-        Err(Verdict::Skip(r)) => Outcome::Skip(r),
+    let outcome = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (check.run)(target))) {
+        Ok(Ok(())) => Outcome::Pass,
+        Ok(Err(Verdict::Fail(r))) => Outcome::Fail(r),
+        Ok(Err(Verdict::Skip(r))) => Outcome::Skip(r),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a non-text panic".to_owned());
+            Outcome::Fail(format!("the store panicked: {}", what.split_whitespace().collect::<Vec<_>>().join(" ")))
+        }
     };
     CheckReport { id: check.id, name: check.name, suite: check.suite, outcome }
 }
@@ -199,11 +208,11 @@ pub(crate) fn require_fenced(store: &dyn Store) -> CheckResult {
 }
 
 /// Expect a typed lease rejection; anything else fails the check with `what` as context.
-pub(crate) fn expect_lease_held<T: fmt::Debug>(what: &str, result: StoreResult<T>) -> CheckResult {
+pub(crate) fn expect_lease_held<T>(what: &str, result: StoreResult<T>) -> CheckResult {
     match result {
         Err(StoreError::LeaseHeld(_)) => Ok(()),
         Err(e) => fail!("{what}: expected lease_held, got {} ({e})", e.code()),
-        Ok(v) => fail!("{what}: expected lease_held, but it was accepted ({v:?})"),
+        Ok(_) => fail!("{what}: expected lease_held, but it was accepted"),
     }
 }
 
@@ -217,7 +226,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::LeaseRejection;
 use crate::fault::{FaultPoint, FaultSite};
-use crate::types::{Epoch, JournalEntry, Lease, RunId};
+use crate::types::{Epoch, JournalEntry, Lease, RunId, RunMeta, RunStatus};
 
 /// The run the fenced suites write (the reference kit's name).
 pub(crate) const FENCED_RUN: &str = "fenced-run";
@@ -226,6 +235,8 @@ pub(crate) const OTHER_RUN: &str = "fenced-other-run";
 pub(crate) const OWNER_A: &str = "owner-a";
 pub(crate) const OWNER_B: &str = "owner-b";
 pub(crate) const OWNER_C: &str = "owner-c";
+/// A stable owner identity, the same across a delete and recreate (D7).
+pub(crate) const OWNER_STABLE: &str = "owner-stable";
 /// Ttl of the short expiry fixture (D17: expiry checks get their own fixture).
 pub(crate) const EXPIRY_TTL_MS: u32 = 600;
 
@@ -242,6 +253,37 @@ pub(crate) fn seqs(entries: &[JournalEntry]) -> Vec<i64> {
 /// The markers of a loaded journal (see [`entry`]), for comparisons and messages.
 pub(crate) fn markers(entries: &[JournalEntry]) -> Vec<String> {
     entries.iter().map(|e| e.extra.get("marker").and_then(|m| m.as_str()).unwrap_or("?").to_owned()).collect()
+}
+
+/// The meta record the fenced suites write for [`FENCED_RUN`].
+pub(crate) fn fenced_meta(status: RunStatus, segments: u32) -> RunMeta {
+    RunMeta::new(FENCED_RUN, status).with_segments(segments)
+}
+
+/// Expect `result` accepted; a refusal fails the check with `what` as context.
+pub(crate) fn expect_ok<T>(what: &str, result: StoreResult<T>) -> Result<T, Verdict> {
+    result.map_err(|e| Verdict::Fail(format!("{what}: expected it accepted, got {} ({e})", e.code())))
+}
+
+/// Expect the stored meta of `run` to equal `want` (`None`: no meta).
+pub(crate) fn expect_meta(store: &dyn Store, run: &RunId, want: Option<&RunMeta>, when: &str) -> CheckResult {
+    let got = store.get_meta(run)?;
+    let show = |m: Option<&RunMeta>| match m {
+        None => "none".to_owned(),
+        Some(m) => {
+            let genesis = m.genesis.as_ref().map(|g| format!(" genesis={g}")).unwrap_or_default();
+            format!("{} segments={}{genesis}", m.status, m.segments)
+        }
+    };
+    ensure!(got.as_ref() == want, "meta {when}: expected {}, got {} run={run}", show(want), show(got.as_ref()));
+    Ok(())
+}
+
+/// Expect the stored bytes of `blob_ref` to equal `want` (`None`: no blob).
+pub(crate) fn expect_blob(store: &dyn Store, blob_ref: &str, want: Option<&[u8]>, when: &str) -> CheckResult {
+    let got = store.get_blob(blob_ref)?;
+    ensure!(got.as_deref() == want, "blob {when}: expected {want:?}, got {:?} ref={blob_ref}", got.as_deref());
+    Ok(())
 }
 
 /// Supersede `stale` without a clock: its holder releases it through `la`, then `lb` acquires

@@ -166,7 +166,7 @@ impl SqliteStore {
                     wall::sleep_ms(2 + attempt % 7);
                     attempt += 1;
                 }
-                Err(failure) => return Err(boot_error(&options.location, failure)),
+                Err(failure) => return Err(boot_error(&options.location, failure, attempt + 1)),
             }
         };
         conn.busy_timeout(Duration::from_millis(u64::from(options.busy_timeout_ms)))
@@ -265,14 +265,6 @@ impl SqliteStore {
     /// The lease a call is fenced by, after planted defects that ignore it.
     fn effective<'l>(&self, lease: Option<&'l Lease>, ignored_by: StoreDefect) -> Option<&'l Lease> {
         lease.filter(|_| !self.defects.has(ignored_by))
-    }
-
-    fn pinned_where(&self) -> &'static str {
-        if self.defects.has(StoreDefect::NonAtomicFence) {
-            "run_id = ?1"
-        } else {
-            "run_id = ?1 AND owner = ?2 AND epoch = ?3"
-        }
     }
 
     fn tail(&self, run: &RunId) -> StoreResult<Option<Seq>> {
@@ -458,19 +450,35 @@ impl LeasableStore for SqliteStore {
 
     fn renew(&self, lease: &Lease) -> StoreResult<()> {
         self.fenced(Op::Renew, &lease.run, lease, || {
-            let sql = format!("UPDATE leases SET expires_at = ?4 WHERE {}", self.pinned_where());
-            let expires_at = self.now_ms() + i64::from(self.ttl_ms);
-            let args = params![lease.run.as_str(), lease.owner, lease.epoch.0, expires_at];
-            let changed = self.exec(Op::Renew, &lease.run, &sql, args)?;
+            let (run, expires_at) = (lease.run.as_str(), self.now_ms() + i64::from(self.ttl_ms));
+            let changed = if self.defects.has(StoreDefect::NonAtomicFence) {
+                self.exec(Op::Renew, &lease.run, "UPDATE leases SET expires_at = ?2 WHERE run_id = ?1", params![run, expires_at])?
+            } else {
+                // S3: owner and epoch pinned, so even a drifted check only touches our own row.
+                self.exec(
+                    Op::Renew,
+                    &lease.run,
+                    "UPDATE leases SET expires_at = ?4 WHERE run_id = ?1 AND owner = ?2 AND epoch = ?3",
+                    params![run, lease.owner, lease.epoch.0, expires_at],
+                )?
+            };
             pinned_row_changed(Op::Renew, lease, changed)
         })
     }
 
     fn release(&self, lease: &Lease) -> StoreResult<()> {
         let released = self.fenced(Op::Release, &lease.run, lease, || {
-            let sql = format!("DELETE FROM leases WHERE {}", self.pinned_where());
-            let args = params![lease.run.as_str(), lease.owner, lease.epoch.0];
-            let changed = self.exec(Op::Release, &lease.run, &sql, args)?;
+            let run = lease.run.as_str();
+            let changed = if self.defects.has(StoreDefect::NonAtomicFence) {
+                self.exec(Op::Release, &lease.run, "DELETE FROM leases WHERE run_id = ?1", [run])?
+            } else {
+                self.exec(
+                    Op::Release,
+                    &lease.run,
+                    "DELETE FROM leases WHERE run_id = ?1 AND owner = ?2 AND epoch = ?3",
+                    params![run, lease.owner, lease.epoch.0],
+                )?
+            };
             pinned_row_changed(Op::Release, lease, changed)
         });
         match released {
@@ -617,12 +625,17 @@ fn boot_once(location: &Location) -> Result<Connection, BootFailure> {
     result.map(|()| conn)
 }
 
-/// Whether this database is ours (or empty), judged from its header and catalog. Returns
-/// whether it still needs the identity stamp.
+/// Whether this database is ours (or empty), judged from its header and catalog in one read,
+/// so a sibling's bootstrap cannot commit between the reads. Returns whether it still needs the
+/// identity stamp.
 fn check_ownership(conn: &Connection) -> Result<bool, BootFailure> {
-    let app_id: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    let objects: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+    let (app_id, version, objects): (i64, i64, i64) = conn.query_row(
+        "SELECT (SELECT application_id FROM pragma_application_id()),
+                (SELECT user_version FROM pragma_user_version()),
+                (SELECT count(*) FROM sqlite_master)",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
     if app_id == 0 && objects == 0 {
         Ok(true)
     } else if app_id != APPLICATION_ID {
@@ -644,14 +657,14 @@ fn bootstrap_schema(conn: &Connection) -> Result<(), BootFailure> {
     Ok(())
 }
 
-fn boot_error(location: &Location, failure: BootFailure) -> StoreError {
+fn boot_error(location: &Location, failure: BootFailure, attempts: u64) -> StoreError {
     let reason = match failure {
         BootFailure::Foreign(why) => format!("refusing to use {why}"),
         BootFailure::Sqlite(e) => match e.sqlite_error_code() {
             Some(rusqlite::ErrorCode::NotADatabase) => "not a SQLite database".to_owned(),
             Some(rusqlite::ErrorCode::CannotOpen) => "cannot open the database file".to_owned(),
             Some(rusqlite::ErrorCode::ReadOnly) => "the database is read-only".to_owned(),
-            _ if is_busy(&e) => format!("busy past the boot bound: {e}"),
+            _ if is_busy(&e) => format!("busy after {attempts} boot attempts: {e}"),
             _ => e.to_string(),
         },
     };
