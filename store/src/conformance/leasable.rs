@@ -483,7 +483,7 @@ pub(super) fn fence_window(
         None => fail!("fault point never fired: expected fence_checked during the fenced {op} run={run}"),
         Some(Ok(landed)) => {
             let effect = match &result {
-                Ok(()) => "became visible".to_owned(),
+                Ok(()) => "was accepted after the takeover".to_owned(),
                 Err(e) => format!("then failed with {}", e.code()),
             };
             fail!(
