@@ -6,10 +6,7 @@
 #[test]
 #[allow(clippy::assertions_on_constants, reason = "a runtime failure, not a compile error, is the point")]
 fn workspace_is_built_with_the_simulator() {
-    assert!(
-        cfg!(madsim),
-        "built without --cfg madsim: a RUSTFLAGS variable overrode .cargo/config.toml; unset it"
-    );
+    assert!(cfg!(madsim), "built without --cfg madsim: a RUSTFLAGS variable overrode .cargo/config.toml; unset it");
 }
 
 /// The simulator is really there: virtual time passes without wall time passing.

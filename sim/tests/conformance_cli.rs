@@ -101,8 +101,11 @@ defect_tests! {
 fn every_listed_defect_has_a_test() {
     let out = fencesim(&["conformance", "--list-defects"]);
     assert!(out.status.success());
-    let listed: Vec<String> =
-        String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.split_whitespace().next()).map(str::to_owned).collect();
+    let listed: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect();
     let tested: Vec<&str> = CAUGHT_BY.iter().map(|(d, _)| *d).collect();
     assert_eq!(listed, tested);
 }

@@ -194,13 +194,7 @@ pub struct JournalEntry {
 
 impl JournalEntry {
     pub fn new(seq: i64, kind: impl Into<String>, status: impl Into<String>) -> Self {
-        Self {
-            seq: Seq(seq),
-            ref_seq: None,
-            kind: kind.into(),
-            status: status.into(),
-            extra: BTreeMap::new(),
-        }
+        Self { seq: Seq(seq), ref_seq: None, kind: kind.into(), status: status.into(), extra: BTreeMap::new() }
     }
 
     pub fn with(mut self, key: &str, value: Value) -> Self {

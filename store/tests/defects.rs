@@ -7,8 +7,8 @@ use fencesim_store::{Defects, JournalEntry, JournalStore, SqliteOptions, SqliteS
 
 #[test]
 fn a_planted_defect_acts_only_when_compiled_in() {
-    let options =
-        SqliteOptions::memdb(format!("defect-switch-{}", std::process::id())).defects(Defects::of(&[StoreDefect::NoSeqGuard]));
+    let options = SqliteOptions::memdb(format!("defect-switch-{}", std::process::id()))
+        .defects(Defects::of(&[StoreDefect::NoSeqGuard]));
     let store = SqliteStore::open(options).unwrap();
     let run = "switch-run".into();
     store.append(&run, &JournalEntry::new(5, "step", "ok"), None).unwrap();
@@ -17,7 +17,10 @@ fn a_planted_defect_acts_only_when_compiled_in() {
         assert_eq!(again, Ok(()), "no-seq-guard planted: a duplicate seq is accepted");
         assert_eq!(store.load(&run).unwrap().len(), 2);
     } else {
-        assert!(matches!(again, Err(StoreError::JournalOrder { .. })), "without the feature the guard holds: {again:?}");
+        assert!(
+            matches!(again, Err(StoreError::JournalOrder { .. })),
+            "without the feature the guard holds: {again:?}"
+        );
         assert_eq!(store.load(&run).unwrap().len(), 1);
     }
 }

@@ -94,7 +94,10 @@ fn apply(op: &Op, sqlite: &mut Fenced, memory: &MemoryStore) -> (&'static str, &
         Op::PutBlob { run, name, bytes, leased } => {
             let blob_ref = format!("{}/ckpt/{name}", RUNS[*run]);
             let lease = sqlite.lease(&RunId::of_ref(&blob_ref), *leased);
-            (class(sqlite.store.put_blob(&blob_ref, bytes, lease.as_ref())), class(memory.put_blob(&blob_ref, bytes, None)))
+            (
+                class(sqlite.store.put_blob(&blob_ref, bytes, lease.as_ref())),
+                class(memory.put_blob(&blob_ref, bytes, None)),
+            )
         }
         Op::DeleteBlob { run, name, leased } => {
             let blob_ref = format!("{}/ckpt/{name}", RUNS[*run]);

@@ -61,16 +61,21 @@ pub fn run(args: &Args) -> CmdResult {
         "defects are planted in SqliteStore; --store memory has none (use sqlite-memdb or sqlite-file)"
     );
     let defects = Defects::of(&args.defects);
-    let folder = tempfile::Builder::new().prefix("fencesim-conformance-").tempdir().context("cannot create a temporary folder")?;
+    let folder = tempfile::Builder::new()
+        .prefix("fencesim-conformance-")
+        .tempdir()
+        .context("cannot create a temporary folder")?;
     let target: Box<dyn Target> = match kind {
         StoreKind::Memory => Box::new(MemoryTarget),
         StoreKind::SqliteMemdb => Box::new(SqliteTarget::memdb().defects(defects)),
         StoreKind::SqliteFile => {
             let exe = std::env::current_exe().context("cannot locate the fencesim binary for the boot race")?;
             let planted = args.defects.clone();
-            Box::new(SqliteTarget::file(folder.path()).defects(defects).boot_with(move |db, start_at| {
-                boot_command(&exe, db, start_at, &planted)
-            }))
+            Box::new(
+                SqliteTarget::file(folder.path())
+                    .defects(defects)
+                    .boot_with(move |db, start_at| boot_command(&exe, db, start_at, &planted)),
+            )
         }
     };
     let reports = conformance::run_all(target.as_ref());
@@ -88,7 +93,12 @@ fn boot_command(exe: &Path, db: &Path, start_at: i64, defects: &[StoreDefect]) -
     cmd
 }
 
-fn print_reports(kind: StoreKind, defects: &[StoreDefect], format: Format, reports: &[CheckReport]) -> anyhow::Result<()> {
+fn print_reports(
+    kind: StoreKind,
+    defects: &[StoreDefect],
+    format: Format,
+    reports: &[CheckReport],
+) -> anyhow::Result<()> {
     let count = |f: fn(&Outcome) -> bool| reports.iter().filter(|r| f(&r.outcome)).count();
     let passed = count(|o| matches!(o, Outcome::Pass));
     let failed = count(|o| matches!(o, Outcome::Fail(_)));

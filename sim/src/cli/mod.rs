@@ -10,7 +10,7 @@ use fencesim_store::StoreDefect;
 
 /// Deterministic simulation testing for lease-fenced durable-run stores.
 #[derive(Debug, Parser)]
-#[command(name = "fencesim", version, about, propagate_version = true)]
+#[command(name = "fencesim", version, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -19,9 +19,13 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the store conformance kit: one line per contract check.
+    ///
+    /// Exit 0 when every applicable check passes, 1 when any fails, 2 on bad input.
     Conformance(conformance::Args),
-    /// Open (and if needed create) a SqliteStore database file, then exit. The concurrent-boot
-    /// check (B2) re-executes this binary with it.
+    /// Open (creating if needed) a SqliteStore database file, then exit.
+    ///
+    /// The concurrent-boot check (B2) re-executes this binary with it. Bad input exits 2 and
+    /// writes nothing.
     Boot(boot::Args),
 }
 

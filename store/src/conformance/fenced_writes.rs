@@ -7,15 +7,12 @@
 
 use super::leasable::fence_window;
 use super::{
-    Check, CheckResult, FENCED_RUN, MAIN_TTL_MS, OTHER_RUN, OWNER_A, OWNER_B, OWNER_C, OWNER_STABLE, Suite, Target,
-    Verdict, ensure, entry, expect_blob, expect_held_by, expect_lease_held, expect_meta, expect_ok,
+    CKPT_REF, Check, CheckResult, FENCED_RUN, MAIN_TTL_MS, OTHER_RUN, OWNER_A, OWNER_B, OWNER_C, OWNER_STABLE, Suite,
+    Target, Verdict, ensure, entry, expect_blob, expect_held_by, expect_lease_held, expect_meta, expect_ok,
     expect_run_mismatch, fenced_meta, leases, markers, require_fenced, supersede,
 };
 use crate::error::StoreError;
 use crate::types::{RunId, RunStatus};
-
-/// The checkpoint ref of the reference's RFC-F2 tests.
-const CKPT_REF: &str = "fenced-run/ckpt/7";
 
 pub(super) fn checks() -> Vec<Check> {
     vec![

@@ -144,19 +144,23 @@ fn read_your_writes(t: &dyn Target) -> CheckResult {
     Ok(())
 }
 
-/// J4: a legacy-shaped entry and a meta record with fields the store has never heard of come
-/// back equal: no field added (above all no `hashVersion`), none lost, none normalised.
+/// J4: a legacy-shaped terminal entry (with its typed `ref`) and a meta record with fields the
+/// store has never heard of come back equal: no field added (above all no `hashVersion`), none
+/// lost, none normalised.
 fn opaque_payload(t: &dyn Target) -> CheckResult {
     let fx = t.fresh(MAIN_TTL_MS)?;
     let (a, b) = (fx.connect()?, fx.connect()?);
     let run = RunId::from("a4-run");
     let legacy = json!({
         "v": 1,
-        "seq": 1,
+        "seq": 2,
+        "ref": 1,
         "kind": "wormhole.v9",
         "status": "ok",
         "text": "ünïcödé ✓ 漢字 🙂 \"quoted\" back\\slash\ttab\nnewline",
         "value": 0.1_f64 + 0.2_f64,
+        "big": 9_007_199_254_740_993_i64,
+        "smallest": i64::MIN,
         "nested": {"a": null, "b": [null, {"c": null}], "d": {"e": []}},
         "unknownTopLevel": {"keep": ["me", 1, true]},
     });
@@ -312,9 +316,11 @@ fn meta_separation(t: &dyn Target) -> CheckResult {
     let fx = t.fresh(MAIN_TTL_MS)?;
     let (a, b) = (fx.connect()?, fx.connect()?);
 
-    let mut replaced = listed("meta-a", RunStatus::Running, Some("old-name"), &["old-tag"]);
-    replaced.extra.insert("stale".to_owned(), json!(true));
-    a.put_meta(&replaced, None)?;
+    // The replaced records set every field their replacements leave unset (meta-a has no genesis,
+    // updated_at or extra field, meta-c no tags, meta-d no name): a merging upsert shows.
+    for run in ["meta-a", "meta-c", "meta-d"] {
+        a.put_meta(&rich_meta(run), None)?;
+    }
     let metas = [
         listed("meta-d", RunStatus::Cancelled, None, &["y"]),
         listed("meta-b", RunStatus::Suspended, Some("beta"), &["x"]),

@@ -237,6 +237,8 @@ pub(crate) const OWNER_B: &str = "owner-b";
 pub(crate) const OWNER_C: &str = "owner-c";
 /// A stable owner identity, the same across a delete and recreate (D7).
 pub(crate) const OWNER_STABLE: &str = "owner-stable";
+/// The checkpoint ref of the reference's RFC-F2 tests.
+pub(crate) const CKPT_REF: &str = "fenced-run/ckpt/7";
 /// Ttl of the short expiry fixture (D17: expiry checks get their own fixture).
 pub(crate) const EXPIRY_TTL_MS: u32 = 600;
 

@@ -19,18 +19,21 @@ const CLOCK_START_MS: i64 = 1_000_000;
 
 type BootCommand = Box<dyn Fn(&Path, i64) -> Command>;
 
+/// Numbers fresh locations across every target of this process, so that two targets (say, in
+/// parallel tests) never share a memdb name or a file.
+static NEXT_LOCATION: AtomicU32 = AtomicU32::new(0);
+
 /// SqliteStore under test, on memdb or on files in a folder that must be fresh and empty.
 pub struct SqliteTarget {
     name: String,
     folder: Option<PathBuf>,
     defects: Defects,
     boot: Option<BootCommand>,
-    next: AtomicU32,
 }
 
 impl SqliteTarget {
     pub fn memdb() -> Self {
-        Self { name: "sqlite-memdb".to_owned(), folder: None, defects: Defects::NONE, boot: None, next: AtomicU32::new(0) }
+        Self { name: "sqlite-memdb".to_owned(), folder: None, defects: Defects::NONE, boot: None }
     }
 
     pub fn file(folder: impl Into<PathBuf>) -> Self {
@@ -50,7 +53,7 @@ impl SqliteTarget {
     }
 
     fn fresh_location(&self, what: &str) -> Location {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let n = NEXT_LOCATION.fetch_add(1, Ordering::Relaxed);
         match &self.folder {
             Some(folder) => Location::File(folder.join(format!("{what}-{n}.db"))),
             None => Location::Memdb(format!("conformance-{}-{what}-{n}", std::process::id())),

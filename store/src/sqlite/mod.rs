@@ -245,9 +245,19 @@ impl SqliteStore {
 
     /// Run `mutate` only if `lease` is the live holder of `target`, atomically with the check
     /// (S1, S2, L9, W4).
-    fn fenced<T>(&self, op: Op, target: &RunId, lease: &Lease, mutate: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
+    fn fenced<T>(
+        &self,
+        op: Op,
+        target: &RunId,
+        lease: &Lease,
+        mutate: impl FnOnce() -> StoreResult<T>,
+    ) -> StoreResult<T> {
         if lease.run != *target && !self.defects.has(StoreDefect::NoRunMatch) {
-            return Err(StoreError::lease_held(op, lease.clone(), LeaseRejection::RunMismatch { target: target.clone() }));
+            return Err(StoreError::lease_held(
+                op,
+                lease.clone(),
+                LeaseRejection::RunMismatch { target: target.clone() },
+            ));
         }
         if self.defects.has(StoreDefect::NonAtomicFence) {
             // D3: the check is one autocommit read and the mutation runs after it, unguarded.
@@ -327,7 +337,13 @@ impl SqliteStore {
         Ok(())
     }
 
-    fn query_payloads(&self, op: Op, run: Option<&RunId>, sql: &str, args: impl rusqlite::Params) -> StoreResult<Vec<String>> {
+    fn query_payloads(
+        &self,
+        op: Op,
+        run: Option<&RunId>,
+        sql: &str,
+        args: impl rusqlite::Params,
+    ) -> StoreResult<Vec<String>> {
         let mut stmt = self.conn.prepare_cached(sql).map_err(|e| sql_error(op, run, e))?;
         let rows = stmt.query_map(args, |r| r.get::<_, String>(0)).map_err(|e| sql_error(op, run, e))?;
         rows.collect::<Result<Vec<_>, _>>().map_err(|e| sql_error(op, run, e))
@@ -356,10 +372,15 @@ impl JournalStore for SqliteStore {
     }
 
     fn load(&self, run: &RunId) -> StoreResult<Vec<JournalEntry>> {
-        self.query_payloads(Op::Load, Some(run), "SELECT payload FROM entries WHERE run_id = ?1 ORDER BY id", [run.as_str()])?
-            .iter()
-            .map(|p| from_json(Op::Load, Some(run), p))
-            .collect()
+        self.query_payloads(
+            Op::Load,
+            Some(run),
+            "SELECT payload FROM entries WHERE run_id = ?1 ORDER BY id",
+            [run.as_str()],
+        )?
+        .iter()
+        .map(|p| from_json(Op::Load, Some(run), p))
+        .collect()
     }
 
     fn put_meta(&self, meta: &RunMeta, lease: Option<&Lease>) -> StoreResult<()> {
@@ -392,7 +413,8 @@ impl JournalStore for SqliteStore {
     }
 
     fn get_meta(&self, run: &RunId) -> StoreResult<Option<RunMeta>> {
-        let found = self.query_payloads(Op::GetMeta, Some(run), "SELECT payload FROM meta WHERE run_id = ?1", [run.as_str()])?;
+        let found =
+            self.query_payloads(Op::GetMeta, Some(run), "SELECT payload FROM meta WHERE run_id = ?1", [run.as_str()])?;
         found.first().map(|p| from_json(Op::GetMeta, Some(run), p)).transpose()
     }
 
@@ -452,7 +474,12 @@ impl LeasableStore for SqliteStore {
         self.fenced(Op::Renew, &lease.run, lease, || {
             let (run, expires_at) = (lease.run.as_str(), self.now_ms() + i64::from(self.ttl_ms));
             let changed = if self.defects.has(StoreDefect::NonAtomicFence) {
-                self.exec(Op::Renew, &lease.run, "UPDATE leases SET expires_at = ?2 WHERE run_id = ?1", params![run, expires_at])?
+                self.exec(
+                    Op::Renew,
+                    &lease.run,
+                    "UPDATE leases SET expires_at = ?2 WHERE run_id = ?1",
+                    params![run, expires_at],
+                )?
             } else {
                 // S3: owner and epoch pinned, so even a drifted check only touches our own row.
                 self.exec(
@@ -577,10 +604,7 @@ fn validate_location(location: &Location) -> StoreResult<()> {
                 _ => Path::new("."),
             };
             if !folder.is_dir() {
-                return Err(StoreError::Config(format!(
-                    "database folder does not exist path={}",
-                    path.display()
-                )));
+                return Err(StoreError::Config(format!("database folder does not exist path={}", path.display())));
             }
             Ok(())
         }
@@ -641,7 +665,9 @@ fn check_ownership(conn: &Connection) -> Result<bool, BootFailure> {
     } else if app_id != APPLICATION_ID {
         Err(BootFailure::Foreign(format!("a SQLite database of another application (application_id={app_id})")))
     } else if version != SCHEMA_VERSION {
-        Err(BootFailure::Foreign(format!("a fencesim database of schema version {version}, this build reads {SCHEMA_VERSION}")))
+        Err(BootFailure::Foreign(format!(
+            "a fencesim database of schema version {version}, this build reads {SCHEMA_VERSION}"
+        )))
     } else {
         Ok(false)
     }
@@ -651,7 +677,9 @@ fn check_ownership(conn: &Connection) -> Result<bool, BootFailure> {
 /// since), stamp a fresh database, create whatever is missing.
 fn bootstrap_schema(conn: &Connection) -> Result<(), BootFailure> {
     if check_ownership(conn)? {
-        conn.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"))?;
+        conn.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
+        ))?;
     }
     conn.execute_batch(schema::DDL)?;
     Ok(())
