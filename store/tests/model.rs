@@ -2,7 +2,7 @@
 //! observable state as MemoryStore, the single-writer reference (journals, metas, blobs, listing
 //! and every call's outcome class). Half the operations go through SqliteStore's fenced paths
 //! under a live lease the single writer holds, so fencing must be invisible to a lawful owner.
-//! Shrunk failures are kept by proptest in `proptest-regressions/` and replayed first.
+//! Shrunk failures are kept in `model.proptest-regressions` beside this file and replayed first.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use fencesim_store::{
     SqliteOptions, SqliteStore, StoreError, StoreResult, TranscriptStore,
 };
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use serde_json::json;
 
 const RUNS: [&str; 3] = ["r0", "r1", "r2"];
@@ -137,7 +138,12 @@ fn fresh_sqlite(case: u64) -> Fenced {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        cases: 200,
+        // Shrunk failures land in `store/tests/model.proptest-regressions`: commit it with the fix.
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn sqlite_matches_the_single_writer_reference(ops in proptest::collection::vec(op(), 1..60)) {
