@@ -3,7 +3,18 @@
 //! of fresh store locations; cross-instance checks open two connections over one location and
 //! drive lease expiry through the fixture's [`ManualClock`], never through sleeping.
 //!
-//! Run them all with [`run_all`]; every report names the contract it checks. A check that no
+//! Run them all with [`run_all`]; every report names the contract it checks:
+//!
+//! ```
+//! use fencesim_store::conformance::{MemoryTarget, Outcome, run_all};
+//!
+//! let reports = run_all(&MemoryTarget);
+//! // MemoryStore keeps the journal and transcript contracts and has no leases to check.
+//! assert!(reports.iter().all(|r| !r.failed()));
+//! assert!(reports.iter().any(|r| r.id == "J5" && r.outcome == Outcome::Pass));
+//! assert!(reports.iter().any(|r| r.id == "L1" && matches!(r.outcome, Outcome::Skip(_))));
+//! ```
+//! A check that no
 //! planted defect can make fail is not yet a check: `sim/tests/conformance_cli.rs` plants each
 //! store defect and requires a named failure.
 
