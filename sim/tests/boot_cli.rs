@@ -78,3 +78,34 @@ fn make_foreign_db(path: &Path) {
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.execute_batch("CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('x');").unwrap();
 }
+
+/// Makes a file immutable (`chattr +i`, which binds root too) for as long as it lives.
+struct Immutable<'a>(&'a Path);
+
+impl<'a> Immutable<'a> {
+    fn set(path: &'a Path) -> Option<Self> {
+        let status = Command::new("chattr").arg("+i").arg(path).status().ok()?;
+        status.success().then_some(Immutable(path))
+    }
+}
+
+impl Drop for Immutable<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new("chattr").arg("-i").arg(self.0).status();
+    }
+}
+
+#[test]
+fn an_unwritable_database_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    assert!(boot(&db, &[]).status.success());
+    let before = std::fs::read(&db).unwrap();
+    let Some(_guard) = Immutable::set(&db) else {
+        // File permissions do not bind root; without chattr there is no unwritable file to make.
+        eprintln!("skipped: chattr +i is not available on this file system");
+        return;
+    };
+    assert_refused(&boot(&db, &[]), "the database file is not writable");
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+}

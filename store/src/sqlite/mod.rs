@@ -137,8 +137,9 @@ impl fmt::Debug for SqliteStore {
 /// A failed single boot attempt.
 enum BootFailure {
     Sqlite(rusqlite::Error),
-    /// The file is a SQLite database that is not ours (or of another schema version).
-    Foreign(String),
+    /// The file cannot be written, or is a SQLite database that is not ours (or of another
+    /// schema version).
+    Refused(String),
 }
 
 impl From<rusqlite::Error> for BootFailure {
@@ -631,6 +632,11 @@ fn boot_once(location: &Location) -> Result<Connection, BootFailure> {
         Location::Memdb(name) => Connection::open_with_flags(format!("file:/{name}?vfs=memdb"), flags)?,
     };
     conn.busy_timeout(Duration::ZERO)?;
+    // SQLite quietly falls back to read-only when it cannot open the file for writing; a store
+    // that cannot write must say so now, not at its first fenced call.
+    if conn.is_readonly(rusqlite::MAIN_DB)? {
+        return Err(BootFailure::Refused("the database file is not writable".to_owned()));
+    }
     // Refuse someone else's database before the WAL switch, which would rewrite its header.
     check_ownership(&conn)?;
     if matches!(location, Location::File(_)) {
@@ -663,10 +669,12 @@ fn check_ownership(conn: &Connection) -> Result<bool, BootFailure> {
     if app_id == 0 && objects == 0 {
         Ok(true)
     } else if app_id != APPLICATION_ID {
-        Err(BootFailure::Foreign(format!("a SQLite database of another application (application_id={app_id})")))
+        Err(BootFailure::Refused(format!(
+            "refusing to use a SQLite database of another application (application_id={app_id})"
+        )))
     } else if version != SCHEMA_VERSION {
-        Err(BootFailure::Foreign(format!(
-            "a fencesim database of schema version {version}, this build reads {SCHEMA_VERSION}"
+        Err(BootFailure::Refused(format!(
+            "refusing to use a fencesim database of schema version {version}, this build reads {SCHEMA_VERSION}"
         )))
     } else {
         Ok(false)
@@ -687,7 +695,7 @@ fn bootstrap_schema(conn: &Connection) -> Result<(), BootFailure> {
 
 fn boot_error(location: &Location, failure: BootFailure, attempts: u64) -> StoreError {
     let reason = match failure {
-        BootFailure::Foreign(why) => format!("refusing to use {why}"),
+        BootFailure::Refused(why) => why,
         BootFailure::Sqlite(e) => match e.sqlite_error_code() {
             Some(rusqlite::ErrorCode::NotADatabase) => "not a SQLite database".to_owned(),
             Some(rusqlite::ErrorCode::CannotOpen) => "cannot open the database file".to_owned(),
