@@ -32,7 +32,7 @@ struct Bench {
 
 impl Bench {
     fn new(options: SqliteOptions) -> Self {
-        let store = SqliteStore::open(options.clock(Arc::new(ManualClock::new(1_000_000)))).expect("open");
+        let store = SqliteStore::open(options).expect("open");
         store
             .raw_connection()
             .execute_batch(
@@ -135,7 +135,8 @@ fn arg(name: &str, default: u32) -> u32 {
 fn main() {
     let rounds = arg("--rounds", 9);
     let ops = arg("--ops", 2000);
-    measure("memdb", SqliteOptions::memdb(format!("bench-{}", std::process::id())), rounds, ops);
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    measure("memdb", SqliteOptions::memdb(format!("bench-{}", std::process::id()), clock.clone()), rounds, ops);
     let dir = tempfile::tempdir().expect("temporary folder");
-    measure("wal file", SqliteOptions::file(dir.path().join("bench.db")), rounds, ops / 10);
+    measure("wal file", SqliteOptions::file(dir.path().join("bench.db"), clock), rounds, ops / 10);
 }

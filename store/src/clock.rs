@@ -44,7 +44,3 @@ impl Clock for SystemClock {
         crate::wall::unix_ms()
     }
 }
-
-pub fn system_clock() -> Arc<dyn Clock> {
-    Arc::new(SystemClock)
-}

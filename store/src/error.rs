@@ -110,10 +110,17 @@ pub enum StoreError {
     /// A5: the appended seq is not strictly above the run's stored tail. Nothing became visible.
     #[error("journal order violation: seq {seq} is not above the stored tail run={run} seq={seq} tail={}", tail.map_or("none".to_owned(), |t| t.to_string()))]
     JournalOrder { run: RunId, seq: Seq, tail: Option<Seq> },
-    /// Another connection holds the write lock. Nothing was committed; back off and retry.
+    /// The caller handed the store a payload it cannot store faithfully (a field of `extra` that
+    /// shadows a typed field). Nothing was written; not retryable.
+    #[error("invalid payload: {op} rejected, {reason} run={run}")]
+    InvalidPayload { op: Op, run: RunId, reason: String },
+    /// SQLite's busy family: another connection holds a lock this call needed (at `BEGIN
+    /// IMMEDIATE`, at `COMMIT`, or a read during recovery). Nothing was committed; back off and
+    /// retry.
     #[error("store busy: {op} committed nothing, retry later{}", run.as_ref().map_or(String::new(), |r| format!(" run={r}")))]
     Busy { op: Op, run: Option<RunId> },
-    /// Invalid options, detected before anything was opened or touched.
+    /// Invalid options or paths, detected before anything was opened or touched; also a store
+    /// that does not declare what `assert_fenced_writes` requires.
     #[error("config: {0}")]
     Config(String),
     /// The database could not be opened, read or written (not retryable as such).
@@ -147,6 +154,7 @@ impl StoreError {
         match self {
             StoreError::LeaseHeld(_) => "lease_held",
             StoreError::JournalOrder { .. } => "journal_order_violation",
+            StoreError::InvalidPayload { .. } => "invalid_payload",
             StoreError::Busy { .. } => "busy",
             StoreError::Config(_) => "config",
             StoreError::Storage { .. } => "storage",

@@ -38,6 +38,7 @@ impl MemoryStore {
 
 impl JournalStore for MemoryStore {
     fn append(&self, run: &RunId, entry: &JournalEntry, _lease: Option<&Lease>) -> StoreResult<()> {
+        entry.check_fields(run)?;
         let mut state = self.state();
         let journal = state.journals.entry(run.clone()).or_default();
         // J5 against the last stored entry: seqs only ever increase along the journal.
@@ -54,6 +55,7 @@ impl JournalStore for MemoryStore {
     }
 
     fn put_meta(&self, meta: &RunMeta, _lease: Option<&Lease>) -> StoreResult<()> {
+        meta.check_fields()?;
         self.state().metas.insert(meta.run_id.clone(), meta.clone());
         Ok(())
     }

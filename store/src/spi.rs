@@ -59,7 +59,8 @@ pub trait Store: JournalStore + TranscriptStore + Send {
     /// has no fault points.
     fn set_fault_hook(&self, hook: Option<FaultHook>) -> bool;
 
-    /// The journal and transcript markers together: the strict check of `assertFencedWrites`.
+    /// The strict check of the reference's `assertFencedWrites`: both markers declared and a
+    /// lease capability present; otherwise one config error naming everything missing.
     fn assert_fenced_writes(&self) -> StoreResult<()> {
         let mut missing = Vec::new();
         if !self.fenced_writes() {

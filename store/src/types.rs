@@ -1,12 +1,15 @@
 //! The data model of contracts section 1: run ids, leases and their epochs, run metadata, journal
 //! entries and run filters. Stores treat payloads as opaque: every field they do not index travels
-//! in `extra` and round-trips unchanged (J4, J6).
+//! in `extra` and round-trips unchanged (J4, J6); `extra` may not reuse a typed field's key, and
+//! the stores refuse a record that does.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::error::{Op, StoreError};
 
 /// The id of one durable run. Blob refs belong to the run named by their leading path segment.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -172,6 +175,18 @@ impl RunMeta {
     }
 }
 
+impl RunMeta {
+    /// Keys the typed fields take in the encoded record; `extra` may not use them.
+    pub const TYPED_FIELDS: [&'static str; 7] =
+        ["run_id", "status", "segments", "name", "tags", "genesis", "updated_at_ms"];
+
+    /// Refuse a record whose `extra` shadows a typed field: encoded, the key would appear twice
+    /// and the record could not be read back.
+    pub fn check_fields(&self) -> Result<(), StoreError> {
+        check_extra(Op::PutMeta, &self.run_id, &self.extra, &Self::TYPED_FIELDS)
+    }
+}
+
 impl From<String> for RunId {
     fn from(id: String) -> Self {
         Self(id)
@@ -200,6 +215,25 @@ impl JournalEntry {
     pub fn with(mut self, key: &str, value: Value) -> Self {
         self.extra.insert(key.to_owned(), value);
         self
+    }
+
+    /// Keys the typed fields take in the encoded entry; `extra` may not use them.
+    pub const TYPED_FIELDS: [&'static str; 4] = ["seq", "ref", "kind", "status"];
+
+    /// Refuse an entry whose `extra` shadows a typed field (see [`RunMeta::check_fields`]).
+    pub fn check_fields(&self, run: &RunId) -> Result<(), StoreError> {
+        check_extra(Op::Append, run, &self.extra, &Self::TYPED_FIELDS)
+    }
+}
+
+fn check_extra(op: Op, run: &RunId, extra: &BTreeMap<String, Value>, typed: &[&str]) -> Result<(), StoreError> {
+    match extra.keys().find(|k| typed.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(key) => Err(StoreError::InvalidPayload {
+            op,
+            run: run.clone(),
+            reason: format!("extra field `{key}` shadows a typed field"),
+        }),
     }
 }
 
@@ -235,7 +269,10 @@ impl RunFilter {
     }
 
     pub fn matches(&self, meta: &RunMeta) -> bool {
-        let status_ok = self.status_set().is_none_or(|set| set.contains(&meta.status));
+        let filters_status = self.status.is_some() || self.statuses.is_some();
+        let status_ok = !filters_status
+            || self.status == Some(meta.status)
+            || self.statuses.as_ref().is_some_and(|set| set.contains(&meta.status));
         let name_ok = self.name.as_ref().is_none_or(|n| meta.name.as_ref() == Some(n));
         let tags_ok = self.tags.iter().all(|t| meta.tags.contains(t));
         status_ok && name_ok && tags_ok

@@ -3,11 +3,15 @@
 //! --workspace` builds this crate with the feature (the `fencesim` binary enables it); `cargo test
 //! -p fencesim-store` builds it without, and CI runs both.
 
-use fencesim_store::{Defects, JournalEntry, JournalStore, SqliteOptions, SqliteStore, StoreDefect, StoreError};
+use std::sync::Arc;
+
+use fencesim_store::{
+    Defects, JournalEntry, JournalStore, ManualClock, SqliteOptions, SqliteStore, StoreDefect, StoreError,
+};
 
 #[test]
 fn a_planted_defect_acts_only_when_compiled_in() {
-    let options = SqliteOptions::memdb(format!("defect-switch-{}", std::process::id()))
+    let options = SqliteOptions::memdb(format!("defect-switch-{}", std::process::id()), Arc::new(ManualClock::new(0)))
         .defects(Defects::of(&[StoreDefect::NoSeqGuard]));
     let store = SqliteStore::open(options).unwrap();
     let run = "switch-run".into();

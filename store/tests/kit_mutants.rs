@@ -58,8 +58,13 @@ enum Mutation {
     AcquireOneMsEarly,
     /// acquire reads the lease row in autocommit and writes after the fault point, unguarded.
     NonAtomicAcquire,
+    /// append drops an `extra` field that shadows a typed one instead of refusing the entry.
+    AcceptsShadowedField,
     /// renew returns ok and changes nothing.
     RenewNoop,
+    /// renew computes the new expiry from the clock after the call, not at its fence check, so
+    /// a renew that stalled past its expiry still extends (resurrects) its lease.
+    RenewReadsClockLate,
     /// lease_ttl_ms reports the default ttl, not the configured one.
     MisreportTtl,
     /// Declares fenced journal writes but not fenced blob writes.
@@ -204,6 +209,11 @@ impl MutantStore {
 
 impl JournalStore for MutantStore {
     fn append(&self, run: &RunId, entry: &JournalEntry, lease: Option<&Lease>) -> StoreResult<()> {
+        if self.is(AcceptsShadowedField) {
+            let mut cleaned = entry.clone();
+            cleaned.extra.retain(|k, _| !JournalEntry::TYPED_FIELDS.contains(&k.as_str()));
+            return self.inner.append(run, &cleaned, lease);
+        }
         self.inner.append(run, entry, lease)
     }
 
@@ -301,7 +311,22 @@ impl LeasableStore for MutantStore {
     }
 
     fn renew(&self, lease: &Lease) -> StoreResult<()> {
-        if self.is(RenewNoop) { Ok(()) } else { self.inner.renew(lease) }
+        match self.mutation {
+            RenewNoop => Ok(()),
+            RenewReadsClockLate => {
+                self.inner.renew(lease)?;
+                let expires_at = self.clock.now_ms() + i64::from(self.inner.lease_ttl_ms());
+                self.inner
+                    .raw_connection()
+                    .execute(
+                        "UPDATE leases SET expires_at = ?4 WHERE run_id = ?1 AND owner = ?2 AND epoch = ?3",
+                        params![lease.run.as_str(), lease.owner, lease.epoch.0, expires_at],
+                    )
+                    .map(drop)
+                    .map_err(|e| StoreError::storage(Op::Renew, e.to_string()))
+            }
+            _ => self.inner.renew(lease),
+        }
     }
 
     fn release(&self, lease: &Lease) -> StoreResult<()> {
@@ -426,7 +451,7 @@ impl Target for MutantTarget {
     fn fresh(&self, lease_ttl_ms: u32) -> StoreResult<Box<dyn Fixture>> {
         let clock = ManualClock::new(CLOCK_START_MS);
         let name = format!("kit-mutants-{}-{}", std::process::id(), NEXT_DB.fetch_add(1, Ordering::Relaxed));
-        let options = SqliteOptions::memdb(name).lease_ttl_ms(i64::from(lease_ttl_ms)).clock(Arc::new(clock.clone()));
+        let options = SqliteOptions::memdb(name, Arc::new(clock.clone())).lease_ttl_ms(i64::from(lease_ttl_ms));
         let keeper = SqliteStore::open(options.clone())?;
         Ok(Box::new(MutantFixture { mutation: self.mutation, options, clock, _keeper: keeper }))
     }
@@ -435,7 +460,12 @@ impl Target for MutantTarget {
     fn ttl_intake(&self, lease_ttl_ms: i64) -> Option<TtlIntake> {
         let folder = tempfile::tempdir().expect("a temporary folder");
         let path = folder.path().join("intake.db");
-        let open = |ttl_ms| SqliteStore::open(SqliteOptions::file(&path).lease_ttl_ms(ttl_ms)).map(drop);
+        let open = |ttl_ms| {
+            SqliteStore::open(
+                SqliteOptions::file(&path, Arc::new(ManualClock::new(CLOCK_START_MS))).lease_ttl_ms(ttl_ms),
+            )
+            .map(drop)
+        };
         let result = match self.mutation {
             IntakeTouchesLocation => {
                 open(i64::from(DEFAULT_LEASE_TTL_MS)).and_then(|()| validate_ttl(lease_ttl_ms).map(drop))
@@ -506,8 +536,10 @@ mutants! {
     acquire_stealing_a_live_lease_fails_exclusive_acquire: AcquireStealsLiveLease => "L1",
     acquire_one_ms_early_fails_exclusive_acquire: AcquireOneMsEarly => "L1",
     non_atomic_acquire_fails_atomic_acquire: NonAtomicAcquire => "L2",
+    shadowing_field_accepted_fails_shadowed_field_refused: AcceptsShadowedField => "shadowed-field-refused",
     renew_as_a_no_op_fails_lease_renew: RenewNoop => "lease-renew",
     renew_as_a_no_op_fails_renew_cadence: RenewNoop => "L8",
+    renew_reading_the_clock_after_a_stall_fails_renew_atomicity: RenewReadsClockLate => "fencing-atomicity-renew",
     misreported_ttl_fails_renew_cadence: MisreportTtl => "L8",
     half_declared_marker_fails_marker_declared: HalfDeclaredMarker => "W6",
     marker_without_leases_fails_marker_declared: MarkerWithoutLeases => "W6",

@@ -132,8 +132,8 @@ fn observe(store: &(impl JournalStore + TranscriptStore)) -> String {
 }
 
 fn fresh_sqlite(case: u64) -> Fenced {
-    let options = SqliteOptions::memdb(format!("model-{}-{case}", std::process::id()))
-        .clock(Arc::new(ManualClock::new(1_000_000)));
+    let options =
+        SqliteOptions::memdb(format!("model-{}-{case}", std::process::id()), Arc::new(ManualClock::new(1_000_000)));
     Fenced { store: SqliteStore::open(options).unwrap(), held: BTreeMap::new() }
 }
 

@@ -4,11 +4,12 @@
 //! file that is not a SQLite database, someone else's database) exits 2 and writes nothing.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
 use fencesim_store::real_time::{sleep_ms, unix_ms};
 use fencesim_store::sqlite::{DEFAULT_LEASE_TTL_MS, TABLES};
-use fencesim_store::{Defects, SqliteOptions, SqliteStore, StoreDefect};
+use fencesim_store::{Defects, SqliteOptions, SqliteStore, StoreDefect, SystemClock};
 
 use super::{CmdResult, Verdict};
 
@@ -36,7 +37,9 @@ pub fn run(args: &Args) -> CmdResult {
             sleep_ms(wait.unsigned_abs().min(60_000));
         }
     }
-    let options = SqliteOptions::file(&args.db).lease_ttl_ms(args.ttl_ms).defects(Defects::of(&args.defects));
+    let options = SqliteOptions::file(&args.db, Arc::new(SystemClock))
+        .lease_ttl_ms(args.ttl_ms)
+        .defects(Defects::of(&args.defects));
     let store = SqliteStore::open(options).context("cannot open the store")?;
     let tables: i64 = store
         .raw_connection()

@@ -162,7 +162,6 @@ fn atomic_meta(t: &dyn Target) -> CheckResult {
     fence_window(
         t,
         "put_meta",
-        0,
         |_, _| Ok(()),
         |a, lease| a.put_meta(&in_window, Some(lease)),
         |w| {
@@ -182,7 +181,6 @@ fn atomic_delete(t: &dyn Target) -> CheckResult {
     fence_window(
         t,
         "delete",
-        0,
         |a, lease| {
             expect_ok("append by the live holder", a.append(&lease.run, &entry(1, "doomed"), Some(lease)))?;
             expect_ok("put_meta by the live holder", a.put_meta(&fenced_meta(RunStatus::Running, 1), Some(lease)))?;
@@ -220,7 +218,6 @@ fn atomic_blob_put(t: &dyn Target) -> CheckResult {
     fence_window(
         t,
         "blob put",
-        0,
         |_, _| Ok(()),
         |a, lease| a.put_blob(CKPT_REF, &[1, 1, 42], Some(lease)),
         |w| {
@@ -241,7 +238,6 @@ fn atomic_blob_delete(t: &dyn Target) -> CheckResult {
     fence_window(
         t,
         "blob delete",
-        0,
         |a, lease| expect_ok("blob put by the live holder", a.put_blob(CKPT_REF, &[1, 1, 42], Some(lease))),
         |a, lease| a.delete_blob(CKPT_REF, Some(lease)),
         |w| {

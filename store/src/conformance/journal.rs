@@ -24,6 +24,7 @@ pub(super) fn checks() -> Vec<Check> {
         check("J2", "a2-total-order", total_order),
         check("J3", "a3-read-your-writes", read_your_writes),
         check("J4", "a4-opaque-payload", opaque_payload),
+        check("J4", "shadowed-field-refused", shadowed_field_refused),
         check("J5", "a5-monotonic-seq", monotonic_seq),
         check("J5", "a5-stale-tail-race", stale_tail_race),
         check("J6", "meta-separation", meta_separation),
@@ -191,6 +192,43 @@ fn opaque_payload(t: &dyn Target) -> CheckResult {
             diff_fields(&meta, &got)
         ),
         None => fail!("meta after put_meta: expected the record, got none run={run}"),
+    }
+}
+
+/// J4, this SPI's side of opacity: an `extra` field that reuses a typed field's key (`seq` of an
+/// entry, `status` of a meta) would be stored twice in one payload and make the record, and every
+/// listing containing it, unreadable. The store refuses it with a typed error and nothing changes.
+fn shadowed_field_refused(t: &dyn Target) -> CheckResult {
+    let fx = t.fresh(MAIN_TTL_MS)?;
+    let (a, b) = (fx.connect()?, fx.connect()?);
+    let run = RunId::from("shadow-run");
+    a.append(&run, &entry(1, "plain"), None)?;
+    let meta = RunMeta::new(run.clone(), RunStatus::Running);
+    a.put_meta(&meta, None)?;
+
+    let shadowing_entry = entry(2, "shadowing").with("seq", json!(99));
+    expect_invalid("append whose extra holds `seq`", a.append(&run, &shadowing_entry, None))?;
+    let mut shadowing_meta = RunMeta::new(run.clone(), RunStatus::Running);
+    shadowing_meta.extra.insert("status".to_owned(), json!("ok"));
+    expect_invalid("put_meta whose extra holds `status`", a.put_meta(&shadowing_meta, None))?;
+
+    let seen = b.load(&run)?;
+    ensure!(
+        markers(&seen) == ["plain"],
+        "journal after the refused append: expected [plain], got {:?} run={run}",
+        markers(&seen)
+    );
+    expect_meta(&*b, &run, Some(&meta), "after the refused put_meta")?;
+    let listed = b.list_runs(&RunFilter::all())?;
+    ensure!(listed == [meta], "list_runs after the refused put_meta: expected the original record, got {listed:?}");
+    Ok(())
+}
+
+fn expect_invalid(what: &str, result: crate::error::StoreResult<()>) -> CheckResult {
+    match result {
+        Err(StoreError::InvalidPayload { .. }) => Ok(()),
+        Err(e) => fail!("{what}: expected invalid_payload, got {} ({e})", e.code()),
+        Ok(()) => fail!("{what}: expected invalid_payload, but it was accepted"),
     }
 }
 

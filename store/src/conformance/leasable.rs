@@ -347,7 +347,6 @@ fn atomicity_append(t: &dyn Target) -> CheckResult {
     fence_window(
         t,
         "append",
-        0,
         |_, _| Ok(()),
         |a, lease| a.append(&lease.run, &in_window, Some(lease)),
         |w| {
@@ -375,13 +374,13 @@ fn atomicity_append(t: &dyn Target) -> CheckResult {
     )
 }
 
-/// L9, renew: a's renew inside the window must not reach the successor's row: the successor's
-/// lease expires at its own now + ttl, not later.
+/// L9, renew: a's renew inside the window acts as of its check, so the stall leaves its lease
+/// expired (9.1), and it must not reach the successor's row: the successor's lease expires at
+/// its own now + ttl, not later.
 fn atomicity_renew(t: &dyn Target) -> CheckResult {
     fence_window(
         t,
         "renew",
-        expiry_ttl_ms(),
         |_, _| Ok(()),
         |a, lease| with_leases(a, |la| la.renew(lease)),
         |w| {
@@ -406,7 +405,6 @@ fn atomicity_release(t: &dyn Target) -> CheckResult {
     fence_window(
         t,
         "release",
-        0,
         |_, _| Ok(()),
         |a, lease| with_leases(a, |la| la.release(lease)),
         |w| {
@@ -453,13 +451,13 @@ pub(super) struct Window<'a> {
 /// `prepare`s, then makes the fenced `call` with a hook that, when the call passes its fence
 /// check, moves the shared clock past a's expiry and attempts owner-b's acquire from a second
 /// connection. Over a correct store that acquire fails busy (a holds the write lock), the call
-/// commits, and owner-b's acquire after the call (and `settle_ms` more, for a renew that may have
-/// pushed a's expiry) succeeds with a higher epoch; `after` then checks that nothing stale shows.
+/// commits as of its check (a renew extends from the time of its check, not from after the stall),
+/// and owner-b's acquire right after the call succeeds with a higher epoch; `after` then checks
+/// that nothing stale shows.
 /// Over a non-atomic fence the acquire lands inside the window and the stale call follows it.
 pub(super) fn fence_window(
     t: &dyn Target,
     op: &str,
-    settle_ms: i64,
     prepare: impl FnOnce(&dyn Store, &Lease) -> CheckResult,
     call: impl FnOnce(&dyn Store, &Lease) -> StoreResult<()>,
     after: impl FnOnce(&Window<'_>) -> CheckResult,
@@ -499,7 +497,6 @@ pub(super) fn fence_window(
     }
     expect_ok(&format!("fenced {op} by the live holder"), result)?;
 
-    fx.clock().advance(settle_ms);
     let c = fx.connect()?;
     let next = expect_ok(&format!("acquire by owner-b after the fenced {op}"), leases(&*c)?.acquire(&run, OWNER_B))?;
     ensure!(

@@ -61,7 +61,7 @@ impl SqliteTarget {
     }
 
     fn options(&self, location: Location, lease_ttl_ms: i64, clock: &ManualClock) -> SqliteOptions {
-        SqliteOptions::new(location).lease_ttl_ms(lease_ttl_ms).clock(Arc::new(clock.clone())).defects(self.defects)
+        SqliteOptions::new(location, Arc::new(clock.clone())).lease_ttl_ms(lease_ttl_ms).defects(self.defects)
     }
 }
 

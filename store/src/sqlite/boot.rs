@@ -1,0 +1,233 @@
+//! Opening a SqliteStore: option validation (B1), the ownership probe, and the idempotent
+//! bootstrap retried whole through the busy family under a wall-clock bound (B2).
+//!
+//! Nothing is written to a location until it is known to be ours or empty. A file that exists is
+//! first read through a read-only connection (which never checkpoints, rolls back or recovers
+//! anything); only a fencesim database of this schema version, or an empty one, is then opened
+//! read-write, switched to WAL and given the schema.
+
+use std::path::Path;
+use std::sync::Once;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::schema::{self, APPLICATION_ID, SCHEMA_VERSION};
+use super::{Location, MAX_LEASE_TTL_MS, SqliteOptions, sql_error};
+use crate::defects::StoreDefect;
+use crate::error::{Op, StoreError, StoreResult};
+use crate::wall;
+
+/// B1: the ttl must be an integer in 1..=2147483647 ms; checked before anything is opened.
+pub fn validate_ttl(ttl_ms: i64) -> StoreResult<u32> {
+    match u32::try_from(ttl_ms) {
+        Ok(ttl) if ttl >= 1 && i64::from(ttl) <= MAX_LEASE_TTL_MS => Ok(ttl),
+        _ => Err(StoreError::Config(format!(
+            "lease ttl must be an integer in 1..={MAX_LEASE_TTL_MS} ms ttl_ms={ttl_ms}"
+        ))),
+    }
+}
+
+/// Validate the options, then open and bootstrap, retrying the whole bootstrap while it fails
+/// busy until `boot_busy_timeout_ms` of wall-clock time has passed.
+pub(super) fn open(options: &SqliteOptions) -> StoreResult<(Connection, u32)> {
+    let ttl_ms = validate_ttl(options.lease_ttl_ms)?;
+    validate_location(&options.location)?;
+    disable_memory_statistics();
+    let deadline = wall::Deadline::after_ms(options.boot_busy_timeout_ms);
+    let mut attempts: u64 = 0;
+    loop {
+        attempts += 1;
+        match boot_once(&options.location) {
+            Ok(conn) => {
+                conn.busy_timeout(Duration::from_millis(u64::from(options.busy_timeout_ms)))
+                    .map_err(|e| sql_error(Op::Boot, None, e))?;
+                return Ok((conn, ttl_ms));
+            }
+            Err(Failure::Sqlite(e))
+                if is_retryable_at_boot(&e) && !options.defects.has(StoreDefect::NoBootRetry) && !deadline.passed() =>
+            {
+                wall::sleep_ms(2 + attempts % 7);
+            }
+            Err(failure) => return Err(failure.into_error(&options.location, attempts)),
+        }
+    }
+}
+
+/// A failed single boot attempt.
+enum Failure {
+    Sqlite(rusqlite::Error),
+    /// The location is not ours to write: someone else's database, another schema version, a
+    /// file SQLite can only read.
+    Refused(String),
+}
+
+impl From<rusqlite::Error> for Failure {
+    fn from(e: rusqlite::Error) -> Self {
+        Failure::Sqlite(e)
+    }
+}
+
+impl Failure {
+    fn into_error(self, location: &Location, attempts: u64) -> StoreError {
+        let reason = match self {
+            Failure::Refused(why) => why,
+            Failure::Sqlite(e) => match (e.sqlite_error_code(), e.sqlite_error().map(|x| x.extended_code)) {
+                (Some(rusqlite::ErrorCode::NotADatabase), _) => "not a SQLite database".to_owned(),
+                (_, Some(rusqlite::ffi::SQLITE_READONLY_ROLLBACK)) => {
+                    "the database has a hot journal left by a crash; recover it with the program that wrote it"
+                        .to_owned()
+                }
+                (_, Some(rusqlite::ffi::SQLITE_READONLY_RECOVERY)) => {
+                    "the database needs WAL recovery that only a writer may run; refusing to recover a database not known to be ours".to_owned()
+                }
+                (Some(rusqlite::ErrorCode::CannotOpen), _) => "cannot open the database file".to_owned(),
+                (Some(rusqlite::ErrorCode::ReadOnly), _) => "the database is read-only".to_owned(),
+                _ if is_busy(&e) => format!("busy after {attempts} boot attempts: {e}"),
+                _ => e.to_string(),
+            },
+        };
+        StoreError::storage(Op::Boot, format!("{reason} location={location}"))
+    }
+}
+
+fn validate_location(location: &Location) -> StoreResult<()> {
+    match location {
+        Location::File(path) => {
+            if path.is_dir() {
+                return Err(StoreError::Config(format!("database path is a folder path={}", path.display())));
+            }
+            if path.exists() && !path.is_file() {
+                return Err(StoreError::Config(format!("database path is not a regular file path={}", path.display())));
+            }
+            let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            if !folder.is_dir() {
+                return Err(StoreError::Config(format!("database folder does not exist path={}", path.display())));
+            }
+            Ok(())
+        }
+        Location::Memdb(name) => {
+            let ok = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+            if ok {
+                Ok(())
+            } else {
+                Err(StoreError::Config(format!("memdb name must be non-empty [A-Za-z0-9._-] name={name}")))
+            }
+        }
+    }
+}
+
+/// One attempt at the whole bootstrap: probe, open read-write, WAL, then the schema in one write
+/// transaction. Idempotent, so a busy attempt can be retried whole.
+fn boot_once(location: &Location) -> Result<Connection, Failure> {
+    let rw = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = match location {
+        Location::File(path) => {
+            probe(path)?;
+            // A path, never a URI: `file:x?mode=memory` must not turn a file into something else.
+            Connection::open_with_flags(path, rw)?
+        }
+        Location::Memdb(name) => {
+            Connection::open_with_flags(format!("file:/{name}?vfs=memdb"), rw | OpenFlags::SQLITE_OPEN_URI)?
+        }
+    };
+    conn.busy_timeout(Duration::ZERO)?;
+    // SQLite quietly falls back to read-only when it cannot open the file for writing; a store
+    // that cannot write must say so now, not at its first fenced call.
+    if conn.is_readonly(rusqlite::MAIN_DB)? {
+        return Err(Failure::Refused("the database file is not writable".to_owned()));
+    }
+    if matches!(location, Location::File(_)) {
+        // Outside the transaction: journal_mode cannot change inside one. It also ignores the
+        // busy handler on some lock transitions, which is why the retry is ours (B2).
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(Failure::Refused(format!("cannot switch the database to WAL journal_mode={mode}")));
+        }
+    }
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let result = bootstrap_schema(&conn).and_then(|()| conn.execute_batch("COMMIT").map_err(Failure::from));
+    if result.is_err() && !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    result.map(|()| conn)
+}
+
+/// Judge an existing, non-empty file through a read-only connection before anything opens it for
+/// writing: a read-write open would roll back a hot journal, recover a WAL or checkpoint it on
+/// close, each of which writes to a file that may not be ours.
+fn probe(path: &Path) -> Result<(), Failure> {
+    let empty = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
+    if empty {
+        return Ok(());
+    }
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    conn.busy_timeout(Duration::ZERO)?;
+    check_ownership(&conn).map(drop)
+}
+
+/// Whether this database is ours (or empty), judged from its header and catalog in one read, so
+/// a sibling's bootstrap cannot commit between the reads. Returns whether it still needs the
+/// identity stamp.
+fn check_ownership(conn: &Connection) -> Result<bool, Failure> {
+    let (app_id, version, objects): (i64, i64, i64) = conn.query_row(
+        "SELECT (SELECT application_id FROM pragma_application_id()),
+                (SELECT user_version FROM pragma_user_version()),
+                (SELECT count(*) FROM sqlite_master)",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    if app_id == 0 && version == 0 && objects == 0 {
+        Ok(true)
+    } else if app_id != APPLICATION_ID {
+        Err(Failure::Refused(format!(
+            "refusing to use a SQLite database of another application (application_id={app_id} user_version={version})"
+        )))
+    } else if version != SCHEMA_VERSION {
+        Err(Failure::Refused(format!(
+            "refusing to use a fencesim database of schema version {version}, this build reads {SCHEMA_VERSION}"
+        )))
+    } else {
+        Ok(false)
+    }
+}
+
+/// Inside the boot transaction: judge ownership again (a sibling may have stamped the file
+/// since), stamp a fresh database, create whatever is missing.
+fn bootstrap_schema(conn: &Connection) -> Result<(), Failure> {
+    if check_ownership(conn)? {
+        conn.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
+        ))?;
+    }
+    conn.execute_batch(schema::DDL)?;
+    Ok(())
+}
+
+/// The SQLITE_BUSY family: primary result code 5, which includes SQLITE_BUSY_RECOVERY (261).
+pub(super) fn is_busy(e: &rusqlite::Error) -> bool {
+    e.sqlite_error().is_some_and(|err| err.extended_code & 0xff == rusqlite::ffi::SQLITE_BUSY)
+}
+
+/// At boot the busy family, and the read-only probe meeting a WAL a sibling is still recovering.
+fn is_retryable_at_boot(e: &rusqlite::Error) -> bool {
+    is_busy(e) || e.sqlite_error().is_some_and(|err| err.extended_code == rusqlite::ffi::SQLITE_READONLY_RECOVERY)
+}
+
+/// Several threads running seeds contend on SQLite's global memory-statistics mutex; turn the
+/// statistics off before the first connection (design.md). Called after SQLite has initialised
+/// (another crate opened a connection first), the call fails and changes nothing: harmless.
+#[allow(unsafe_code)]
+fn disable_memory_statistics() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: SQLITE_CONFIG_MEMSTATUS takes one int argument, which is what is passed.
+        // sqlite3_config is documented as not threadsafe against concurrent SQLite use; if SQLite
+        // is already initialised it returns SQLITE_MISUSE without effect, and before that no
+        // other thread of this crate can be using SQLite, since every path here goes through
+        // this Once first.
+        unsafe {
+            rusqlite::ffi::sqlite3_config(rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS, 0 as std::ffi::c_int);
+        }
+    });
+}
