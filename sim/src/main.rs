@@ -7,5 +7,18 @@ mod cli;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    cli::main()
+    // A panic is a bug of ours or of a store under test: one line, never a backtrace. The
+    // conformance kit catches a store's panic and reports it as that check's failure; anything
+    // else that unwinds to here exits 2.
+    std::panic::set_hook(Box::new(|info| {
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let at = info.location().map_or(String::new(), |l| format!(" at {}:{}", l.file(), l.line()));
+        eprintln!("fencesim: panic: {}{at}", message.split_whitespace().collect::<Vec<_>>().join(" "));
+    }));
+    std::panic::catch_unwind(cli::main).unwrap_or(ExitCode::from(2))
 }

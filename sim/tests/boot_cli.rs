@@ -109,3 +109,44 @@ fn an_unwritable_database_is_refused_untouched() {
     assert_refused(&boot(&db, &[]), "the database file is not writable");
     assert_eq!(std::fs::read(&db).unwrap(), before);
 }
+
+#[test]
+fn a_uri_looking_path_is_a_plain_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "file:runs.db?mode=memory";
+    let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .current_dir(dir.path())
+        .args(["boot", "--db", name])
+        .output()
+        .expect("run fencesim");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(dir.path().join(name).is_file(), "the path was read as a URI, not as a file name");
+}
+
+#[test]
+fn a_crashed_foreign_wal_database_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (live, crashed) = (dir.path().join("live.db"), dir.path().join("crashed.db"));
+    let conn = rusqlite::Connection::open(&live).unwrap();
+    conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())).unwrap();
+    conn.execute_batch("CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('x');").unwrap();
+    // Copy the files while the writer is open: a crash that left frames in the WAL.
+    std::fs::copy(&live, &crashed).unwrap();
+    std::fs::copy(dir.path().join("live.db-wal"), dir.path().join("crashed.db-wal")).unwrap();
+    drop(conn);
+    let wal = dir.path().join("crashed.db-wal");
+    let before = (std::fs::read(&crashed).unwrap(), std::fs::read(&wal).unwrap());
+    assert!(!before.1.is_empty(), "the copied WAL holds frames");
+    assert_refused(&boot(&crashed, &[]), "another application");
+    assert_eq!((std::fs::read(&crashed).unwrap(), std::fs::read(&wal).unwrap()), before, "db or WAL changed");
+}
+
+#[test]
+fn an_empty_database_of_another_application_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("versioned.db");
+    rusqlite::Connection::open(&db).unwrap().execute_batch("PRAGMA user_version = 7;").unwrap();
+    let before = std::fs::read(&db).unwrap();
+    assert_refused(&boot(&db, &[]), "user_version=7");
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+}

@@ -76,6 +76,8 @@ fn assert_caught(defect: &str) {
     let (code, failed, doc) = conformance("sqlite-file", Some(defect));
     assert_eq!(code, 1, "defect {defect} was not caught\n{doc:#}");
     assert!(failed.iter().any(|id| id == expected), "defect {defect}: expected {expected} to fail, failed {failed:?}");
+    let repro = doc["repro"].as_str().unwrap_or_default();
+    assert_eq!(repro, format!("fencesim conformance --store sqlite-file --defect {defect}"));
 }
 
 macro_rules! defect_tests {
@@ -139,4 +141,15 @@ fn missing_store_and_unknown_flags_are_usage_errors() {
     assert_usage_error(&["conformance"], "--store");
     assert_usage_error(&["conformance", "--store", "memory", "--frobnicate"], "--frobnicate");
     assert_usage_error(&["conformance", "--store", "memory", "--format", "xml"], "xml");
+}
+
+#[test]
+fn text_output_ends_with_a_summary_and_a_repro_line() {
+    let out = fencesim(&["conformance", "--store", "sqlite-memdb", "--defect", "no-seq-guard"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.iter().any(|l| l.starts_with("FAIL J5")), "{text}");
+    assert!(lines[lines.len() - 2].starts_with("FAIL: store=sqlite-memdb defects=no-seq-guard"), "{text}");
+    assert_eq!(lines[lines.len() - 1], "repro: fencesim conformance --store sqlite-memdb --defect no-seq-guard");
 }

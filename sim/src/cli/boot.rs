@@ -41,13 +41,12 @@ pub fn run(args: &Args) -> CmdResult {
         .lease_ttl_ms(args.ttl_ms)
         .defects(Defects::of(&args.defects));
     let store = SqliteStore::open(options).context("cannot open the store")?;
+    let names = TABLES.map(|t| format!("'{t}'")).join(", ");
     let tables: i64 = store
         .raw_connection()
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('entries', 'meta', 'leases', 'epochs', 'blobs')",
-            [],
-            |r| r.get(0),
-        )
+        .query_row(&format!("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ({names})"), [], |r| {
+            r.get(0)
+        })
         .context("cannot read the schema")?;
     anyhow::ensure!(tables == TABLES.len() as i64, "schema incomplete after boot: {tables} of {} tables", TABLES.len());
     println!("booted location={} tables={tables}", args.db.display());

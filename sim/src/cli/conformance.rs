@@ -61,26 +61,36 @@ pub fn run(args: &Args) -> CmdResult {
         "defects are planted in SqliteStore; --store memory has none (use sqlite-memdb or sqlite-file)"
     );
     let defects = Defects::of(&args.defects);
-    let folder = tempfile::Builder::new()
-        .prefix("fencesim-conformance-")
-        .tempdir()
-        .context("cannot create a temporary folder")?;
+    // Holds the file target's databases; removed when this function returns.
+    let mut folder = None;
     let target: Box<dyn Target> = match kind {
         StoreKind::Memory => Box::new(MemoryTarget),
         StoreKind::SqliteMemdb => Box::new(SqliteTarget::memdb().defects(defects)),
         StoreKind::SqliteFile => {
+            let dir = tempfile::Builder::new()
+                .prefix("fencesim-conformance-")
+                .tempdir()
+                .context("cannot create a temporary folder")?;
             let exe = std::env::current_exe().context("cannot locate the fencesim binary for the boot race")?;
             let planted = args.defects.clone();
-            Box::new(
-                SqliteTarget::file(folder.path())
-                    .defects(defects)
-                    .boot_with(move |db, start_at| boot_command(&exe, db, start_at, &planted)),
-            )
+            let target = SqliteTarget::file(dir.path())
+                .defects(defects)
+                .boot_with(move |db, start_at| boot_command(&exe, db, start_at, &planted));
+            folder = Some(dir);
+            Box::new(target)
         }
     };
     let reports = conformance::run_all(target.as_ref());
-    print_reports(kind, &args.defects, args.format, &reports)?;
-    Ok(if reports.iter().any(CheckReport::failed) { Verdict::Fail } else { Verdict::Pass })
+    drop(folder);
+    let summary = Summary::of(kind, &args.defects, &reports);
+    match args.format {
+        Format::Text => print_text(&summary, &reports)?,
+        Format::Json => print_json(&summary, &reports)?,
+    }
+    if summary.broken > 0 {
+        anyhow::bail!("the harness could not run {} check(s); see the ERROR lines", summary.broken);
+    }
+    Ok(if summary.failed > 0 { Verdict::Fail } else { Verdict::Pass })
 }
 
 fn boot_command(exe: &Path, db: &Path, start_at: i64, defects: &[StoreDefect]) -> Command {
@@ -93,58 +103,87 @@ fn boot_command(exe: &Path, db: &Path, start_at: i64, defects: &[StoreDefect]) -
     cmd
 }
 
-fn print_reports(
-    kind: StoreKind,
-    defects: &[StoreDefect],
-    format: Format,
-    reports: &[CheckReport],
-) -> anyhow::Result<()> {
-    let count = |f: fn(&Outcome) -> bool| reports.iter().filter(|r| f(&r.outcome)).count();
-    let passed = count(|o| matches!(o, Outcome::Pass));
-    let failed = count(|o| matches!(o, Outcome::Fail(_)));
-    let skipped = count(|o| matches!(o, Outcome::Skip(_)));
-    let defect_names: Vec<&str> = defects.iter().map(|d| d.name()).collect();
-    let mut out = std::io::stdout().lock();
-    match format {
-        Format::Text => {
-            for r in reports {
-                writeln!(out, "{r}")?;
-            }
-            let planted = if defect_names.is_empty() { "none".to_owned() } else { defect_names.join(",") };
-            let verdict = if failed == 0 { "pass" } else { "FAIL" };
-            writeln!(
-                out,
-                "{verdict}: store={} defects={planted} passed={passed} failed={failed} skipped={skipped}",
-                store_name(kind)
-            )?;
-            if failed > 0 {
-                let flags: String = defect_names.iter().map(|d| format!(" --defect {d}")).collect();
-                writeln!(out, "repro: fencesim conformance --store {}{flags}", store_name(kind))?;
-            }
-        }
-        Format::Json => {
-            let checks: Vec<_> = reports
-                .iter()
-                .map(|r| {
-                    let (outcome, reason) = match &r.outcome {
-                        Outcome::Pass => ("pass", None),
-                        Outcome::Fail(why) => ("fail", Some(why)),
-                        Outcome::Skip(why) => ("skip", Some(why)),
-                    };
-                    json!({"id": r.id, "name": r.name, "suite": r.suite.as_str(), "outcome": outcome, "reason": reason})
-                })
-                .collect();
-            let doc = json!({
-                "store": store_name(kind),
-                "defects": defect_names,
-                "verdict": if failed == 0 { "pass" } else { "fail" },
-                "passed": passed,
-                "failed": failed,
-                "skipped": skipped,
-                "checks": checks,
-            });
-            writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+struct Summary {
+    store: &'static str,
+    defects: Vec<&'static str>,
+    passed: usize,
+    failed: usize,
+    skipped: usize,
+    broken: usize,
+}
+
+impl Summary {
+    fn of(kind: StoreKind, defects: &[StoreDefect], reports: &[CheckReport]) -> Self {
+        let count = |f: fn(&Outcome) -> bool| reports.iter().filter(|r| f(&r.outcome)).count();
+        Summary {
+            store: store_name(kind),
+            defects: defects.iter().map(|d| d.name()).collect(),
+            passed: count(|o| matches!(o, Outcome::Pass)),
+            failed: count(|o| matches!(o, Outcome::Fail(_))),
+            skipped: count(|o| matches!(o, Outcome::Skip(_))),
+            broken: count(|o| matches!(o, Outcome::Error(_))),
         }
     }
+
+    fn verdict(&self) -> &'static str {
+        match (self.broken, self.failed) {
+            (0, 0) => "pass",
+            (0, _) => "fail",
+            _ => "error",
+        }
+    }
+
+    /// The command that reproduces this run, when it did not pass.
+    fn repro(&self) -> Option<String> {
+        let flags: String = self.defects.iter().map(|d| format!(" --defect {d}")).collect();
+        (self.verdict() != "pass").then(|| format!("fencesim conformance --store {}{flags}", self.store))
+    }
+}
+
+fn print_text(summary: &Summary, reports: &[CheckReport]) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    for r in reports {
+        writeln!(out, "{r}")?;
+    }
+    let planted = if summary.defects.is_empty() { "none".to_owned() } else { summary.defects.join(",") };
+    let Summary { store, passed, failed, skipped, broken, .. } = summary;
+    let verdict = summary.verdict();
+    let word = if verdict == "pass" { verdict.to_owned() } else { verdict.to_uppercase() };
+    write!(out, "{word}: store={store} defects={planted} passed={passed} failed={failed} skipped={skipped}")?;
+    if *broken > 0 {
+        write!(out, " errors={broken}")?;
+    }
+    writeln!(out)?;
+    if let Some(repro) = summary.repro() {
+        writeln!(out, "repro: {repro}")?;
+    }
+    Ok(())
+}
+
+fn print_json(summary: &Summary, reports: &[CheckReport]) -> anyhow::Result<()> {
+    let checks: Vec<_> = reports
+        .iter()
+        .map(|r| {
+            let (outcome, reason) = match &r.outcome {
+                Outcome::Pass => ("pass", None),
+                Outcome::Fail(why) => ("fail", Some(why)),
+                Outcome::Skip(why) => ("skip", Some(why)),
+                Outcome::Error(why) => ("error", Some(why)),
+            };
+            json!({"id": r.id, "name": r.name, "suite": r.suite.as_str(), "outcome": outcome, "reason": reason})
+        })
+        .collect();
+    let doc = json!({
+        "store": summary.store,
+        "defects": summary.defects,
+        "verdict": summary.verdict(),
+        "passed": summary.passed,
+        "failed": summary.failed,
+        "skipped": summary.skipped,
+        "errors": summary.broken,
+        "repro": summary.repro(),
+        "checks": checks,
+    });
+    writeln!(std::io::stdout().lock(), "{}", serde_json::to_string_pretty(&doc)?)?;
     Ok(())
 }

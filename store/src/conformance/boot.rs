@@ -79,7 +79,7 @@ fn concurrent_boot(t: &dyn Target) -> CheckResult {
                 Ok(child) => children.push(child),
                 Err(e) => {
                     stop_all(children);
-                    fail!("cannot start a boot process: {e} round={round}");
+                    return Err(Verdict::Broken(format!("cannot start a boot process: {e} round={round}")));
                 }
             }
         }

@@ -91,9 +91,13 @@ impl Suite {
 /// Why a check did not pass.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
+    /// The store broke the contract.
     Fail(String),
     /// The check does not apply to this store (it has no leases, declares no fenced writes...).
     Skip(String),
+    /// The harness could not run the check (it could not start a process...): no verdict on
+    /// the store either way.
+    Broken(String),
 }
 
 impl From<StoreError> for Verdict {
@@ -119,6 +123,8 @@ pub enum Outcome {
     Pass,
     Fail(String),
     Skip(String),
+    /// The harness could not judge; see [`Verdict::Broken`].
+    Error(String),
 }
 
 #[derive(Clone, Debug)]
@@ -133,6 +139,11 @@ impl CheckReport {
     pub fn failed(&self) -> bool {
         matches!(self.outcome, Outcome::Fail(_))
     }
+
+    /// The harness could not run this check.
+    pub fn broken(&self) -> bool {
+        matches!(self.outcome, Outcome::Error(_))
+    }
 }
 
 impl fmt::Display for CheckReport {
@@ -141,6 +152,7 @@ impl fmt::Display for CheckReport {
             Outcome::Pass => ("pass", ""),
             Outcome::Fail(r) => ("FAIL", r.as_str()),
             Outcome::Skip(r) => ("skip", r.as_str()),
+            Outcome::Error(r) => ("ERROR", r.as_str()),
         };
         write!(f, "{word:<4} {:<3} {}", self.id, self.name)?;
         if !reason.is_empty() {
@@ -167,6 +179,7 @@ pub fn run_check(check: &Check, target: &dyn Target) -> CheckReport {
         Ok(Ok(())) => Outcome::Pass,
         Ok(Err(Verdict::Fail(r))) => Outcome::Fail(r),
         Ok(Err(Verdict::Skip(r))) => Outcome::Skip(r),
+        Ok(Err(Verdict::Broken(r))) => Outcome::Error(r),
         Err(panic) => {
             let what = panic
                 .downcast_ref::<&str>()

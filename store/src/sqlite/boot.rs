@@ -6,7 +6,7 @@
 //! anything); only a fencesim database of this schema version, or an empty one, is then opened
 //! read-write, switched to WAL and given the schema.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Once;
 use std::time::Duration;
 
@@ -123,9 +123,9 @@ fn boot_once(location: &Location) -> Result<Connection, Failure> {
     let rw = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = match location {
         Location::File(path) => {
-            probe(path)?;
-            // A path, never a URI: `file:x?mode=memory` must not turn a file into something else.
-            Connection::open_with_flags(path, rw)?
+            let path = literal(path);
+            probe(&path)?;
+            Connection::open_with_flags(&path, rw)?
         }
         Location::Memdb(name) => {
             Connection::open_with_flags(format!("file:/{name}?vfs=memdb"), rw | OpenFlags::SQLITE_OPEN_URI)?
@@ -151,6 +151,13 @@ fn boot_once(location: &Location) -> Result<Connection, Failure> {
         let _ = conn.execute_batch("ROLLBACK");
     }
     result.map(|()| conn)
+}
+
+/// A path SQLite cannot mistake for a URI: the bundled SQLite reads any name starting with
+/// `file:` as one (`file:x.db?mode=memory` would silently be an in-memory database), so a relative
+/// path is anchored with `./`.
+fn literal(path: &Path) -> PathBuf {
+    if path.is_absolute() { path.to_path_buf() } else { Path::new(".").join(path) }
 }
 
 /// Judge an existing, non-empty file through a read-only connection before anything opens it for
