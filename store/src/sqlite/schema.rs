@@ -3,8 +3,9 @@
 //!
 //! Deviation from the reference: `entries.seq` is a column of its own rather than an expression
 //! index over the JSON payload, because our seq is typed (an integer, never a non-finite number).
-//! Its index serves both the A5 guard and `load` (append order is id order, and under J5 also
-//! seq order), so an append maintains one index, not two.
+//! Its `(run_id, seq)` index serves the A5 guard and finds a run's rows for `load`, which sorts
+//! them by id (append order); a second `(run_id, id)` index would spare that sort at the cost of
+//! one more index write on every append, the hot path.
 //! `meta.status` and `meta.name` are columns for the same reason: `list_runs` narrows on them.
 
 /// `PRAGMA application_id` of a fencesim database ("fsim"). A database with tables but another
