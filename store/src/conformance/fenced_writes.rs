@@ -8,8 +8,8 @@
 use super::leasable::fence_window;
 use super::{
     CKPT_REF, Check, CheckResult, FENCED_RUN, MAIN_TTL_MS, OTHER_RUN, OWNER_A, OWNER_B, OWNER_C, OWNER_STABLE, Suite,
-    Target, Verdict, ensure, entry, expect_blob, expect_held_by, expect_lease_held, expect_meta, expect_ok,
-    expect_run_mismatch, fenced_meta, leases, markers, require_fenced, supersede,
+    Target, Verdict, ensure, entry, expect_blob, expect_epoch_above, expect_held_by, expect_lease_held, expect_meta,
+    expect_ok, expect_run_mismatch, fenced_meta, leases, markers, require_fenced, supersede,
 };
 use crate::error::StoreError;
 use crate::types::{RunId, RunStatus};
@@ -117,12 +117,7 @@ fn tombstone_zombie_rejected(t: &dyn Target) -> CheckResult {
         "journal of the recreated run after the zombie writes: expected [incarnation-2], got {:?} run={run}",
         markers(&seen)
     );
-    ensure!(
-        reborn.epoch > zombie.epoch,
-        "re-acquire after delete by the same owner: expected an epoch above {}, got {} run={run} owner={OWNER_STABLE}",
-        zombie.epoch,
-        reborn.epoch
-    );
+    expect_epoch_above("re-acquire after delete by the same owner", &reborn, &zombie)?;
     Ok(())
 }
 
@@ -278,12 +273,7 @@ fn unleased_passthrough(t: &dyn Target) -> CheckResult {
     ensure!(seen.is_empty(), "journal after the unleased delete: expected [], got {:?} run={run}", markers(&seen));
     expect_meta(&*b, &run, None, "after the unleased delete")?;
     let next = expect_ok("acquire right after the unleased delete", lb.acquire(&run, OWNER_C))?;
-    ensure!(
-        next.epoch > held.epoch,
-        "acquire after the unleased delete: expected an epoch above {}, got {} run={run}",
-        held.epoch,
-        next.epoch
-    );
+    expect_epoch_above("acquire after the unleased delete", &next, &held)?;
     Ok(())
 }
 

@@ -11,8 +11,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{
-    Check, CheckResult, MAIN_TTL_MS, OWNER_A, OWNER_B, Suite, Target, Verdict, ensure, entry, expect_meta, expect_ok,
-    fail, markers, seqs,
+    Check, CheckResult, MAIN_TTL_MS, OWNER_A, OWNER_B, Suite, Target, Verdict, ensure, entry, expect_epoch_above,
+    expect_meta, expect_ok, fail, markers, seqs,
 };
 use crate::error::StoreError;
 use crate::spi::Store;
@@ -510,12 +510,7 @@ fn delete_removes_run(t: &dyn Target) -> CheckResult {
 
     if let (Some(held), Some(lb)) = (held, b.leases()) {
         match lb.acquire(&run, OWNER_B) {
-            Ok(next) => ensure!(
-                next.epoch > held.epoch,
-                "delete must keep the epoch high-water mark: expected an epoch above {}, got {} run={run}",
-                held.epoch,
-                next.epoch
-            ),
+            Ok(next) => expect_epoch_above("acquire after delete (the high-water mark survives)", &next, &held)?,
             Err(e) => fail!(
                 "delete left the lease row: expected another owner to acquire at once, got {} ({e}) run={run}",
                 e.code()

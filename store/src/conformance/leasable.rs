@@ -9,8 +9,8 @@
 
 use super::{
     Check, CheckResult, EXPIRY_TTL_MS, FENCED_RUN, Fixture, MAIN_TTL_MS, OWNER_A, OWNER_B, OWNER_C, OWNER_STABLE,
-    Suite, Target, ensure, entry, expect_held_by, expect_lease_held, expect_meta, expect_ok, fail, fenced_meta,
-    hook_once, leases, markers, require_fenced, supersede,
+    Suite, Target, ensure, entry, expect_epoch_above, expect_held_by, expect_lease_held, expect_meta, expect_ok, fail,
+    fenced_meta, hook_once, leases, markers, require_fenced, supersede,
 };
 use crate::error::{StoreError, StoreResult};
 use crate::fault::FaultPoint;
@@ -64,12 +64,7 @@ fn exclusive_acquire(t: &dyn Target) -> CheckResult {
         next.run == run && next.owner == OWNER_B,
         "acquire after expiry returned someone else's lease: expected run={run} owner={OWNER_B}, got {next}"
     );
-    ensure!(
-        next.epoch > first.epoch,
-        "acquire after expiry: expected an epoch above {}, got {} run={run}",
-        first.epoch,
-        next.epoch
-    );
+    expect_epoch_above("acquire after expiry", &next, &first)?;
     Ok(())
 }
 
@@ -115,12 +110,7 @@ fn stale_epoch(t: &dyn Target) -> CheckResult {
     expect_ok("append by the live holder", b.append(&run, &entry(1, "holder-2"), Some(&second)))?;
     fx.clock().advance(expiry_ttl_ms());
     let third = expect_ok("reclaim of an expired lease", la.acquire(&run, OWNER_A))?;
-    ensure!(
-        third.epoch > second.epoch,
-        "reclaim of an expired lease: expected an epoch above {}, got {} run={run}",
-        second.epoch,
-        third.epoch
-    );
+    expect_epoch_above("reclaim of an expired lease", &third, &second)?;
     expect_lease_held("append with the expired epoch", b.append(&run, &entry(2, "stale-expired"), Some(&second)))?;
     expect_ok("append by the reclaiming holder", a.append(&run, &entry(2, "holder-3"), Some(&third)))?;
     let seen = b.load(&run)?;
@@ -145,12 +135,7 @@ fn epoch_tombstone(t: &dyn Target) -> CheckResult {
     la.release(&zombie)?;
     b.delete(&run, None)?;
     let reborn = lb.acquire(&run, OWNER_STABLE)?;
-    ensure!(
-        reborn.epoch > zombie.epoch,
-        "re-acquire after delete by the same owner: expected an epoch above {}, got {} run={run} owner={OWNER_STABLE}",
-        zombie.epoch,
-        reborn.epoch
-    );
+    expect_epoch_above("re-acquire after delete by the same owner", &reborn, &zombie)?;
     expect_ok("append by the new incarnation", b.append(&run, &entry(1, "incarnation-2"), Some(&reborn)))?;
     expect_lease_held("zombie append after delete and recreate", a.append(&run, &entry(2, "zombie"), Some(&zombie)))?;
     expect_lease_held("zombie renew after delete and recreate", la.renew(&zombie))?;
@@ -267,12 +252,7 @@ fn expired_is_stale(t: &dyn Target) -> CheckResult {
         markers(&seen)
     );
     let again = expect_ok("re-acquire by the expired holder", la.acquire(&run, OWNER_A))?;
-    ensure!(
-        again.epoch > lease.epoch,
-        "re-acquire after expiry: expected an epoch above {}, got {} run={run}",
-        lease.epoch,
-        again.epoch
-    );
+    expect_epoch_above("re-acquire after expiry", &again, &lease)?;
     expect_ok("append after re-acquiring", a.append(&run, &entry(2, "re-acquired"), Some(&again)))?;
     Ok(())
 }
@@ -288,12 +268,7 @@ fn release_strict(t: &dyn Target) -> CheckResult {
     let first = la.acquire(&run, OWNER_A)?;
     expect_ok("release by the live holder", la.release(&first))?;
     let next = expect_ok("acquire by another owner right after the release", lb.acquire(&run, OWNER_B))?;
-    ensure!(
-        next.epoch > first.epoch,
-        "acquire after release: expected an epoch above {}, got {} run={run}",
-        first.epoch,
-        next.epoch
-    );
+    expect_epoch_above("acquire after release", &next, &first)?;
     expect_lease_held("stale release after the takeover", la.release(&first))?;
     let forged = Lease { owner: OWNER_C.to_owned(), ..next.clone() };
     expect_lease_held("release by a foreign owner at the live epoch", lc.release(&forged))?;
@@ -331,12 +306,7 @@ fn ttl_and_renew_cadence(t: &dyn Target) -> CheckResult {
     }
     fx.clock().advance(ttl * 6 / 5);
     let next = expect_ok("acquire 1.2 x ttl after the last renew", lb.acquire(&run, OWNER_B))?;
-    ensure!(
-        next.epoch > lease.epoch,
-        "reclaim after the renewals stopped: expected an epoch above {}, got {} run={run}",
-        lease.epoch,
-        next.epoch
-    );
+    expect_epoch_above("reclaim after the renewals stopped", &next, &lease)?;
     Ok(())
 }
 
@@ -499,11 +469,6 @@ pub(super) fn fence_window(
 
     let c = fx.connect()?;
     let next = expect_ok(&format!("acquire by owner-b after the fenced {op}"), leases(&*c)?.acquire(&run, OWNER_B))?;
-    ensure!(
-        next.epoch > lease.epoch,
-        "acquire after the fenced {op}: expected an epoch above {}, got {} run={run}",
-        lease.epoch,
-        next.epoch
-    );
+    expect_epoch_above("acquire after the fenced {op}", &next, &lease)?;
     after(&Window { fx: &*fx, a: &*a, c: &*c, run, stale: lease, next })
 }

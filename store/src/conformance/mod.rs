@@ -317,14 +317,21 @@ pub(crate) fn expect_blob(store: &dyn Store, blob_ref: &str, want: Option<&[u8]>
 pub(crate) fn supersede(la: &dyn LeasableStore, stale: &Lease, lb: &dyn LeasableStore) -> Result<Lease, Verdict> {
     la.release(stale)?;
     let next = lb.acquire(&stale.run, OWNER_B)?;
-    ensure!(
-        next.epoch > stale.epoch,
-        "takeover did not advance the epoch: expected above {}, got {} run={}",
-        stale.epoch,
-        next.epoch,
-        stale.run
-    );
+    expect_epoch_above("takeover after release", &next, stale)?;
     Ok(next)
+}
+
+/// L3: a later grant carries a strictly higher epoch than an earlier one of the same run.
+pub(crate) fn expect_epoch_above(what: &str, later: &Lease, earlier: &Lease) -> CheckResult {
+    ensure!(
+        later.epoch > earlier.epoch,
+        "{what}: expected an epoch above {}, got {} run={} owner={}",
+        earlier.epoch,
+        later.epoch,
+        later.run,
+        later.owner
+    );
+    Ok(())
 }
 
 /// Expect an acquire rejected because `owner` holds the run at `epoch` (L1).
