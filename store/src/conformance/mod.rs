@@ -224,11 +224,7 @@ pub(crate) fn leases(store: &dyn Store) -> Result<&dyn LeasableStore, Verdict> {
 /// Skip unless the store declares fenced writes on both sides (W6: the marker is a promise,
 /// and the fenced suites refuse to run against a store that does not make it).
 pub(crate) fn require_fenced(store: &dyn Store) -> CheckResult {
-    if store.fenced_writes() && store.fenced_blob_writes() && store.leases().is_some() {
-        Ok(())
-    } else {
-        Err(Verdict::Skip("store declares no fenced writes".to_owned()))
-    }
+    store.assert_fenced_writes().map_err(|_| Verdict::Skip("store declares no fenced writes".to_owned()))
 }
 
 /// Expect a typed lease rejection; anything else fails the check with `what` as context.
