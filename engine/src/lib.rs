@@ -1,4 +1,28 @@
-//! The durable-run engine of fencesim over the store SPI: segments, ownership, checkpoints,
-//! settle, the queue worker, retention, audit and reconcile (contracts sections 3 and 4). It lands
-//! with the engine issue; until then the crate is empty so the workspace has its final shape and
-//! its dependency rule (`engine -> store`) is fixed from the start.
+//! The durable-run engine of fencesim over the store SPI (contracts sections 3 and 4): scripted
+//! workflows of paid agent turns, segments, ownership under a fencing lease, checkpoints, settle,
+//! resume, the queue worker with retention, delete and prune cascades, and audit / reconcile.
+//!
+//! The engine never knows whether it is simulated: time, sleeping and fault points come from an
+//! [`Env`], stores from the caller. Nothing here reads the wall clock, draws randomness or spawns.
+
+pub mod audit;
+pub mod checkpoint;
+pub mod defects;
+mod engine;
+pub mod entries;
+pub mod env;
+pub mod error;
+pub mod ledger;
+pub mod race;
+mod segment;
+pub mod workflow;
+
+pub use defects::{EngineDefect, EngineDefects};
+pub use engine::{
+    BUSY_RETRIES, CancelToken, DEFAULT_TTL_MS, Engine, EngineOptions, MAX_TIMER_MS, Outcome, Ownership, RunOptions,
+    renew_cadence, validate_timer,
+};
+pub use env::{Env, Fault, Phase, Point, RealEnv, Site, Write};
+pub use error::{EngineError, EngineResult, SettleStage};
+pub use ledger::{Ledger, Paid};
+pub use workflow::{Agent, Step, SuspendKind, Workflow};

@@ -2,6 +2,7 @@
 
 mod boot;
 mod conformance;
+mod runs;
 
 use std::process::ExitCode;
 
@@ -27,6 +28,11 @@ enum Command {
     /// The concurrent-boot check (B2) re-executes this binary with it. Bad input exits 2 and
     /// writes nothing.
     Boot(boot::Args),
+    /// Operator tooling over an existing SqliteStore database: audit (and repair) or list runs.
+    ///
+    /// `runs audit` exits 0 when nothing remains divergent, 1 otherwise, 2 on bad input; it never
+    /// creates a database.
+    Runs(runs::Args),
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -54,6 +60,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Conformance(args) => conformance::run(&args),
         Command::Boot(args) => boot::run(&args),
+        Command::Runs(args) => runs::run(&args),
     };
     match result {
         Ok(Verdict::Pass) => ExitCode::SUCCESS,

@@ -1,0 +1,454 @@
+//! Audit and reconcile (contracts 4.2-4.4): compare a run's meta record with what its journal
+//! says, name the divergence with one row of the R1-R9 decision table, and repair the meta (only
+//! `meta-behind` and `stranded` ever write) under the caller's lease. The table lives in the pure
+//! [`audit_entries`]; everything else reads the store and hands it the records.
+
+use std::fmt;
+
+use fencesim_store::{JournalEntry, JournalStore, Lease, RunFilter, RunId, RunMeta, RunStatus, Seq, StoreError};
+
+use crate::entries::{self, Settle};
+
+/// What the auditor concluded about one run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AuditVerdict {
+    /// Meta and journal agree (or the run is resumable and a sweep reaches it).
+    Consistent,
+    /// Something is off that the auditor must not repair by itself.
+    Suspect,
+    /// The meta lags the journal: the crash fell between the settle append and the meta write.
+    MetaBehind,
+    /// A terminal meta over a journal with work still to do: no sweep would ever resume it.
+    Stranded,
+}
+
+impl AuditVerdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditVerdict::Consistent => "consistent",
+            AuditVerdict::Suspect => "suspect",
+            AuditVerdict::MetaBehind => "meta-behind",
+            AuditVerdict::Stranded => "stranded",
+        }
+    }
+}
+
+impl fmt::Display for AuditVerdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One run's audit: the verdict, the table row that gave it, and the evidence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunAudit {
+    pub run: RunId,
+    pub verdict: AuditVerdict,
+    /// The decision-table row, "R1" to "R9".
+    pub rule: &'static str,
+    pub meta: Option<RunMeta>,
+    /// Journal length.
+    pub entries: usize,
+    /// The last settle decision of the journal.
+    pub settle: Option<Settle>,
+    /// Entries above the settle's seq (the whole journal when there is no settle).
+    pub entries_after_settle: usize,
+    /// Running entries no entry references, over the whole journal.
+    pub dangling: Vec<Seq>,
+    /// Suspensions no resolution closes, over the whole journal.
+    pub open_suspensions: Vec<Seq>,
+    /// The status a reconcile writes; only `meta-behind` and `stranded` carry one.
+    pub repair_to: Option<RunStatus>,
+    /// One line, for operators.
+    pub reason: String,
+}
+
+impl fmt::Display for RunAudit {
+    /// `<run> <verdict>: <reason>`, the line `runs audit` prints.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.run, self.verdict, self.reason)
+    }
+}
+
+/// The decision table of contracts 4.2, evaluated top-down over one run's meta and journal.
+pub fn audit_entries(run: &RunId, meta: Option<&RunMeta>, entries: &[JournalEntry]) -> RunAudit {
+    let settle = entries::last_run_settle(entries);
+    let dangling = entries::dangling(entries);
+    let open = entries::open_suspensions(entries);
+    let after = |seq: Seq| settle.is_none_or(|s| seq > s.seq);
+    let entries_after_settle = entries.iter().filter(|e| after(e.seq)).count();
+
+    let (verdict, rule, repair_to, reason) = match (meta, settle) {
+        (None, _) if entries.is_empty() => {
+            (AuditVerdict::Consistent, "R1", None, "no meta row and an empty journal".to_owned())
+        }
+        (None, _) => (
+            AuditVerdict::Suspect,
+            "R2",
+            None,
+            format!(
+                "journal has {} entries but no meta row (crash before the first meta write?); a row is never fabricated",
+                entries.len()
+            ),
+        ),
+        (Some(meta), Some(settle)) => {
+            let tail_dangling: Vec<Seq> = dangling.iter().copied().filter(|s| after(*s)).collect();
+            let (derived, why) = if !tail_dangling.is_empty() {
+                (RunStatus::Running, format!("dangling dispatch after the settle at seq {}", list(&tail_dangling)))
+            } else if entries_after_settle > 0 && !open.is_empty() {
+                (
+                    RunStatus::Suspended,
+                    format!(
+                        "{entries_after_settle} entries after the settle and open suspension at seq {}",
+                        list(&open)
+                    ),
+                )
+            } else if entries_after_settle > 0 {
+                (RunStatus::Running, format!("{entries_after_settle} entries after the settle"))
+            } else {
+                (settle.run_status, format!("last settle '{}' at seq {}", settle.run_status, settle.seq))
+            };
+            let status = meta.status;
+            if status == derived {
+                (AuditVerdict::Consistent, "R3", None, format!("meta '{status}' matches the journal ({why})"))
+            } else if status.is_terminal() && !derived.is_terminal() {
+                (
+                    AuditVerdict::Stranded,
+                    "R4",
+                    Some(derived),
+                    format!("meta '{status}' is terminal but the journal says '{derived}' ({why})"),
+                )
+            } else {
+                (
+                    AuditVerdict::MetaBehind,
+                    "R5",
+                    Some(derived),
+                    format!("meta '{status}' but the journal says '{derived}' ({why})"),
+                )
+            }
+        }
+        (Some(meta), None) => {
+            let status = meta.status;
+            if !status.is_terminal() {
+                (
+                    AuditVerdict::Consistent,
+                    "R9",
+                    None,
+                    format!("meta '{status}' without a settle: resumable; sweeps reach it"),
+                )
+            } else if !dangling.is_empty() {
+                (
+                    AuditVerdict::Stranded,
+                    "R6",
+                    Some(RunStatus::Running),
+                    format!(
+                        "meta '{status}' is terminal but the journal has no settle and a dangling dispatch at seq {}",
+                        list(&dangling)
+                    ),
+                )
+            } else if !open.is_empty() && matches!(status, RunStatus::Ok | RunStatus::Exhausted) {
+                (
+                    AuditVerdict::Suspect,
+                    "R7",
+                    None,
+                    format!(
+                        "meta '{status}' but the journal has no settle and an open suspension at seq {}",
+                        list(&open)
+                    ),
+                )
+            } else {
+                (
+                    AuditVerdict::Consistent,
+                    "R8",
+                    None,
+                    format!("meta '{status}' is terminal; no settle and no dangling dispatch"),
+                )
+            }
+        }
+    };
+    debug_assert_eq!(
+        repair_to.is_some(),
+        matches!(verdict, AuditVerdict::MetaBehind | AuditVerdict::Stranded),
+        "only meta-behind and stranded repair: run={run} rule={rule}"
+    );
+    RunAudit {
+        run: run.clone(),
+        verdict,
+        rule,
+        meta: meta.cloned(),
+        entries: entries.len(),
+        settle,
+        entries_after_settle,
+        dangling,
+        open_suspensions: open,
+        repair_to,
+        reason,
+    }
+}
+
+/// Seqs as `1, 4, 9`.
+fn list(seqs: &[Seq]) -> String {
+    seqs.iter().map(Seq::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// Audit one run: read its meta and journal, then apply the table.
+pub fn audit_run(store: &dyn JournalStore, run: &RunId) -> Result<RunAudit, StoreError> {
+    let meta = store.get_meta(run)?;
+    let entries = store.load(run)?;
+    Ok(audit_entries(run, meta.as_ref(), &entries))
+}
+
+/// The outcome of [`reconcile_run_meta`]: the fresh audit, and the status written if any.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reconciled {
+    pub audit: RunAudit,
+    pub repaired: Option<RunStatus>,
+}
+
+/// Re-audit the run and, when the audit names a repair and a meta row exists, write that meta
+/// back with only `status` and `updated_at_ms` changed (contracts 4.3). The lease fences the write:
+/// over a fenced store a stale lease is refused with [`StoreError::LeaseHeld`] and nothing is
+/// written. `suspect` and `consistent` never write.
+pub fn reconcile_run_meta(
+    store: &dyn JournalStore,
+    run: &RunId,
+    lease: Option<&Lease>,
+    now_ms: i64,
+) -> Result<Reconciled, StoreError> {
+    let audit = audit_run(store, run)?;
+    let (Some(repair_to), Some(meta)) = (audit.repair_to, audit.meta.as_ref()) else {
+        return Ok(Reconciled { audit, repaired: None });
+    };
+    let repaired_meta = RunMeta { status: repair_to, updated_at_ms: Some(now_ms), ..meta.clone() };
+    store.put_meta(&repaired_meta, lease)?;
+    Ok(Reconciled { audit, repaired: Some(repair_to) })
+}
+
+/// Audit every run that has a meta row, in run-id order; only the divergent ones unless
+/// `include_consistent`. A run without a meta row (R2) is not listable and so not seen here.
+pub fn audit_runs(store: &dyn JournalStore, include_consistent: bool) -> Result<Vec<RunAudit>, StoreError> {
+    let mut audits = Vec::new();
+    for meta in store.list_runs(&RunFilter::all())? {
+        let audit = audit_run(store, &meta.run_id)?;
+        if include_consistent || audit.verdict != AuditVerdict::Consistent {
+            audits.push(audit);
+        }
+    }
+    Ok(audits)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use fencesim_store::{Clock, LeasableStore, ManualClock, MemoryStore, SqliteOptions, SqliteStore};
+    use serde_json::json;
+
+    use super::*;
+    use crate::entries::{kind, run_settle, running, status, suspension, terminal};
+
+    fn run() -> RunId {
+        RunId::new("r1")
+    }
+
+    fn meta(s: RunStatus) -> RunMeta {
+        RunMeta::new(run(), s).with_segments(1)
+    }
+
+    /// Audit `entries` under a meta of status `meta_status` (or none) and check the row.
+    fn check(
+        meta_status: Option<RunStatus>,
+        entries: &[JournalEntry],
+        verdict: AuditVerdict,
+        rule: &str,
+        repair_to: Option<RunStatus>,
+    ) -> RunAudit {
+        let m = meta_status.map(meta);
+        let audit = audit_entries(&run(), m.as_ref(), entries);
+        assert_eq!(audit.verdict, verdict, "{audit:?}");
+        assert_eq!(audit.rule, rule, "{audit:?}");
+        assert_eq!(audit.repair_to, repair_to, "{audit:?}");
+        assert_eq!(audit.entries, entries.len());
+        assert!(!audit.reason.contains('\n'), "one-line reason: {}", audit.reason);
+        audit
+    }
+
+    /// One finished dispatch: running at 1, terminal ok at 2.
+    fn dispatched() -> Vec<JournalEntry> {
+        vec![
+            running(Seq(1), kind::AGENT, "step one"),
+            terminal(Seq(2), Seq(1), kind::AGENT, status::OK, "step one", json!("done")),
+        ]
+    }
+
+    fn settled(s: RunStatus) -> Vec<JournalEntry> {
+        let mut e = dispatched();
+        e.push(run_settle(Seq(3), s, 1));
+        e
+    }
+
+    #[test]
+    fn r1_no_meta_empty_journal_is_consistent() {
+        check(None, &[], AuditVerdict::Consistent, "R1", None);
+    }
+
+    #[test]
+    fn r2_no_meta_with_a_journal_is_suspect_and_never_fabricated() {
+        check(None, &dispatched(), AuditVerdict::Suspect, "R2", None);
+        // Also with a settle: the row is never fabricated.
+        check(None, &settled(RunStatus::Ok), AuditVerdict::Suspect, "R2", None);
+    }
+
+    #[test]
+    fn r3_meta_matching_the_derived_status_is_consistent() {
+        let a = check(Some(RunStatus::Ok), &settled(RunStatus::Ok), AuditVerdict::Consistent, "R3", None);
+        assert_eq!(a.settle.map(|s| s.seq), Some(Seq(3)));
+        assert_eq!(a.entries_after_settle, 0);
+        // Work after a settle with an open suspension derives suspended.
+        let mut e = settled(RunStatus::Suspended);
+        e.push(suspension(Seq(4), kind::APPROVAL, "gate"));
+        let a = check(Some(RunStatus::Suspended), &e, AuditVerdict::Consistent, "R3", None);
+        assert_eq!(a.entries_after_settle, 1);
+        assert_eq!(a.open_suspensions, vec![Seq(4)]);
+    }
+
+    #[test]
+    fn r4_terminal_meta_over_work_after_the_settle_is_stranded() {
+        let mut e = settled(RunStatus::Suspended);
+        e.push(running(Seq(4), kind::AGENT, "step two"));
+        let a = check(Some(RunStatus::Cancelled), &e, AuditVerdict::Stranded, "R4", Some(RunStatus::Running));
+        assert_eq!(a.dangling, vec![Seq(4)]);
+        assert_eq!(a.entries_after_settle, 1);
+    }
+
+    #[test]
+    fn r5_meta_lagging_the_settle_is_meta_behind() {
+        // The crash between the settle append and the meta write.
+        check(Some(RunStatus::Running), &settled(RunStatus::Ok), AuditVerdict::MetaBehind, "R5", Some(RunStatus::Ok));
+        check(Some(RunStatus::Cancelled), &settled(RunStatus::Ok), AuditVerdict::MetaBehind, "R5", Some(RunStatus::Ok));
+        // Entries after the settle without an open suspension derive running.
+        let mut e = settled(RunStatus::Suspended);
+        e.push(running(Seq(4), kind::AGENT, "step two"));
+        e.push(terminal(Seq(5), Seq(4), kind::AGENT, status::OK, "step two", json!(2)));
+        check(Some(RunStatus::Suspended), &e, AuditVerdict::MetaBehind, "R5", Some(RunStatus::Running));
+    }
+
+    #[test]
+    fn r6_terminal_meta_with_a_dangling_dispatch_and_no_settle_is_stranded() {
+        let e = vec![running(Seq(1), kind::AGENT, "step one")];
+        let a = check(Some(RunStatus::Cancelled), &e, AuditVerdict::Stranded, "R6", Some(RunStatus::Running));
+        assert_eq!(a.dangling, vec![Seq(1)]);
+        assert!(a.settle.is_none());
+        assert_eq!(a.entries_after_settle, 1);
+    }
+
+    #[test]
+    fn r7_ok_meta_with_an_open_suspension_and_no_settle_is_suspect() {
+        let mut e = dispatched();
+        e.push(suspension(Seq(3), kind::EXTERNAL, "webhook"));
+        let a = check(Some(RunStatus::Ok), &e, AuditVerdict::Suspect, "R7", None);
+        assert_eq!(a.open_suspensions, vec![Seq(3)]);
+        check(Some(RunStatus::Exhausted), &e, AuditVerdict::Suspect, "R7", None);
+    }
+
+    #[test]
+    fn r8_other_terminal_metas_without_a_settle_are_consistent() {
+        check(Some(RunStatus::Ok), &dispatched(), AuditVerdict::Consistent, "R8", None);
+        // An open suspension under a cancelled or error meta is not R7.
+        let mut e = dispatched();
+        e.push(suspension(Seq(3), kind::EXTERNAL, "webhook"));
+        check(Some(RunStatus::Cancelled), &e, AuditVerdict::Consistent, "R8", None);
+        check(Some(RunStatus::Error), &e, AuditVerdict::Consistent, "R8", None);
+    }
+
+    #[test]
+    fn r9_non_terminal_meta_without_a_settle_is_resumable() {
+        let e = vec![running(Seq(1), kind::AGENT, "step one")];
+        check(Some(RunStatus::Running), &e, AuditVerdict::Consistent, "R9", None);
+        check(Some(RunStatus::Suspended), &[], AuditVerdict::Consistent, "R9", None);
+    }
+
+    #[test]
+    fn verdict_names() {
+        let names: Vec<String> =
+            [AuditVerdict::Consistent, AuditVerdict::Suspect, AuditVerdict::MetaBehind, AuditVerdict::Stranded]
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+        assert_eq!(names, ["consistent", "suspect", "meta-behind", "stranded"]);
+    }
+
+    fn seed(store: &dyn JournalStore, run: &RunId, m: &RunMeta, entries: &[JournalEntry]) {
+        for e in entries {
+            store.append(run, e, None).unwrap();
+        }
+        store.put_meta(m, None).unwrap();
+    }
+
+    fn bytes(store: &dyn JournalStore, run: &RunId) -> Vec<u8> {
+        serde_json::to_vec(&store.get_meta(run).unwrap().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn reconcile_rewrites_only_status_and_updated_at_and_only_when_divergent() {
+        let store = MemoryStore::new();
+        let behind = RunId::new("behind");
+        let mut m = RunMeta::new(behind.clone(), RunStatus::Running).with_segments(1);
+        m.name = Some("nightly".to_owned());
+        m.genesis = Some("g-1".to_owned());
+        m.tags = vec!["t".to_owned()];
+        m.updated_at_ms = Some(5);
+        m.extra.insert("owner_note".to_owned(), json!({"keep": [1, "two"]}));
+        seed(&store, &behind, &m, &settled(RunStatus::Ok));
+
+        let got = reconcile_run_meta(&store, &behind, None, 1_234).unwrap();
+        assert_eq!(got.audit.verdict, AuditVerdict::MetaBehind);
+        assert_eq!(got.repaired, Some(RunStatus::Ok));
+        let after = store.get_meta(&behind).unwrap().unwrap();
+        assert_eq!(after, RunMeta { status: RunStatus::Ok, updated_at_ms: Some(1_234), ..m });
+        assert_eq!(audit_run(&store, &behind).unwrap().verdict, AuditVerdict::Consistent);
+
+        // Suspect (R7) and consistent (R3) write nothing, byte for byte.
+        let suspect = RunId::new("suspect");
+        let mut e = dispatched();
+        e.push(suspension(Seq(3), kind::EXTERNAL, "webhook"));
+        seed(&store, &suspect, &RunMeta::new(suspect.clone(), RunStatus::Ok).with_segments(1), &e);
+        for run in [&suspect, &behind] {
+            let before = bytes(&store, run);
+            let got = reconcile_run_meta(&store, run, None, 9_999).unwrap();
+            assert_eq!(got.repaired, None, "{run}");
+            assert_eq!(bytes(&store, run), before, "{run}");
+        }
+        // A run without a meta row is never given one.
+        let ghost = RunId::new("ghost");
+        store.append(&ghost, &running(Seq(1), kind::AGENT, "x"), None).unwrap();
+        assert_eq!(reconcile_run_meta(&store, &ghost, None, 1).unwrap().audit.rule, "R2");
+        assert_eq!(store.get_meta(&ghost).unwrap(), None);
+
+        let divergent = audit_runs(&store, false).unwrap();
+        assert_eq!(divergent.iter().map(|a| a.run.as_str()).collect::<Vec<_>>(), ["suspect"]);
+        assert_eq!(audit_runs(&store, true).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn reconcile_with_a_stale_lease_is_refused_and_writes_nothing() {
+        let clock = ManualClock::new(1_000_000);
+        let options = SqliteOptions::memdb("engine-audit-stale-reconcile", Arc::new(clock.clone()));
+        let store = SqliteStore::open(options).unwrap();
+        let r = run();
+        let stale = store.acquire(&r, "old-owner").unwrap();
+        seed(&store, &r, &meta(RunStatus::Running), &settled(RunStatus::Ok));
+        clock.advance(i64::from(store.lease_ttl_ms()) + 1);
+        let live = store.acquire(&r, "new-owner").unwrap();
+        assert!(live.epoch > stale.epoch);
+
+        let before = bytes(&store, &r);
+        let err = reconcile_run_meta(&store, &r, Some(&stale), clock.now_ms()).unwrap_err();
+        assert!(matches!(err, StoreError::LeaseHeld(_)), "{err}");
+        assert_eq!(bytes(&store, &r), before);
+
+        let got = reconcile_run_meta(&store, &r, Some(&live), clock.now_ms()).unwrap();
+        assert_eq!(got.repaired, Some(RunStatus::Ok));
+        assert_eq!(store.get_meta(&r).unwrap().unwrap().status, RunStatus::Ok);
+    }
+}

@@ -1,0 +1,399 @@
+//! One segment: a single execution of a workflow body for a run (contracts 3.1-3.6). The boot
+//! meta write bumps `segments`; each agent step is a two-phase dispatch replayed from the journal
+//! when it already finished, redispatched against the same running seq (from its checkpoint) when
+//! it dangles, or dispatched fresh; then settle: drain, `run_settle` append, seal, terminal meta.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+
+use fencesim_store::{JournalEntry, Lease, RunId, RunMeta, RunStatus, Seq, StoreError, StoreResult};
+use serde_json::{Value, json};
+
+use crate::checkpoint::Checkpoint;
+use crate::defects::EngineDefect;
+use crate::engine::{CancelToken, Engine, Outcome, RunOptions};
+use crate::entries::{self, kind, status};
+use crate::env::{Env, Fault, Point, Site, Write};
+use crate::error::{EngineError, EngineResult, SettleStage};
+use crate::workflow::{Agent, Step, SuspendKind, Workflow};
+
+/// How a step ended.
+enum StepEnd {
+    Value(Value),
+    /// Parked on an open suspension: the run settles `suspended`.
+    Parked,
+    Cancelled,
+    Failed,
+}
+
+pub(crate) struct Segment<'e, E: Env> {
+    engine: &'e Engine<E>,
+    run: &'e RunId,
+    lease: Option<Lease>,
+    cancel: CancelToken,
+    /// The loaded journal plus everything this segment appended.
+    journal: RefCell<Vec<JournalEntry>>,
+    appended: Cell<u32>,
+    writes: Cell<u32>,
+    sealed: Cell<bool>,
+    /// Terminals of dispatches cancelled mid-flight, appended by the settle drain.
+    stragglers: RefCell<Vec<JournalEntry>>,
+}
+
+impl<'e, E: Env> Segment<'e, E> {
+    pub(crate) fn new(
+        engine: &'e Engine<E>,
+        run: &'e RunId,
+        lease: Option<Lease>,
+        cancel: CancelToken,
+        journal: Vec<JournalEntry>,
+    ) -> Self {
+        Self {
+            engine,
+            run,
+            lease,
+            cancel,
+            journal: RefCell::new(journal),
+            appended: Cell::new(0),
+            writes: Cell::new(0),
+            sealed: Cell::new(false),
+            stragglers: RefCell::new(Vec::new()),
+        }
+    }
+
+    fn has(&self, defect: EngineDefect) -> bool {
+        self.engine.has(defect)
+    }
+
+    /// The lease a write of this kind carries; the unthreaded defects drop it.
+    fn lease_for(&self, unthreaded: Option<EngineDefect>) -> Option<&Lease> {
+        match unthreaded {
+            Some(defect) if self.has(defect) => None,
+            _ => self.lease.as_ref(),
+        }
+    }
+
+    async fn write(&self, write: Write<'_>, lease: Option<&Lease>) -> EngineResult<StoreResult<()>> {
+        let epoch = self.lease.as_ref().map(|l| l.epoch);
+        self.engine.write(self.run, epoch, &self.writes, write, lease).await
+    }
+
+    /// Append at the journal's tail; the seq is consumed only when the append lands.
+    async fn append(&self, entry: JournalEntry) -> EngineResult<StoreResult<Seq>> {
+        if self.sealed.get() {
+            return Ok(Err(StoreError::Config(format!("journal of run {} is sealed after its settle", self.run))));
+        }
+        let result = self.write(Write::Append(&entry), self.lease.as_ref()).await?;
+        Ok(result.map(|()| {
+            let seq = entry.seq;
+            self.journal.borrow_mut().push(entry);
+            self.appended.set(self.appended.get() + 1);
+            seq
+        }))
+    }
+
+    fn next_seq(&self) -> Seq {
+        entries::next_seq(&self.journal.borrow())
+    }
+
+    /// A failed body write: a lease rejection is lease loss (cancel); anything else fails the run.
+    fn body_failure(&self, e: &StoreError) -> StepEnd {
+        if e.is_lease_held() {
+            self.cancel.cancel(format!("ownership lost: {e}"));
+            StepEnd::Cancelled
+        } else {
+            StepEnd::Failed
+        }
+    }
+
+    pub(crate) async fn drive(
+        &self,
+        workflow: &Workflow,
+        meta: Option<RunMeta>,
+        opts: &RunOptions,
+        fresh: bool,
+    ) -> EngineResult<Outcome> {
+        // E1: segments before this one; a resume with no usable count had one prior segment.
+        let before = if fresh { 0 } else { meta.as_ref().map_or(0, |m| m.segments).max(1) };
+        let segment = before + 1;
+        let mut boot = meta.unwrap_or_else(|| {
+            let mut m = RunMeta::new(self.run.clone(), RunStatus::Running);
+            m.name = opts.name.clone();
+            m
+        });
+        if fresh {
+            boot.genesis =
+                Some(opts.genesis.clone().unwrap_or_else(|| format!("{}@{}", self.run, self.engine.env().now_ms())));
+        }
+        boot.status = RunStatus::Running;
+        boot.segments = segment;
+        boot.updated_at_ms = Some(self.engine.env().now_ms());
+        boot.extra.insert("workflow".into(), json!(workflow.name));
+        let lease = self.lease_for(Some(EngineDefect::UnthreadedMetaLease));
+        // A superseded segment's first refused write fails it before any paid call (E4).
+        self.write(Write::PutMeta(&boot), lease).await?.map_err(crate::engine::lease_or_store)?;
+
+        let mut outputs = BTreeMap::new();
+        let mut end_status = RunStatus::Ok;
+        for step in &workflow.steps {
+            if self.cancel.is_cancelled() {
+                end_status = RunStatus::Cancelled;
+                break;
+            }
+            let end = match step {
+                Step::Agent(agent) => self.dispatch(agent).await?,
+                Step::Suspend { key, kind, .. } => self.suspend(key, *kind).await?,
+            };
+            match end {
+                StepEnd::Value(value) => match step.output() {
+                    Some(name) => {
+                        outputs.insert(name.to_owned(), value);
+                    }
+                    None => {
+                        if let Value::Object(fields) = value {
+                            outputs.extend(fields);
+                        }
+                    }
+                },
+                StepEnd::Parked => {
+                    end_status = RunStatus::Suspended;
+                    break;
+                }
+                StepEnd::Cancelled => {
+                    end_status = RunStatus::Cancelled;
+                    break;
+                }
+                StepEnd::Failed => {
+                    end_status = RunStatus::Error;
+                    break;
+                }
+            }
+        }
+        let value = Value::Object(outputs.into_iter().collect());
+        self.settle(boot, end_status, value, segment).await
+    }
+
+    /// The latest running entry of `key` and its terminal, if any.
+    fn prior(&self, key: &str) -> Option<(Seq, Option<JournalEntry>)> {
+        let journal = self.journal.borrow();
+        let running = journal
+            .iter()
+            .rev()
+            .find(|e| e.kind == kind::AGENT && e.status == status::RUNNING && entries::key_of(e) == Some(key))?;
+        let terminal = journal.iter().find(|t| t.ref_seq == Some(running.seq)).cloned();
+        Some((running.seq, terminal))
+    }
+
+    /// Whether a settle decision follows `seq` in the journal: the outcome there is final.
+    fn settled_after(&self, seq: Seq) -> bool {
+        self.journal.borrow().iter().any(|e| e.seq > seq && entries::as_settle(e).is_some())
+    }
+
+    async fn dispatch(&self, agent: &Agent) -> EngineResult<StepEnd> {
+        let (running, mut state) = match self.prior(&agent.key) {
+            // Replay: a finished dispatch is never paid again. An `ok` terminal is final; a
+            // `limit` terminal only once a settle stamped it (contracts 5.13: an unstamped limit
+            // in a never-settled run is rerun live).
+            Some((_, Some(t))) if t.status == status::OK => return Ok(StepEnd::Value(entries::value_of(&t))),
+            Some((_, Some(t))) if t.status == status::LIMIT && self.settled_after(t.seq) => {
+                return Ok(StepEnd::Value(entries::value_of(&t)));
+            }
+            // Dangling: redispatch against the same running seq, from its checkpoint if it decodes.
+            Some((seq, None)) => {
+                let ckpt_ref = entries::checkpoint_ref(self.run, seq);
+                let blob = self.engine.retry_busy(|| self.engine.store().get_blob(&ckpt_ref)).await;
+                let state = match blob {
+                    Ok(Some(bytes)) => Checkpoint::decode(&bytes, agent.max_turns, agent.max_tool_calls),
+                    Ok(None) => None,
+                    Err(e) => return Ok(self.body_failure(&e)),
+                };
+                (seq, state.unwrap_or_default())
+            }
+            // Never dispatched, or its terminal was not final: a fresh dispatch.
+            _ => match self.append(entries::running(self.next_seq(), kind::AGENT, &agent.key)).await? {
+                Ok(seq) => (seq, Checkpoint::default()),
+                Err(e) => return Ok(self.body_failure(&e)),
+            },
+        };
+        let ckpt_ref = entries::checkpoint_ref(self.run, running);
+        loop {
+            if self.cancel.is_cancelled() {
+                return Ok(self.abandon(agent, running));
+            }
+            if state.turns >= agent.max_turns {
+                return self
+                    .finish(agent, running, status::LIMIT, json!({"agentStatus": "limit"}), state, &ckpt_ref)
+                    .await;
+            }
+            let turn = state.turns + 1;
+            if let Fault::Crash = self.fault(Site::Call { running, turn }).await {
+                return Err(EngineError::Crashed);
+            }
+            self.engine.ledger().pay_call(self.run, running);
+            self.engine.env().sleep(u64::from(self.engine.options().call_ms)).await;
+            if self.cancel.is_cancelled() {
+                return Ok(self.abandon(agent, running));
+            }
+            state.turns = turn;
+            if turn > agent.tool_turns {
+                return self.finish(agent, running, status::OK, agent.answer.clone(), state, &ckpt_ref).await;
+            }
+            if state.tool_calls_used >= agent.max_tool_calls {
+                return self
+                    .finish(agent, running, status::LIMIT, json!({"agentStatus": "limit"}), state, &ckpt_ref)
+                    .await;
+            }
+            let n = state.tool_calls_used + 1;
+            if let Fault::Crash = self.fault(Site::Tool { running, n }).await {
+                return Err(EngineError::Crashed);
+            }
+            self.engine.ledger().pay_tool(self.run, running);
+            self.engine.env().sleep(u64::from(self.engine.options().tool_ms)).await;
+            state.tool_calls_used = n;
+            if let Err(e) = self.save_checkpoint(&ckpt_ref, state).await? {
+                return Ok(self.body_failure(&e));
+            }
+        }
+    }
+
+    async fn fault(&self, site: Site<'_>) -> Fault {
+        let epoch = self.lease.as_ref().map(|l| l.epoch);
+        self.engine.env().fault(&Point { run: self.run, epoch, site }).await
+    }
+
+    async fn save_checkpoint(&self, ckpt_ref: &str, state: Checkpoint) -> EngineResult<StoreResult<()>> {
+        let bytes = state.encode();
+        let lease = self.lease_for(Some(EngineDefect::UnthreadedCheckpointLease));
+        self.write(Write::PutBlob { blob_ref: ckpt_ref, bytes: &bytes }, lease).await
+    }
+
+    /// A cancelled live dispatch: its `cancelled` terminal is left to the settle drain.
+    fn abandon(&self, agent: &Agent, running: Seq) -> StepEnd {
+        let value = json!({ "reason": self.cancel.reason() });
+        // The seq is minted at drain time; record the shape now.
+        let entry = entries::terminal(Seq(0), running, kind::AGENT, status::CANCELLED, &agent.key, value);
+        self.stragglers.borrow_mut().push(entry);
+        StepEnd::Cancelled
+    }
+
+    /// The terminal entry (naming its checkpoint), then the checkpoint of the final state.
+    async fn finish(
+        &self,
+        agent: &Agent,
+        running: Seq,
+        terminal_status: &str,
+        value: Value,
+        state: Checkpoint,
+        ckpt_ref: &str,
+    ) -> EngineResult<StepEnd> {
+        let terminal =
+            entries::terminal(self.next_seq(), running, kind::AGENT, terminal_status, &agent.key, value.clone())
+                .with("checkpointRef", json!(ckpt_ref));
+        if let Err(e) = self.append(terminal).await? {
+            return Ok(self.body_failure(&e));
+        }
+        if let Err(e) = self.save_checkpoint(ckpt_ref, state).await? {
+            return Ok(self.body_failure(&e));
+        }
+        Ok(StepEnd::Value(value))
+    }
+
+    async fn suspend(&self, key: &str, suspend_kind: SuspendKind) -> EngineResult<StepEnd> {
+        let kind_name = match suspend_kind {
+            SuspendKind::External => kind::EXTERNAL,
+            SuspendKind::Approval => kind::APPROVAL,
+        };
+        let existing = {
+            let journal = self.journal.borrow();
+            journal
+                .iter()
+                .find(|e| e.status == status::SUSPENDED && e.kind == kind_name && entries::key_of(e) == Some(key))
+                .map(|s| {
+                    // The first resolution in journal order wins; later ones are no-ops.
+                    let resolution = journal.iter().find(|r| entries::resolution_target(r) == Some(s.seq));
+                    resolution.map(entries::value_of)
+                })
+        };
+        match existing {
+            Some(Some(value)) => Ok(StepEnd::Value(value)),
+            Some(None) => Ok(StepEnd::Parked),
+            None => match self.append(entries::suspension(self.next_seq(), kind_name, key)).await? {
+                Ok(_) => Ok(StepEnd::Parked),
+                Err(e) => Ok(self.body_failure(&e)),
+            },
+        }
+    }
+
+    /// Append the drained terminals of cancelled dispatches; failures are expected (a lost lease)
+    /// and change nothing.
+    async fn drain(&self) -> EngineResult<()> {
+        let pending = std::mem::take(&mut *self.stragglers.borrow_mut());
+        for mut entry in pending {
+            entry.seq = self.next_seq();
+            let _ = self.append(entry).await?;
+        }
+        Ok(())
+    }
+
+    /// Settle (contracts 3.6): drain, `run_settle` when needed, seal, terminal meta.
+    async fn settle(&self, mut meta: RunMeta, status: RunStatus, value: Value, segment: u32) -> EngineResult<Outcome> {
+        let late_stragglers = self.has(EngineDefect::StragglersAfterSettle);
+        if !late_stragglers {
+            self.drain().await?;
+        }
+        meta.status = status;
+        meta.updated_at_ms = Some(self.engine.env().now_ms());
+        let meta_first = self.has(EngineDefect::MetaBeforeSettle);
+        if meta_first {
+            self.put_terminal_meta(&meta, status).await?;
+        }
+        let needed = {
+            let journal = self.journal.borrow();
+            let last = entries::last_run_settle(&journal);
+            self.appended.get() > 0
+                || last.is_some_and(|s| s.run_status != status)
+                || (last.is_none() && !journal.is_empty())
+        };
+        if needed {
+            let settle = entries::run_settle(self.next_seq(), status, segment);
+            match self.append(settle).await? {
+                Ok(_) => {}
+                Err(cause) if cause.is_lease_held() && !self.has(EngineDefect::SupersededGreen) => {
+                    return Err(EngineError::Superseded { run: self.run.clone(), status, cause });
+                }
+                Err(cause) if !cause.is_lease_held() && !self.has(EngineDefect::SettleMetaOnFailedAppend) => {
+                    return Err(EngineError::Settlement {
+                        run: self.run.clone(),
+                        status,
+                        stage: SettleStage::RunSettle,
+                        cause,
+                    });
+                }
+                Err(_) => {}
+            }
+        }
+        if !late_stragglers {
+            self.sealed.set(true);
+        }
+        if !meta_first {
+            self.put_terminal_meta(&meta, status).await?;
+        }
+        if late_stragglers {
+            self.drain().await?;
+        }
+        Ok(Outcome { run: self.run.clone(), status, value, segment, appended: self.appended.get() })
+    }
+
+    /// The terminal meta projection. A lease rejection is swallowed: the journal records the
+    /// outcome and the projection belongs to the current holder.
+    async fn put_terminal_meta(&self, meta: &RunMeta, status: RunStatus) -> EngineResult<()> {
+        let lease = self.lease_for(Some(EngineDefect::UnthreadedMetaLease));
+        match self.write(Write::PutMeta(meta), lease).await? {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_lease_held() => Ok(()),
+            Err(cause) => {
+                Err(EngineError::Settlement { run: self.run.clone(), status, stage: SettleStage::Meta, cause })
+            }
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! `fencesim runs`: operator tooling over an existing SqliteStore database file. `runs audit`
+//! compares every run's meta with its journal (contracts 4.2-4.5) and, with `--repair`, rewrites
+//! the lagging or stranded metas under a brief lease of its own; it exits 0 iff nothing remains
+//! divergent, so it can gate a cron probe. `runs list` prints the catalog. Neither ever creates a
+//! database: a missing file, or a file that is not a fencesim database, exits 2 untouched.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use fencesim_engine::audit::{self, RunAudit};
+use fencesim_store::{
+    Clock, JournalStore, LeasableStore, RunFilter, RunStatus, SqliteOptions, SqliteStore, SystemClock,
+};
+use serde_json::{Value, json};
+
+use super::{CmdResult, Format, Verdict};
+
+#[derive(Debug, clap::Args)]
+#[command(arg_required_else_help = false)]
+pub struct Args {
+    #[command(subcommand)]
+    command: RunsCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum RunsCommand {
+    /// Audit every run's meta against its journal; one line per divergent run.
+    ///
+    /// Exit 0 when nothing remains divergent (all consistent, or all repaired with --repair),
+    /// 1 otherwise, 2 on bad input.
+    Audit(AuditArgs),
+    /// List the runs of a database, one line each.
+    List(ListArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct AuditArgs {
+    /// An existing SqliteStore database file.
+    #[arg(long)]
+    db: PathBuf,
+    /// Rewrite meta-behind and stranded metas, each under a brief lease of this process.
+    #[arg(long)]
+    repair: bool,
+    #[arg(long, value_enum, default_value_t)]
+    format: Format,
+}
+
+#[derive(Debug, clap::Args)]
+struct ListArgs {
+    /// An existing SqliteStore database file.
+    #[arg(long)]
+    db: PathBuf,
+    /// Only runs with this status.
+    #[arg(long, value_parser = parse_status)]
+    status: Option<RunStatus>,
+    #[arg(long, value_enum, default_value_t)]
+    format: Format,
+}
+
+pub fn run(args: &Args) -> CmdResult {
+    match &args.command {
+        RunsCommand::Audit(a) => run_audit(a),
+        RunsCommand::List(a) => run_list(a),
+    }
+}
+
+/// `--status S`: a run status, or a one-line error listing the valid ones.
+fn parse_status(name: &str) -> Result<RunStatus, String> {
+    RunStatus::parse(name).ok_or_else(|| {
+        let valid: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+        format!("unknown status '{name}' (valid: {})", valid.join(", "))
+    })
+}
+
+/// Open an existing database file; never create one. The store's boot refuses (without writing)
+/// anything that is not a fencesim database.
+fn open_existing(db: &Path) -> anyhow::Result<SqliteStore> {
+    let exists =
+        db.try_exists().with_context(|| format!("cannot inspect the database path location={}", db.display()))?;
+    anyhow::ensure!(exists, "database file does not exist location={}", db.display());
+    SqliteStore::open(SqliteOptions::file(db, Arc::new(SystemClock))).context("cannot open the store")
+}
+
+/// What `--repair` did with one divergent run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Repair {
+    Repaired(RunStatus),
+    NotRepaired,
+    SkippedLiveOwner,
+}
+
+impl Repair {
+    fn suffix(self) -> String {
+        match self {
+            Repair::Repaired(to) => format!(" (repaired to '{to}')"),
+            Repair::NotRepaired => " (not repaired)".to_owned(),
+            Repair::SkippedLiveOwner => " (leased by a live owner, skipped)".to_owned(),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Repair::Repaired(_) => "repaired",
+            Repair::NotRepaired => "not-repaired",
+            Repair::SkippedLiveOwner => "skipped-live-owner",
+        }
+    }
+}
+
+fn run_audit(args: &AuditArgs) -> CmdResult {
+    let store = open_existing(&args.db)?;
+    let audits = audit::audit_runs(&store, false).context("cannot audit the runs")?;
+    let owner = format!("runs-audit-{}", std::process::id());
+    let mut out = std::io::stdout().lock();
+    let mut rows = Vec::new();
+    let mut remaining = 0usize;
+    for a in &audits {
+        let repair = if args.repair { Some(repair_one(&store, a, &owner)?) } else { None };
+        if !matches!(repair, Some(Repair::Repaired(_))) {
+            remaining += 1;
+        }
+        match args.format {
+            Format::Text => writeln!(out, "{a}{}", repair.map_or(String::new(), Repair::suffix))?,
+            Format::Json => rows.push(json_row(a, repair)),
+        }
+    }
+    match args.format {
+        Format::Text if audits.is_empty() => eprintln!("every run is consistent"),
+        Format::Text => {}
+        Format::Json => {
+            writeln!(out, "{}", json!({ "runs": rows, "remaining": remaining }))?;
+        }
+    }
+    Ok(if remaining == 0 { Verdict::Pass } else { Verdict::Fail })
+}
+
+/// Take a brief lease on the run, reconcile under it, release it (contracts 4.5). The acquire
+/// bumps the run's epoch like any takeover. A live owner means skip; a release error propagates.
+fn repair_one(store: &SqliteStore, a: &RunAudit, owner: &str) -> anyhow::Result<Repair> {
+    let lease = match store.acquire(&a.run, owner) {
+        Ok(lease) => lease,
+        Err(e) if e.is_lease_held() => return Ok(Repair::SkippedLiveOwner),
+        Err(e) => return Err(e).with_context(|| format!("cannot lease the run for repair run={}", a.run)),
+    };
+    let reconciled = audit::reconcile_run_meta(store, &a.run, Some(&lease), SystemClock.now_ms());
+    let released = store.release(&lease);
+    let reconciled = reconciled.with_context(|| format!("cannot repair the run run={}", a.run))?;
+    released.with_context(|| format!("cannot release the audit lease {lease}"))?;
+    Ok(reconciled.repaired.map_or(Repair::NotRepaired, Repair::Repaired))
+}
+
+fn json_row(a: &RunAudit, repair: Option<Repair>) -> Value {
+    let repaired_to = match repair {
+        Some(Repair::Repaired(to)) => Value::from(to.as_str()),
+        _ => Value::Null,
+    };
+    json!({
+        "run": a.run.as_str(),
+        "verdict": a.verdict.as_str(),
+        "rule": a.rule,
+        "reason": a.reason,
+        "repair": repair.map(Repair::name),
+        "repaired_to": repaired_to,
+    })
+}
+
+fn run_list(args: &ListArgs) -> CmdResult {
+    let store = open_existing(&args.db)?;
+    let filter = RunFilter { status: args.status, ..RunFilter::all() };
+    // list_runs may over-return by status; the filter is re-applied here.
+    let metas: Vec<_> =
+        store.list_runs(&filter).context("cannot list the runs")?.into_iter().filter(|m| filter.matches(m)).collect();
+    let mut out = std::io::stdout().lock();
+    match args.format {
+        Format::Text => {
+            for m in &metas {
+                let name = m.name.as_ref().map_or(String::new(), |n| format!(" name={n}"));
+                writeln!(out, "{} {} segments={}{name}", m.run_id, m.status, m.segments)?;
+            }
+            if metas.is_empty() {
+                eprintln!("no runs");
+            }
+        }
+        Format::Json => {
+            let runs: Vec<Value> = metas
+                .iter()
+                .map(|m| json!({ "run": m.run_id.as_str(), "status": m.status.as_str(), "segments": m.segments, "name": m.name }))
+                .collect();
+            writeln!(out, "{}", json!({ "runs": runs }))?;
+        }
+    }
+    Ok(Verdict::Pass)
+}
