@@ -221,6 +221,9 @@ impl<E: Env> Engine<E> {
 
         // E7: own first, then read. The defect reads first (contracts 3.7).
         let early = if !fresh && self.has(EngineDefect::ReadBeforeOwn) { Some(self.read(run).await?) } else { None };
+        if self.env.fault(&Point { run, epoch: None, site: Site::Acquiring }).await == Fault::Crash {
+            return Err(EngineError::Crashed);
+        }
         let skip_acquire = fresh && self.has(EngineDefect::FreshRunUnleased);
         let (lease, auto) = match &opts.lease {
             Some(lease) => (Some(lease.clone()), false),

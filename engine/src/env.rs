@@ -36,8 +36,10 @@ impl Phase {
 pub enum Site<'a> {
     /// A durable write; `index` counts the writes of this segment (or cascade) from 0.
     Write { index: u32, phase: Phase, write: Write<'a> },
-    /// The lease is held (or the segment runs unleased) and the journal and meta are about to be
-    /// read. With the `read-before-own` defect, the reads have already happened.
+    /// A segment is about to take its lease (or to run unleased). With the `read-before-own`
+    /// defect, the journal and meta have already been read.
+    Acquiring,
+    /// The lease is held (or the segment runs unleased); the reads come next (correct order).
     Owned,
     /// A paid model call of the dispatch at `running`, turn `turn` (from 1).
     Call { running: Seq, turn: u32 },

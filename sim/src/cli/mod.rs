@@ -2,6 +2,7 @@
 
 mod boot;
 mod conformance;
+mod killpoints;
 mod runs;
 
 use std::process::ExitCode;
@@ -33,6 +34,10 @@ enum Command {
     /// `runs audit` exits 0 when nothing remains divergent, 1 otherwise, 2 on bad input; it never
     /// creates a database.
     Runs(runs::Args),
+    /// The kill-point suite: crash a run at each durable write, resume it, check the recovery.
+    ///
+    /// Exit 0 when every point recovers as documented, 1 when any fails, 2 on bad input.
+    Killpoints(killpoints::Args),
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -60,6 +65,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Conformance(args) => conformance::run(&args),
         Command::Boot(args) => boot::run(&args),
+        Command::Killpoints(args) => killpoints::run(&args),
         Command::Runs(args) => runs::run(&args),
     };
     match result {
@@ -98,4 +104,13 @@ pub fn parse_defect(name: &str) -> Result<StoreDefect, String> {
 
 pub fn defect_names() -> String {
     StoreDefect::ALL.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
+}
+
+/// `--db memdb|file`.
+pub fn parse_db(name: &str) -> Result<fencesim::stores::DbKind, String> {
+    use fencesim::stores::DbKind;
+    [DbKind::Memdb, DbKind::File]
+        .into_iter()
+        .find(|k| k.as_str() == name)
+        .ok_or_else(|| format!("unknown db '{name}' (valid: memdb, file)"))
 }

@@ -1,0 +1,141 @@
+//! `fencesim killpoints`: the kill-point suite (contracts 5.13). Prints one row per point (what
+//! the crashed write was, the phase, what the child and the resume paid, re-pays, verdict) and
+//! exits 1 when any point fails.
+
+use fencesim::killpoints::{self, Config, KillPoint, PointReport};
+use fencesim::stores::DbKind;
+use fencesim_engine::{EngineDefect, EngineDefects, Workflow};
+use fencesim_store::{Defects, StoreDefect};
+use serde_json::json;
+
+use super::{CmdResult, Format, Verdict};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Which workflow's writes to enumerate: happy, limit or all. The reference table always runs.
+    #[arg(long, default_value = "all", value_parser = parse_workflow)]
+    workflow: WorkflowChoice,
+    /// The database the points run on: memdb or file (a WAL file in a temporary folder).
+    #[arg(long, default_value = "memdb", value_parser = super::parse_db)]
+    db: DbKind,
+    /// Plant an engine or store defect (repeatable); the suite should then fail.
+    #[arg(long = "defect", value_name = "NAME", value_parser = parse_any_defect)]
+    defects: Vec<AnyDefect>,
+    #[arg(long, value_enum, default_value_t)]
+    format: Format,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WorkflowChoice {
+    Happy,
+    Limit,
+    All,
+}
+
+fn parse_workflow(name: &str) -> Result<WorkflowChoice, String> {
+    match name {
+        "happy" => Ok(WorkflowChoice::Happy),
+        "limit" => Ok(WorkflowChoice::Limit),
+        "all" => Ok(WorkflowChoice::All),
+        _ => Err(format!("unknown workflow '{name}' (valid: happy, limit, all)")),
+    }
+}
+
+/// A planted defect of either crate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnyDefect {
+    Engine(EngineDefect),
+    Store(StoreDefect),
+}
+
+pub fn parse_any_defect(name: &str) -> Result<AnyDefect, String> {
+    EngineDefect::parse(name)
+        .map(AnyDefect::Engine)
+        .or_else(|| StoreDefect::parse(name).map(AnyDefect::Store))
+        .ok_or_else(|| {
+            let engine: Vec<&str> = EngineDefect::ALL.iter().map(|d| d.name()).collect();
+            format!("unknown defect '{name}' (engine: {}; store: {})", engine.join(", "), super::defect_names())
+        })
+}
+
+pub fn split_defects(defects: &[AnyDefect]) -> (EngineDefects, Defects) {
+    let engine: Vec<EngineDefect> =
+        defects.iter().filter_map(|d| if let AnyDefect::Engine(e) = d { Some(*e) } else { None }).collect();
+    let store: Vec<StoreDefect> =
+        defects.iter().filter_map(|d| if let AnyDefect::Store(s) = d { Some(*s) } else { None }).collect();
+    (EngineDefects::of(&engine), Defects::of(&store))
+}
+
+pub fn run(args: &Args) -> CmdResult {
+    let (engine_defects, store_defects) = split_defects(&args.defects);
+    let config = Config { db: args.db, engine_defects, store_defects };
+    let workflows = match args.workflow {
+        WorkflowChoice::Happy => vec![Workflow::happy()],
+        WorkflowChoice::Limit => vec![Workflow::limit()],
+        WorkflowChoice::All => vec![Workflow::happy(), Workflow::limit()],
+    };
+    let mut points: Vec<KillPoint> =
+        killpoints::table().into_iter().filter(|p| workflows.iter().any(|w| w.name == p.workflow.name)).collect();
+    for workflow in &workflows {
+        points.extend(killpoints::enumerate(workflow, &config).map_err(anyhow::Error::msg)?);
+    }
+    let reports: Vec<PointReport> = points
+        .iter()
+        .map(|p| killpoints::run_point(p, &config))
+        .collect::<Result<_, _>>()
+        .map_err(anyhow::Error::msg)?;
+    let failed = reports.iter().filter(|r| !r.passed()).count();
+    let repro = repro_command(args);
+    match args.format {
+        Format::Text => {
+            println!(
+                "{:<30} {:>5} {:<6} {:<44} {:>7} {:>7} {:>6}  verdict",
+                "point", "write", "phase", "what", "child", "resume", "repays"
+            );
+            for r in &reports {
+                let index = r.index.map_or("-".to_owned(), |i| i.to_string());
+                let verdict = if r.passed() { "PASS".to_owned() } else { format!("FAIL: {}", r.violations.join("; ")) };
+                println!(
+                    "{:<30} {:>5} {:<6} {:<44} {:>7} {:>7} {:>6}  {verdict}",
+                    r.id,
+                    index,
+                    r.phase,
+                    r.write,
+                    format!("{}/{}", r.child.0, r.child.1),
+                    format!("{}/{}", r.resume.0, r.resume.1),
+                    r.repays
+                );
+            }
+            println!(
+                "{} points, {} passed, {failed} failed (calls/tools paid by the crashed child and the resume)",
+                reports.len(),
+                reports.len() - failed
+            );
+            if failed > 0 {
+                println!("repro: {repro}");
+            }
+        }
+        Format::Json => {
+            let doc = json!({ "points": reports, "failed": failed, "repro": (failed > 0).then_some(repro) });
+            println!("{doc}");
+        }
+    }
+    Ok(if failed == 0 { Verdict::Pass } else { Verdict::Fail })
+}
+
+fn repro_command(args: &Args) -> String {
+    let workflow = match args.workflow {
+        WorkflowChoice::Happy => "happy",
+        WorkflowChoice::Limit => "limit",
+        WorkflowChoice::All => "all",
+    };
+    let mut command = format!("fencesim killpoints --workflow {workflow} --db {}", args.db.as_str());
+    for d in &args.defects {
+        let name = match d {
+            AnyDefect::Engine(e) => e.name(),
+            AnyDefect::Store(s) => s.name(),
+        };
+        command.push_str(&format!(" --defect {name}"));
+    }
+    command
+}

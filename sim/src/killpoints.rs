@@ -1,0 +1,384 @@
+//! The kill-point suite (contracts 5.13): crash a run at exactly one durable write, before or
+//! after it, then resume it from a second engine instance over its own connection to the same
+//! database, and check the documented recovery semantics: what each side paid, the recovered
+//! value, contiguous seqs, exactly one `run_settle` with status ok, meta ok, a consistent audit,
+//! and that the crash residue never has meta ahead of the journal.
+//!
+//! Two sets of points: the reference's ten-row table (matched by write kind and occurrence, with
+//! its exact counts), and every durable write of the `happy` and `limit` workflows by index.
+//! Each point runs in its own madsim runtime, so a point's result is deterministic.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use fencesim_engine::audit::{self, AuditVerdict};
+use fencesim_engine::entries::{self, kind, status};
+use fencesim_engine::{
+    Engine, EngineDefects, EngineError, EngineOptions, Fault, Ledger, Paid, Phase, RunOptions, Site, Workflow, Write,
+};
+use fencesim_store::{Defects, JournalEntry, RunId, RunStatus, Store};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::env::{SimClock, SimEnv};
+use crate::stores::{Db, DbKind};
+
+/// The crashing child's ttl: short, like the reference's worker ttl (contracts 5.13).
+pub const CHILD_TTL_MS: u32 = 2_000;
+/// The referee's ttl: the store default.
+pub const REFEREE_TTL_MS: u32 = 60_000;
+/// How long the referee keeps retrying a resume refused by the dead child's lease.
+pub const RESUME_DEADLINE_MS: u64 = 15_000;
+
+/// The reference's write matchers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Matcher {
+    /// An `agent` entry with status `running`.
+    Running,
+    /// An `agent` entry with a `ref` and status `ok`.
+    OkTerminal,
+    /// An `agent` entry with a `ref` and status `limit`.
+    LimitTerminal,
+    /// A `run_settle` decision.
+    Settle,
+    /// A `put_meta` whose status is not `running`.
+    Meta,
+}
+
+impl Matcher {
+    pub fn name(self) -> &'static str {
+        match self {
+            Matcher::Running => "running",
+            Matcher::OkTerminal => "ok-terminal",
+            Matcher::LimitTerminal => "limit-terminal",
+            Matcher::Settle => "settle",
+            Matcher::Meta => "meta",
+        }
+    }
+
+    fn matches(self, write: &Write<'_>) -> bool {
+        let agent = |e: &JournalEntry, s: &str, terminal: bool| {
+            e.kind == kind::AGENT && e.status == s && e.ref_seq.is_some() == terminal
+        };
+        match (self, write) {
+            (Matcher::Running, Write::Append(e)) => agent(e, status::RUNNING, false),
+            (Matcher::OkTerminal, Write::Append(e)) => agent(e, status::OK, true),
+            (Matcher::LimitTerminal, Write::Append(e)) => agent(e, status::LIMIT, true),
+            (Matcher::Settle, Write::Append(e)) => entries::as_settle(e).is_some(),
+            (Matcher::Meta, Write::PutMeta(m)) => m.status != RunStatus::Running,
+            _ => false,
+        }
+    }
+}
+
+/// Which write a point crashes at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The `occurrence`-th write (from 1) the matcher accepts.
+    Matched { matcher: Matcher, occurrence: u32 },
+    /// The segment's write number `index` (from 0).
+    Index(u32),
+}
+
+/// The documented counts of a table row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Expected {
+    pub child: (u32, u32),
+    pub resume: (u32, u32),
+    pub limit_terminals: usize,
+}
+
+#[derive(Clone, Debug)]
+pub struct KillPoint {
+    pub id: String,
+    pub workflow: Workflow,
+    pub target: Target,
+    pub phase: Phase,
+    pub expected: Option<Expected>,
+}
+
+/// The ten scenarios of contracts 5.13 with their documented counts.
+pub fn table() -> Vec<KillPoint> {
+    use Matcher::*;
+    use Phase::*;
+    let row = |id: &str, workflow: Workflow, matcher, occurrence, phase, child, resume, limit_terminals| KillPoint {
+        id: id.to_owned(),
+        workflow,
+        target: Target::Matched { matcher, occurrence },
+        phase,
+        expected: Some(Expected { child, resume, limit_terminals }),
+    };
+    let (happy, limit) = (Workflow::happy(), Workflow::limit());
+    vec![
+        row("happy-running-before", happy.clone(), Running, 2, Before, (1, 0), (1, 0), 0),
+        row("happy-running-after", happy.clone(), Running, 2, After, (1, 0), (1, 0), 0),
+        row("happy-ok-terminal-before", happy.clone(), OkTerminal, 2, Before, (2, 0), (1, 0), 0),
+        row("happy-ok-terminal-after", happy.clone(), OkTerminal, 2, After, (2, 0), (0, 0), 0),
+        row("happy-settle-before", happy.clone(), Settle, 1, Before, (2, 0), (0, 0), 0),
+        row("happy-settle-after", happy.clone(), Settle, 1, After, (2, 0), (0, 0), 0),
+        row("happy-meta-before", happy.clone(), Meta, 1, Before, (2, 0), (0, 0), 0),
+        row("happy-meta-after", happy, Meta, 1, After, (2, 0), (0, 0), 0),
+        row("limit-limit-terminal-before", limit.clone(), LimitTerminal, 1, Before, (3, 2), (1, 0), 1),
+        row("limit-limit-terminal-after", limit, LimitTerminal, 1, After, (3, 2), (3, 2), 2),
+    ]
+}
+
+/// Every durable write of a clean run of `workflow`, in order, crashed before and after.
+pub fn enumerate(workflow: &Workflow, config: &Config) -> Result<Vec<KillPoint>, String> {
+    let writes = clean_writes(workflow, config)?;
+    Ok((0..writes.len())
+        .flat_map(|i| {
+            let index = u32::try_from(i).unwrap_or(u32::MAX);
+            [Phase::Before, Phase::After].map(|phase| KillPoint {
+                id: format!("{}-w{index}-{}", workflow.name, phase.as_str()),
+                workflow: workflow.clone(),
+                target: Target::Index(index),
+                phase,
+                expected: None,
+            })
+        })
+        .collect())
+}
+
+/// How points run.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Config {
+    pub db: DbKind,
+    pub engine_defects: EngineDefects,
+    pub store_defects: Defects,
+}
+
+/// One point's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct PointReport {
+    pub id: String,
+    pub workflow: String,
+    /// The crashed write's index in the child's segment.
+    pub index: Option<u32>,
+    /// What the crashed write was.
+    pub write: String,
+    pub phase: &'static str,
+    pub child: (u32, u32),
+    pub resume: (u32, u32),
+    /// Paid calls beyond a clean run's.
+    pub repays: u32,
+    pub limit_terminals: usize,
+    pub violations: Vec<String>,
+}
+
+impl PointReport {
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// The value a clean run of each kill-point workflow recovers.
+fn clean_value(workflow: &Workflow) -> Value {
+    match workflow.name.as_str() {
+        "limit" => serde_json::json!({ "agentStatus": "limit" }),
+        _ => serde_json::json!({ "one": "alpha", "two": "beta" }),
+    }
+}
+
+fn runtime() -> madsim::runtime::Runtime {
+    madsim::runtime::Runtime::with_seed_and_config(0, madsim::Config::default())
+}
+
+fn open(db: &Db, ttl_ms: u32, config: &Config) -> Result<(Rc<dyn Store>, SimEnv), String> {
+    let clock = SimClock::new(0);
+    let store = db.open(Arc::new(clock.clone()), i64::from(ttl_ms), config.store_defects).map_err(|e| e.to_string())?;
+    Ok((Rc::new(store), SimEnv::new(clock)))
+}
+
+fn engine(store: Rc<dyn Store>, env: SimEnv, ledger: Ledger, owner: &str, config: &Config) -> Engine<SimEnv> {
+    let opts = EngineOptions { owner: owner.into(), defects: config.engine_defects, ..EngineOptions::default() };
+    // The options are the defaults with a valid owner; construction cannot fail on them.
+    Engine::new(store, env, ledger, opts).unwrap_or_else(|e| panic!("kill-point engine options are valid: {e}"))
+}
+
+/// The writes of a clean run, described, and what it paid.
+fn clean_writes(workflow: &Workflow, config: &Config) -> Result<Vec<String>, String> {
+    clean_run(workflow, config).map(|(writes, _)| writes)
+}
+
+fn clean_run(workflow: &Workflow, config: &Config) -> Result<(Vec<String>, Paid), String> {
+    let db = Db::new(config.db).map_err(|e| e.to_string())?;
+    runtime().block_on(async {
+        let (store, env) = open(&db, CHILD_TTL_MS, config)?;
+        let writes = Rc::new(RefCell::new(Vec::new()));
+        let seen = writes.clone();
+        env.on_fault(move |point| {
+            if let Site::Write { phase: Phase::Before, write, .. } = point.site {
+                seen.borrow_mut().push(write.to_string());
+            }
+            Fault::Continue
+        });
+        let ledger = Ledger::new();
+        let run = RunId::new("kp-clean");
+        let engine = engine(store, env, ledger.clone(), "kp-child", config);
+        engine.run(&run, workflow, RunOptions::default()).await.map_err(|e| format!("clean run failed: {e}"))?;
+        let paid = ledger.run_total(&run);
+        Ok((writes.take(), paid))
+    })
+}
+
+/// Run one kill point.
+pub fn run_point(point: &KillPoint, config: &Config) -> Result<PointReport, String> {
+    let (_, clean) = clean_run(&point.workflow, config)?;
+    let db = Db::new(config.db).map_err(|e| e.to_string())?;
+    let run = RunId::new(format!("kp-{}", point.id));
+    runtime().block_on(async {
+        let mut violations = Vec::new();
+        // The child: crash at the target write.
+        let (child_store, child_env) = open(&db, CHILD_TTL_MS, config)?;
+        let killed: Rc<RefCell<Option<(u32, String)>>> = Rc::default();
+        let matched = Rc::new(Cell::new(0u32));
+        {
+            let (killed, matched, target, crash_phase) = (killed.clone(), matched.clone(), point.target, point.phase);
+            child_env.on_fault(move |p| {
+                let Site::Write { index, phase, write } = p.site else { return Fault::Continue };
+                if killed.borrow().is_some() {
+                    return if phase == Phase::After && crash_phase == Phase::After {
+                        Fault::Crash
+                    } else {
+                        Fault::Continue
+                    };
+                }
+                let hit = phase == Phase::Before
+                    && match target {
+                        Target::Index(i) => i == index,
+                        Target::Matched { matcher, occurrence } => {
+                            matcher.matches(&write) && {
+                                matched.set(matched.get() + 1);
+                                matched.get() == occurrence
+                            }
+                        }
+                    };
+                if !hit {
+                    return Fault::Continue;
+                }
+                *killed.borrow_mut() = Some((index, write.to_string()));
+                if crash_phase == Phase::Before { Fault::Crash } else { Fault::Continue }
+            });
+        }
+        let child_ledger = Ledger::new();
+        // The referee's connection opens first, so a memdb outlives the child's.
+        let (referee_store, referee_env) = open(&db, REFEREE_TTL_MS, config)?;
+        let child = engine(child_store, child_env, child_ledger.clone(), "kp-child", config);
+        match child.run(&run, &point.workflow, RunOptions::default()).await {
+            Err(EngineError::Crashed) => {}
+            Ok(_) => violations.push("the child ran to completion: the kill point was never reached".into()),
+            Err(e) => violations.push(format!("the child failed before its kill point: {e}")),
+        }
+        drop(child);
+        let (index, write) = killed.take().unzip();
+
+        // The residue: meta is never ahead of the journal (contracts 3.6 ordering invariant).
+        let residue = audit::audit_run(referee_store.as_ref(), &run).map_err(|e| e.to_string())?;
+        if let Some(meta) = &residue.meta
+            && meta.status.is_terminal()
+            && residue.settle.is_none_or(|s| s.run_status != meta.status)
+        {
+            violations.push(format!(
+                "meta ahead of the journal after the crash: meta says {} but the journal holds no matching settle",
+                meta.status
+            ));
+        }
+        let before = referee_store.load(&run).map_err(|e| e.to_string())?;
+        let unstamped_limit = before.iter().any(|e| {
+            e.kind == kind::AGENT
+                && e.status == status::LIMIT
+                && !before.iter().any(|s| s.seq > e.seq && entries::as_settle(s).is_some())
+        });
+
+        // The referee: resume, retrying while the dead child's lease lingers.
+        let referee_ledger = Ledger::new();
+        let referee = engine(referee_store.clone(), referee_env, referee_ledger.clone(), "kp-referee", config);
+        let retry_ms = u64::from(CHILD_TTL_MS.div_ceil(3).max(50));
+        let mut waited = 0;
+        let outcome = loop {
+            match referee.resume(&run, &point.workflow, RunOptions::default()).await {
+                Err(e) if e.is_lease_held() && waited < RESUME_DEADLINE_MS => {
+                    madsim::time::sleep(std::time::Duration::from_millis(retry_ms)).await;
+                    waited += retry_ms;
+                }
+                other => break other,
+            }
+        };
+        match &outcome {
+            Ok(o) if o.status != RunStatus::Ok => violations.push(format!("resume settled {}, not ok", o.status)),
+            Ok(o) if o.value != clean_value(&point.workflow) => {
+                violations.push(format!("resume recovered {} instead of {}", o.value, clean_value(&point.workflow)));
+            }
+            Ok(_) => {}
+            Err(e) => violations.push(format!("resume failed: {e}")),
+        }
+
+        let journal = referee_store.load(&run).map_err(|e| e.to_string())?;
+        check_journal(&journal, &mut violations);
+        let meta = referee_store.get_meta(&run).map_err(|e| e.to_string())?;
+        if meta.as_ref().map(|m| m.status) != Some(RunStatus::Ok) {
+            violations
+                .push(format!("meta status is {}, not ok", meta.map_or("missing".into(), |m| m.status.to_string())));
+        }
+        let after = audit::audit_run(referee_store.as_ref(), &run).map_err(|e| e.to_string())?;
+        if after.verdict != AuditVerdict::Consistent {
+            violations.push(format!("audit after resume: {after}"));
+        }
+
+        let child_paid = child_ledger.run_total(&run);
+        let resume_paid = referee_ledger.run_total(&run);
+        let total = child_paid.calls + resume_paid.calls;
+        let repays = total.saturating_sub(clean.calls);
+        // One crash re-pays at most the one call in flight; an unstamped limit in a never-settled
+        // run is documented to rerun whole (contracts 5.13).
+        let allowed = if unstamped_limit { clean.calls } else { 1 };
+        if repays > allowed {
+            violations.push(format!("{repays} paid calls beyond a clean run's (at most {allowed} for this crash)"));
+        }
+        let limit_terminals = journal
+            .iter()
+            .filter(|e| e.kind == kind::AGENT && e.status == status::LIMIT && e.ref_seq.is_some())
+            .count();
+        if let Some(expected) = point.expected {
+            let observed = Expected {
+                child: (child_paid.calls, child_paid.tools),
+                resume: (resume_paid.calls, resume_paid.tools),
+                limit_terminals,
+            };
+            if observed != expected {
+                violations.push(format!("counts {observed:?} differ from the documented {expected:?}"));
+            }
+        }
+        Ok(PointReport {
+            id: point.id.clone(),
+            workflow: point.workflow.name.clone(),
+            index,
+            write: write.unwrap_or_else(|| "(not reached)".into()),
+            phase: point.phase.as_str(),
+            child: (child_paid.calls, child_paid.tools),
+            resume: (resume_paid.calls, resume_paid.tools),
+            repays,
+            limit_terminals,
+            violations,
+        })
+    })
+}
+
+/// Contiguous seqs from the first, and exactly one `run_settle`, with status ok.
+fn check_journal(journal: &[JournalEntry], violations: &mut Vec<String>) {
+    if let Some(gap) = journal.windows(2).find(|w| w[1].seq.0 != w[0].seq.0 + 1) {
+        violations.push(format!("journal seqs not contiguous: {} then {}", gap[0].seq, gap[1].seq));
+    }
+    let settles: Vec<_> = journal.iter().filter_map(entries::as_settle).collect();
+    match settles.as_slice() {
+        [one] if one.run_status == RunStatus::Ok => {
+            if let Some(late) = journal.iter().find(|e| e.seq > one.seq) {
+                violations.push(format!("entry seq {} follows the run_settle at seq {}", late.seq, one.seq));
+            }
+        }
+        [one] => violations.push(format!("the run_settle says {}, not ok", one.run_status)),
+        many => violations.push(format!("{} run_settle entries, not exactly one", many.len())),
+    }
+}

@@ -1,0 +1,12 @@
+//! The fencesim harness as a library: the simulator's environment on madsim virtual time, the
+//! databases simulated worlds run on, and the kill-point suite. The `fencesim` binary is its
+//! command-line edge.
+//!
+//! It exists only under `--cfg madsim` (set for the workspace in `.cargo/config.toml`).
+
+#[cfg(not(madsim))]
+compile_error!("fencesim must be built with --cfg madsim: a RUSTFLAGS variable overrode .cargo/config.toml; unset it");
+
+pub mod env;
+pub mod killpoints;
+pub mod stores;

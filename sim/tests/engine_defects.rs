@@ -1,0 +1,353 @@
+//! The engine's fencing promises under the interleavings that broke the reference (contracts 3,
+//! section 6), each as a scenario that returns its violations: empty for the correct engine on
+//! memdb and on a WAL file, non-empty with the planted defect it targets. The catalogue test at
+//! the end requires a catching scenario for every engine defect.
+
+mod common;
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use common::{Node, TTL, node, over, sim, sleep_ms, world};
+use fencesim::env::SimEnv;
+use fencesim::stores::DbKind;
+use fencesim_engine::audit::{self, AuditVerdict};
+use fencesim_engine::checkpoint::Checkpoint;
+use fencesim_engine::entries::{self, status};
+use fencesim_engine::{
+    CancelToken, EngineDefect, EngineDefects, EngineError, EngineOptions, Fault, Phase, Point, RunOptions, SettleStage,
+    Site, Workflow, Write,
+};
+use fencesim_store::{MemoryStore, Op, RunId, RunStatus, Seq, Store, StoreError};
+
+type Violations = Vec<String>;
+
+/// Stall the node (renew loop included) for 3 ttl the first time `when` holds.
+fn stall_once(env: &SimEnv, when: impl Fn(&Point<'_>) -> bool + 'static) {
+    let node = env.clone();
+    let fired = Cell::new(false);
+    env.set_script(Some(Box::new(move |point| {
+        if fired.get() || !when(point) {
+            return Box::pin(async { Fault::Continue });
+        }
+        fired.set(true);
+        let stall = node.stall(u64::from(3 * TTL));
+        Box::pin(async move {
+            stall.await;
+            Fault::Continue
+        })
+    })));
+}
+
+fn write_before(point: &Point<'_>, pick: impl Fn(&Write<'_>) -> bool) -> bool {
+    matches!(point.site, Site::Write { phase: Phase::Before, write, .. } if pick(&write))
+}
+
+fn is_settle(write: &Write<'_>) -> bool {
+    matches!(write, Write::Append(e) if entries::as_settle(e).is_some())
+}
+
+fn settles(store: &dyn Store, run: &RunId) -> usize {
+    store.load(run).expect("load").iter().filter_map(entries::as_settle).count()
+}
+
+fn check_consistent(store: &dyn Store, run: &RunId, v: &mut Violations) {
+    let audit = audit::audit_run(store, run).expect("audit");
+    if audit.verdict != AuditVerdict::Consistent {
+        v.push(format!("audit: {audit}"));
+    }
+}
+
+/// Starts `run` on node `a` in the background; the handle yields its result.
+fn spawn_run(
+    a: &Node,
+    run: &RunId,
+    workflow: Workflow,
+    opts: RunOptions,
+) -> madsim::task::JoinHandle<Result<fencesim_engine::Outcome, EngineError>> {
+    let (engine, run) = (a.engine.clone(), run.clone());
+    madsim::task::spawn_local(async move { engine.run(&run, &workflow, opts).await })
+}
+
+/// D1: a holder stalled at its boot meta write past the ttl wakes after a successor settled the
+/// run. Its stale meta write must be refused, leaving the successor's `{ok, segments 2}`.
+fn stale_boot_meta(defects: EngineDefects, db: DbKind) -> Violations {
+    let db = world(db);
+    sim(|| async move {
+        let mut v = Violations::new();
+        let (a, b) = (node(&db, "a", defects), node(&db, "b", defects));
+        let run = RunId::new("r");
+        stall_once(&a.env, |p| write_before(p, |w| matches!(w, Write::PutMeta(_))));
+        let stale = spawn_run(&a, &run, Workflow::happy(), RunOptions::default());
+        sleep_ms(u64::from(TTL) + 100).await;
+        let successor = b.engine.resume(&run, &Workflow::happy(), RunOptions::default()).await;
+        let stale = stale.await.expect("task");
+        if !matches!(successor, Ok(ref o) if o.status == RunStatus::Ok) {
+            v.push(format!("the successor did not settle ok: {successor:?}"));
+        }
+        if !matches!(stale, Err(EngineError::LeaseHeld(_))) {
+            v.push(format!("the stale segment was not refused at its first write: {stale:?}"));
+        }
+        let meta = b.store.get_meta(&run).expect("meta");
+        if meta.as_ref().map(|m| (m.status, m.segments)) != Some((RunStatus::Ok, 2)) {
+            v.push(format!("meta regressed by the stale holder: {meta:?}"));
+        }
+        if a.ledger.run_total(&run).calls != 0 {
+            v.push("the stale segment paid a call".into());
+        }
+        check_consistent(b.store.as_ref(), &run, &mut v);
+        v
+    })
+}
+
+/// D2: a holder stalled before its first checkpoint save wakes after a successor redispatched the
+/// same running seq and saved later turns to the same ref. The blob must stay the successor's.
+fn stale_checkpoint(defects: EngineDefects, db: DbKind) -> Violations {
+    let db = world(db);
+    sim(|| async move {
+        let mut v = Violations::new();
+        let (a, b) = (node(&db, "a", defects), node(&db, "b", defects));
+        let run = RunId::new("r");
+        stall_once(&a.env, |p| write_before(p, |w| matches!(w, Write::PutBlob { .. })));
+        let stale = spawn_run(&a, &run, Workflow::limit(), RunOptions::default());
+        sleep_ms(u64::from(TTL) + 100).await;
+        let successor = b.engine.resume(&run, &Workflow::limit(), RunOptions::default()).await;
+        let _ = stale.await.expect("task");
+        if !matches!(successor, Ok(ref o) if o.status == RunStatus::Ok) {
+            v.push(format!("the successor did not settle ok: {successor:?}"));
+        }
+        let blob = b.store.get_blob(&entries::checkpoint_ref(&run, Seq(1))).expect("blob");
+        let last = Checkpoint { turns: 3, tool_calls_used: 2 }.encode();
+        if blob.as_deref() != Some(last.as_slice()) {
+            v.push(format!(
+                "checkpoint regressed: {:?} instead of the successor's last save",
+                blob.as_deref().map(String::from_utf8_lossy)
+            ));
+        }
+        v
+    })
+}
+
+/// D12b: a holder stalled at its settle append wakes after a successor settled the run. It must
+/// fail superseded, and the journal must hold the successor's settle only.
+fn superseded_settle(defects: EngineDefects, db: DbKind) -> Violations {
+    let db = world(db);
+    sim(|| async move {
+        let mut v = Violations::new();
+        let (a, b) = (node(&db, "a", defects), node(&db, "b", defects));
+        let run = RunId::new("r");
+        stall_once(&a.env, |p| write_before(p, is_settle));
+        let stale = spawn_run(&a, &run, Workflow::happy(), RunOptions::default());
+        sleep_ms(u64::from(TTL) + 100).await;
+        let successor = b.engine.resume(&run, &Workflow::happy(), RunOptions::default()).await;
+        let stale = stale.await.expect("task");
+        if !matches!(successor, Ok(ref o) if o.status == RunStatus::Ok && o.appended == 1) {
+            v.push(format!("the successor did not settle ok with one append: {successor:?}"));
+        }
+        if !matches!(stale, Err(EngineError::Superseded { .. })) {
+            v.push(format!("the superseded segment resolved as {stale:?}"));
+        }
+        if settles(b.store.as_ref(), &run) != 1 {
+            v.push(format!("{} run_settle entries", settles(b.store.as_ref(), &run)));
+        }
+        if b.ledger.run_total(&run).calls != 0 {
+            v.push("the successor paid a second call".into());
+        }
+        v
+    })
+}
+
+/// D12a: an I/O failure of the settle append must fail the settlement and skip the meta write,
+/// so meta never runs ahead of the journal; a resume then settles with zero calls.
+fn failed_settle_append(defects: EngineDefects, db: DbKind) -> Violations {
+    let db = world(db);
+    sim(|| async move {
+        let mut v = Violations::new();
+        let (a, b) = (node(&db, "a", defects), node(&db, "b", defects));
+        let run = RunId::new("r");
+        a.env.on_fault(|p| {
+            if write_before(p, is_settle) {
+                Fault::Fail(StoreError::storage(Op::Append, "injected I/O error"))
+            } else {
+                Fault::Continue
+            }
+        });
+        let first = a.engine.run(&run, &Workflow::happy(), RunOptions::default()).await;
+        if !matches!(first, Err(EngineError::Settlement { stage: SettleStage::RunSettle, .. })) {
+            v.push(format!("a failed settle append resolved as {first:?}"));
+        }
+        let meta = a.store.get_meta(&run).expect("meta");
+        if meta.as_ref().is_some_and(|m| m.status.is_terminal()) && settles(a.store.as_ref(), &run) == 0 {
+            v.push("meta ahead of the journal: terminal meta with no run_settle".into());
+        }
+        let healed = b.engine.resume(&run, &Workflow::happy(), RunOptions::default()).await;
+        if !matches!(healed, Ok(ref o) if o.status == RunStatus::Ok) || b.ledger.run_total(&run).calls != 0 {
+            v.push(format!("resume did not re-settle for free: {healed:?}"));
+        }
+        v
+    })
+}
+
+/// D14: a run cancelled while a call is in flight drains that dispatch's terminal before its
+/// settle; nothing follows the settle.
+fn cancel_mid_call(defects: EngineDefects, db: DbKind) -> Violations {
+    let db = world(db);
+    sim(|| async move {
+        let mut v = Violations::new();
+        let a = node(&db, "a", defects);
+        let run = RunId::new("r");
+        let cancel = CancelToken::new();
+        let token = cancel.clone();
+        a.env.on_fault(move |p| {
+            if matches!(p.site, Site::Call { running: Seq(3), turn: 1 }) {
+                token.cancel("host cancelled");
+            }
+            Fault::Continue
+        });
+        let opts = RunOptions { cancel: Some(cancel), ..RunOptions::default() };
+        let outcome = a.engine.run(&run, &Workflow::happy(), opts).await;
+        if !matches!(outcome, Ok(ref o) if o.status == RunStatus::Cancelled) {
+            v.push(format!("the cancelled run settled as {outcome:?}"));
+        }
+        let journal = a.store.load(&run).expect("load");
+        match entries::last_run_settle(&journal) {
+            None => v.push("no run_settle".into()),
+            Some(settle) => {
+                if let Some(late) = journal.iter().find(|e| e.seq > settle.seq) {
+                    v.push(format!(
+                        "{}/{} at seq {} after the run_settle at seq {}",
+                        late.kind, late.status, late.seq, settle.seq
+                    ));
+                }
+            }
+        }
+        if !journal.iter().any(|e| e.ref_seq == Some(Seq(3)) && e.status == status::CANCELLED) {
+            v.push("the in-flight dispatch has no cancelled terminal".into());
+        }
+        v
+    })
+}
+
+/// D10: over a store without leases, a second segment of a live run in the same engine is
+/// refused; otherwise it redispatches the in-flight call and pays it twice.
+fn second_segment(defects: EngineDefects, _db: DbKind) -> Violations {
+    sim(|| async move {
+        let mut v = Violations::new();
+        let store: Rc<dyn Store> = Rc::new(MemoryStore::new());
+        let opts = EngineOptions { owner: "host".into(), call_ms: 100, defects, ..EngineOptions::default() };
+        let a = over(store, SimEnv::default(), opts);
+        let run = RunId::new("r");
+        let first = spawn_run(&a, &run, Workflow::happy(), RunOptions::default());
+        sleep_ms(50).await;
+        let second = a.engine.resume(&run, &Workflow::happy(), RunOptions::default()).await;
+        let _ = first.await.expect("task");
+        if !matches!(second, Err(EngineError::Config(_))) {
+            v.push(format!("a second live segment was admitted: {second:?}"));
+        }
+        for ((_, seq), paid) in a.ledger.entries() {
+            if paid.calls > 1 {
+                v.push(format!("dispatch {seq} paid {} times", paid.calls));
+            }
+        }
+        v
+    })
+}
+
+/// Contracts 3.7: a resume whose window between reading and acquiring sees another owner finish
+/// the run must not act on its stale snapshot: own first, then read.
+fn resume_window(defects: EngineDefects, db: DbKind) -> Violations {
+    let db = world(db);
+    sim(|| async move {
+        let mut v = Violations::new();
+        let (child, a, b) = (node(&db, "child", defects), node(&db, "a", defects), node(&db, "b", defects));
+        let run = RunId::new("r");
+        // A crash after step one's terminal, then the dead child's lease lapses.
+        child.env.on_fault(|p| match p.site {
+            Site::Write { phase: Phase::After, write: Write::Append(e), .. } if e.status == status::OK => Fault::Crash,
+            _ => Fault::Continue,
+        });
+        let crashed = child.engine.run(&run, &Workflow::happy(), RunOptions::default()).await;
+        assert!(matches!(crashed, Err(EngineError::Crashed)), "{crashed:?}");
+        sleep_ms(u64::from(TTL) + 100).await;
+        // While A is about to acquire, B resumes and settles the run.
+        let interloper = Rc::new(RefCell::new(None));
+        let (slot, engine, r) = (interloper.clone(), b.engine.clone(), run.clone());
+        let fired = Cell::new(false);
+        a.env.set_script(Some(Box::new(move |p| {
+            if fired.get() || !matches!(p.site, Site::Acquiring) {
+                return Box::pin(async { Fault::Continue });
+            }
+            fired.set(true);
+            let (slot, engine, r) = (slot.clone(), engine.clone(), r.clone());
+            Box::pin(async move {
+                *slot.borrow_mut() = Some(engine.resume(&r, &Workflow::happy(), RunOptions::default()).await);
+                Fault::Continue
+            })
+        })));
+        let late = a.engine.resume(&run, &Workflow::happy(), RunOptions::default()).await;
+        if !matches!(interloper.borrow().as_ref(), Some(Ok(o)) if o.status == RunStatus::Ok) {
+            v.push(format!("the interloper did not settle ok: {:?}", interloper.borrow()));
+        }
+        if !matches!(late, Ok(ref o) if o.status == RunStatus::Ok && o.appended == 0) {
+            v.push(format!("the late resume acted on a stale snapshot: {late:?}"));
+        }
+        let meta = a.store.get_meta(&run).expect("meta");
+        if meta.as_ref().map(|m| (m.status, m.segments)) != Some((RunStatus::Ok, 3)) {
+            v.push(format!("meta after three segments: {meta:?}"));
+        }
+        if settles(a.store.as_ref(), &run) != 1 {
+            v.push(format!("{} run_settle entries", settles(a.store.as_ref(), &run)));
+        }
+        check_consistent(a.store.as_ref(), &run, &mut v);
+        v
+    })
+}
+
+type Scenario = fn(EngineDefects, DbKind) -> Violations;
+
+/// The scenario that must catch each engine defect here (the worker's live in `worker.rs`).
+fn detector(defect: EngineDefect) -> Option<Scenario> {
+    match defect {
+        EngineDefect::UnthreadedMetaLease => Some(stale_boot_meta),
+        EngineDefect::UnthreadedCheckpointLease => Some(stale_checkpoint),
+        EngineDefect::SupersededGreen => Some(superseded_settle),
+        EngineDefect::SettleMetaOnFailedAppend => Some(failed_settle_append),
+        EngineDefect::StragglersAfterSettle => Some(cancel_mid_call),
+        EngineDefect::SecondLiveSegment => Some(second_segment),
+        EngineDefect::ReadBeforeOwn => Some(resume_window),
+        EngineDefect::MetaBeforeSettle
+        | EngineDefect::RetentionWithoutLease
+        | EngineDefect::FreshRunUnleased
+        | EngineDefect::SkipCacheByLength => None,
+    }
+}
+
+const SCENARIOS: [(&str, Scenario); 7] = [
+    ("stale_boot_meta", stale_boot_meta),
+    ("stale_checkpoint", stale_checkpoint),
+    ("superseded_settle", superseded_settle),
+    ("failed_settle_append", failed_settle_append),
+    ("cancel_mid_call", cancel_mid_call),
+    ("second_segment", second_segment),
+    ("resume_window", resume_window),
+];
+
+#[test]
+fn the_correct_engine_keeps_every_promise_on_memdb_and_on_a_file() {
+    for db in [DbKind::Memdb, DbKind::File] {
+        for (name, scenario) in SCENARIOS {
+            assert_eq!(scenario(EngineDefects::NONE, db), Violations::new(), "{name} on {db:?}");
+        }
+    }
+}
+
+#[test]
+fn each_engine_defect_is_caught_by_its_scenario() {
+    for defect in EngineDefect::ALL {
+        if let Some(scenario) = detector(defect) {
+            let violations = scenario(EngineDefects::of(&[defect]), DbKind::Memdb);
+            assert!(!violations.is_empty(), "{defect} was not caught");
+            eprintln!("{defect}: caught: {}", violations.join("; "));
+        }
+    }
+}
