@@ -329,14 +329,9 @@ pub fn run_point(point: &KillPoint, config: &Config) -> Result<PointReport, Stri
 
         let child_paid = child_ledger.run_total(&run);
         let resume_paid = referee_ledger.run_total(&run);
-        let total = child_paid.calls + resume_paid.calls;
-        let repays = total.saturating_sub(clean.calls);
-        // One crash re-pays at most the one call in flight; an unstamped limit in a never-settled
-        // run is documented to rerun whole (contracts 5.13).
-        let allowed = if unstamped_limit { clean.calls } else { 1 };
-        if repays > allowed {
-            violations.push(format!("{repays} paid calls beyond a clean run's (at most {allowed} for this crash)"));
-        }
+        let total = Paid { calls: child_paid.calls + resume_paid.calls, tools: child_paid.tools + resume_paid.tools };
+        let repays = total.calls.saturating_sub(clean.calls);
+        violations.extend(repay_violations(total, clean, unstamped_limit));
         let limit_terminals = journal
             .iter()
             .filter(|e| e.kind == kind::AGENT && e.status == status::LIMIT && e.ref_seq.is_some())
@@ -366,6 +361,26 @@ pub fn run_point(point: &KillPoint, config: &Config) -> Result<PointReport, Stri
     })
 }
 
+/// The re-pay bound: one crash re-pays at most the call and the tool in flight at it (a tool's
+/// at-least-once window runs to the next checkpoint save). An unstamped limit terminal in a
+/// never-settled run is documented to rerun whole (contracts 5.13).
+fn repay_violations(total: Paid, clean: Paid, unstamped_limit: bool) -> Vec<String> {
+    let allowed = if unstamped_limit { clean } else { Paid { calls: 1, tools: 1 } };
+    let extra = Paid { calls: total.calls.saturating_sub(clean.calls), tools: total.tools.saturating_sub(clean.tools) };
+    let mut violations = Vec::new();
+    if extra.calls > allowed.calls {
+        violations.push(format!(
+            "{} paid calls beyond a clean run's (at most {} for this crash)",
+            extra.calls, allowed.calls
+        ));
+    }
+    if extra.tools > allowed.tools {
+        violations
+            .push(format!("{} tool runs beyond a clean run's (at most {} for this crash)", extra.tools, allowed.tools));
+    }
+    violations
+}
+
 /// Contiguous seqs from the first, and exactly one `run_settle`, with status ok.
 fn check_journal(journal: &[JournalEntry], violations: &mut Vec<String>) {
     if let Some(gap) = journal.windows(2).find(|w| w[1].seq.0 != w[0].seq.0 + 1) {
@@ -380,5 +395,49 @@ fn check_journal(journal: &[JournalEntry], violations: &mut Vec<String>) {
         }
         [one] => violations.push(format!("the run_settle says {}, not ok", one.run_status)),
         many => violations.push(format!("{} run_settle entries, not exactly one", many.len())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fencesim_store::Seq;
+
+    use super::*;
+
+    fn journal(seqs_and_settles: &[(i64, Option<RunStatus>)]) -> Vec<JournalEntry> {
+        seqs_and_settles
+            .iter()
+            .map(|&(seq, settle)| match settle {
+                Some(status) => entries::run_settle(Seq(seq), status, 1),
+                None => entries::running(Seq(seq), kind::AGENT, "k"),
+            })
+            .collect()
+    }
+
+    fn violations(j: &[(i64, Option<RunStatus>)]) -> Vec<String> {
+        let mut v = Vec::new();
+        check_journal(&journal(j), &mut v);
+        v
+    }
+
+    #[test]
+    fn the_journal_checks_fail_on_tampered_journals() {
+        let ok = Some(RunStatus::Ok);
+        assert_eq!(violations(&[(1, None), (2, ok)]), Vec::<String>::new());
+        assert!(violations(&[(1, None), (3, ok)])[0].contains("not contiguous"));
+        assert!(violations(&[(1, ok), (2, ok)])[0].contains("2 run_settle"));
+        assert!(violations(&[(1, None)])[0].contains("0 run_settle"));
+        assert!(violations(&[(1, ok), (2, None)])[0].contains("follows the run_settle"));
+        assert!(violations(&[(1, Some(RunStatus::Cancelled))])[0].contains("not ok"));
+    }
+
+    #[test]
+    fn the_repay_bound_fails_past_one_call_or_one_tool() {
+        let clean = Paid { calls: 3, tools: 2 };
+        assert!(repay_violations(Paid { calls: 4, tools: 3 }, clean, false).is_empty());
+        assert_eq!(repay_violations(Paid { calls: 5, tools: 2 }, clean, false).len(), 1);
+        assert_eq!(repay_violations(Paid { calls: 3, tools: 4 }, clean, false).len(), 1);
+        assert!(repay_violations(Paid { calls: 6, tools: 4 }, clean, true).is_empty());
+        assert_eq!(repay_violations(Paid { calls: 7, tools: 4 }, clean, true).len(), 1);
     }
 }

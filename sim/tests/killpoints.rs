@@ -33,3 +33,29 @@ fn every_write_of_both_workflows_survives_a_crash_before_and_after_it() {
         assert_eq!(failures(&reports), Vec::<String>::new(), "workflow {}", workflow.name);
     }
 }
+
+/// The settle order reversed (meta before the `run_settle` append) leaves a terminal meta over a
+/// journal without a settle when the crash falls between them: the residue check catches it.
+#[test]
+fn meta_before_settle_is_caught_by_the_residue_check() {
+    let config = Config { engine_defects: EngineDefects::of(&[EngineDefect::MetaBeforeSettle]), ..Config::default() };
+    let reports = run_all(&killpoints::table(), &config);
+    let caught: Vec<&PointReport> = reports.iter().filter(|r| !r.passed()).collect();
+    assert!(!caught.is_empty(), "no kill point caught meta-before-settle");
+    assert!(
+        caught.iter().any(|r| r.violations.iter().any(|v| v.contains("meta ahead of the journal"))),
+        "caught, but not by the residue check: {:?}",
+        caught.iter().map(|r| &r.violations).collect::<Vec<_>>()
+    );
+}
+
+/// The re-pay bound can fail: a kill-point workflow's counts are checked against the table, so
+/// a row run against the wrong documented counts fails.
+#[test]
+fn a_wrong_documented_count_fails_its_row() {
+    let mut row = killpoints::table().remove(2);
+    let expected = row.expected.as_mut().expect("table rows carry counts");
+    expected.resume = (0, 0);
+    let report = killpoints::run_point(&row, &Config::default()).expect("the harness runs");
+    assert!(report.violations.iter().any(|v| v.contains("differ from the documented")), "{:?}", report.violations);
+}

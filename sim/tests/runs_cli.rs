@@ -234,3 +234,46 @@ fn audit_json_is_one_document_with_remaining() {
     let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(doc, json!({"runs": [], "remaining": 0}));
 }
+
+/// The residue of a real crash, not a hand-built one: the engine runs `happy` over a WAL file
+/// and dies between the `run_settle` append and the terminal meta write. The file audits
+/// meta-behind, `--repair` fixes it, and it then audits clean.
+#[test]
+fn a_crash_between_the_settle_and_the_meta_write_is_repaired_by_the_audit() {
+    use std::rc::Rc;
+
+    use fencesim::env::{SimClock, SimEnv};
+    use fencesim_engine::{
+        Engine, EngineError, EngineOptions, Fault, Ledger, Phase, RunOptions, Site, Workflow, Write,
+    };
+    use fencesim_store::{Defects, Store};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("crashed.db");
+    let run = RunId::new("crashed");
+    let crashed = madsim::runtime::Runtime::with_seed_and_config(3, madsim::Config::default()).block_on(async {
+        let clock = SimClock::new(0);
+        let options = SqliteOptions::file(&path, Arc::new(clock.clone())).lease_ttl_ms(2_000).defects(Defects::NONE);
+        let store: Rc<dyn Store> = Rc::new(SqliteStore::open(options).expect("open"));
+        let env = SimEnv::new(clock);
+        env.on_fault(|p| match p.site {
+            Site::Write { phase: Phase::Before, write: Write::PutMeta(m), .. } if m.status.is_terminal() => {
+                Fault::Crash
+            }
+            _ => Fault::Continue,
+        });
+        let engine = Engine::new(store, env, Ledger::new(), EngineOptions::default()).expect("engine");
+        engine.run(&run, &Workflow::happy(), RunOptions::default()).await
+    });
+    assert!(matches!(crashed, Err(EngineError::Crashed)), "{crashed:?}");
+
+    let audit = fencesim(&["runs", "audit"], &path);
+    assert_exit(&audit, 1);
+    assert!(stdout(&audit).contains("crashed meta-behind"), "{}", stdout(&audit));
+    let repair = fencesim(&["runs", "audit", "--repair"], &path);
+    assert_exit(&repair, 0);
+    assert!(stdout(&repair).contains("(repaired to 'ok')"), "{}", stdout(&repair));
+    let again = fencesim(&["runs", "audit"], &path);
+    assert_exit(&again, 0);
+    assert!(stderr(&again).contains("every run is consistent"), "{}", stderr(&again));
+}
