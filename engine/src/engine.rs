@@ -189,6 +189,11 @@ impl<E: Env> Engine<E> {
         self.renew_every_ms
     }
 
+    /// Whether a segment of `run` is live in this engine right now (contracts 3.1).
+    pub fn is_live(&self, run: &RunId) -> bool {
+        self.active.borrow().contains(run)
+    }
+
     pub(crate) fn has(&self, defect: EngineDefect) -> bool {
         self.opts.defects.has(defect)
     }

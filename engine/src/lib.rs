@@ -15,6 +15,7 @@ pub mod error;
 pub mod ledger;
 pub mod race;
 mod segment;
+pub mod worker;
 pub mod workflow;
 
 pub use defects::{EngineDefect, EngineDefects};
@@ -25,4 +26,5 @@ pub use engine::{
 pub use env::{Env, Fault, Phase, Point, RealEnv, Site, Write};
 pub use error::{EngineError, EngineResult, SettleStage};
 pub use ledger::{Ledger, Paid};
+pub use worker::{Retention, SweepReport, Worker, WorkerOptions};
 pub use workflow::{Agent, Step, SuspendKind, Workflow};

@@ -1,0 +1,530 @@
+//! The queue worker (contracts 3.8, E8): a sweep lists the runs that still have work (running or
+//! suspended), leases each before reading it, checks it can drive it (a known workflow, not
+//! poisoned for its genesis, not a suspended run unchanged since this worker last settled it) and
+//! resumes it under that lease while a renew loop keeps the lease alive; any renew failure is
+//! lease loss and cancels the drive. Up to `concurrency` runs are driven at once, as slots joined
+//! on the caller's task (nothing spawns). Opt-in retention deletes terminal runs under a brief
+//! lease, beside the slots rather than in one. `stop` marks the worker stopping (no acquire after
+//! it) and cancels what is active; `stopped` waits for the sweep and the runs to finish.
+//!
+//! A crash at an engine fault point ([`EngineError::Crashed`]) is the worker's process dying:
+//! nothing more is written or released, the sweep's other slots are dropped where they stand, and
+//! the worker stays stopped.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+
+use fencesim_store::{Lease, RunFilter, RunId, RunMeta, RunStatus, Store};
+use serde_json::Value;
+
+use crate::defects::EngineDefect;
+use crate::engine::{CancelToken, Engine, Outcome, RunOptions, renew_cadence, validate_timer};
+use crate::env::Env;
+use crate::error::{EngineError, EngineResult};
+use crate::race::{LocalFuture, join_all, with_keeper};
+use crate::workflow::Workflow;
+
+/// Why a sweep left a run alone (the second field of [`SweepReport::skipped`]).
+pub mod skip {
+    /// The worker is stopping: nothing is acquired after `stop`.
+    pub const STOPPING: &str = "stopping";
+    /// Another owner holds a live lease.
+    pub const LEASE_HELD: &str = "lease-held";
+    /// The store stayed busy through the acquire's retries.
+    pub const BUSY: &str = "busy";
+    /// The acquire failed otherwise.
+    pub const ACQUIRE_FAILED: &str = "acquire-failed";
+    /// Reading meta or journal under the lease failed.
+    pub const READ_FAILED: &str = "read-failed";
+    /// This worker is already driving the run, or the engine has a live segment of it.
+    pub const ACTIVE: &str = "active";
+    /// Poisoned for this genesis by an earlier sweep.
+    pub const POISONED: &str = "poisoned";
+    /// The run is terminal (settled since it was listed, or not a candidate at all).
+    pub const SETTLED: &str = "settled";
+    /// The run was deleted since it was listed.
+    pub const GONE: &str = "gone";
+    /// Suspended with the journal length and genesis of this worker's last suspended settle.
+    pub const SUSPENDED_UNCHANGED: &str = "suspended-unchanged";
+    /// Retention: the run no longer matches the policy once leased.
+    pub const KEPT: &str = "kept";
+}
+
+/// Which terminal runs retention deletes: those whose meta was last written at least `keep_ms`
+/// before now. A meta without `updated_at_ms` is kept (its age is unknown).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retention {
+    pub keep_ms: i64,
+}
+
+impl Retention {
+    /// Whether retention deletes the run of `meta` at `now_ms`.
+    pub fn selects(&self, meta: &RunMeta, now_ms: i64) -> bool {
+        meta.status.is_terminal() && meta.updated_at_ms.is_some_and(|at| now_ms.saturating_sub(at) >= self.keep_ms)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerOptions {
+    /// The owner the worker acquires leases as.
+    pub owner: String,
+    /// Runs driven at once; at least 1.
+    pub concurrency: u32,
+    /// When given, must equal the store's lease ttl.
+    pub ttl_ms: Option<u32>,
+    /// Pause between sweeps of [`Worker::run_until_stopped`], `1..=2147483647` ms.
+    pub poll_ms: u32,
+    pub retention: Option<Retention>,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        Self { owner: "worker".into(), concurrency: 1, ttl_ms: None, poll_ms: 1000, retention: None }
+    }
+}
+
+/// What one sweep did, per run, in the order it happened.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SweepReport {
+    /// Runs resumed, with what the segment returned.
+    pub driven: Vec<(RunId, EngineResult<Outcome>)>,
+    /// Runs left alone, with a reason from [`skip`].
+    pub skipped: Vec<(RunId, &'static str)>,
+    /// Runs released and poisoned for their genesis (unknown workflow, or a config error on drive).
+    pub poisoned: Vec<RunId>,
+    /// Runs whose drive was cancelled because a renew failed.
+    pub lease_lost: Vec<RunId>,
+    /// Runs retention deleted.
+    pub retained: Vec<RunId>,
+    /// Runs whose retention cascade failed part-way (a refused fenced delete, say).
+    pub retention_failed: Vec<(RunId, EngineError)>,
+    /// A sweep was already in flight: this one did nothing.
+    pub overlapped: bool,
+}
+
+/// The queue worker over one engine and its store.
+pub struct Worker<E: Env> {
+    engine: Rc<Engine<E>>,
+    workflows: BTreeMap<String, Workflow>,
+    opts: WorkerOptions,
+    ttl_ms: u32,
+    renew_every_ms: u32,
+    stopping: Cell<bool>,
+    crashed: Cell<bool>,
+    sweeping: Cell<bool>,
+    /// Runs being driven, with the token that cancels each.
+    active: RefCell<BTreeMap<RunId, CancelToken>>,
+    /// `(run, genesis)` pairs this worker will not touch again.
+    poisoned: RefCell<BTreeSet<(RunId, Option<String>)>>,
+    /// Per run: journal length and genesis at this worker's last suspended settle of it.
+    settled_suspended: RefCell<BTreeMap<RunId, (usize, Option<String>)>>,
+    /// Tasks sleeping between sweeps, woken by `stop`.
+    stop_wakers: RefCell<Vec<Waker>>,
+}
+
+impl<E: Env> Worker<E> {
+    /// A worker driving `workflows` over `engine`; `store` must be the engine's own store object
+    /// and leasable. Every invalid option is [`EngineError::Config`].
+    pub fn new(
+        engine: Rc<Engine<E>>,
+        store: &Rc<dyn Store>,
+        workflows: Vec<Workflow>,
+        opts: WorkerOptions,
+    ) -> EngineResult<Self> {
+        let config = |msg: String| Err(EngineError::Config(msg));
+        let Some(leases) = store.leases() else {
+            return config("the worker's store has no leases".into());
+        };
+        if Rc::as_ptr(store).cast::<()>() != Rc::as_ptr(engine.store()).cast::<()>() {
+            return config("the worker's store must be the same object as its engine's store".into());
+        }
+        if opts.owner.is_empty() {
+            return config("worker owner must not be empty".into());
+        }
+        if opts.concurrency == 0 {
+            return config("worker concurrency must be a positive integer, got 0".into());
+        }
+        let ttl_ms = leases.lease_ttl_ms();
+        validate_timer("lease ttl", ttl_ms)?;
+        if let Some(given) = opts.ttl_ms
+            && given != ttl_ms
+        {
+            return config(format!("worker ttl {given} ms must equal the store's lease ttl {ttl_ms} ms"));
+        }
+        validate_timer("worker poll interval", opts.poll_ms)?;
+        if let Some(retention) = opts.retention
+            && retention.keep_ms < 0
+        {
+            return config(format!("retention keep_ms must not be negative, got {}", retention.keep_ms));
+        }
+        let mut by_name = BTreeMap::new();
+        for workflow in workflows {
+            let name = workflow.name.clone();
+            if by_name.insert(name.clone(), workflow).is_some() {
+                return config(format!("workflow '{name}' is given twice"));
+            }
+        }
+        Ok(Self {
+            engine,
+            workflows: by_name,
+            opts,
+            ttl_ms,
+            renew_every_ms: renew_cadence(ttl_ms),
+            stopping: Cell::new(false),
+            crashed: Cell::new(false),
+            sweeping: Cell::new(false),
+            active: RefCell::new(BTreeMap::new()),
+            poisoned: RefCell::new(BTreeSet::new()),
+            settled_suspended: RefCell::new(BTreeMap::new()),
+            stop_wakers: RefCell::new(Vec::new()),
+        })
+    }
+
+    pub fn engine(&self) -> &Rc<Engine<E>> {
+        &self.engine
+    }
+
+    pub fn options(&self) -> &WorkerOptions {
+        &self.opts
+    }
+
+    pub fn ttl_ms(&self) -> u32 {
+        self.ttl_ms
+    }
+
+    pub fn renew_every_ms(&self) -> u32 {
+        self.renew_every_ms
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.get()
+    }
+
+    /// Whether a fault point crashed this worker's process.
+    pub fn crashed(&self) -> bool {
+        self.crashed.get()
+    }
+
+    pub fn is_sweeping(&self) -> bool {
+        self.sweeping.get()
+    }
+
+    /// The runs being driven right now.
+    pub fn active_runs(&self) -> Vec<RunId> {
+        self.active.borrow().keys().cloned().collect()
+    }
+
+    /// Whether the run is poisoned for that genesis.
+    pub fn is_poisoned(&self, run: &RunId, genesis: Option<&str>) -> bool {
+        self.poisoned.borrow().contains(&(run.clone(), genesis.map(str::to_owned)))
+    }
+
+    /// Sweep forever, pausing `poll_ms` between sweeps, until [`Worker::stop`]. A failed sweep
+    /// (the listing failed) is retried at the next poll.
+    pub async fn run_until_stopped(&self) {
+        while !self.stopping.get() {
+            let _ = self.sweep().await;
+            self.sleep_unless_stopped(u64::from(self.opts.poll_ms)).await;
+        }
+    }
+
+    /// Stop: from now on nothing is acquired, and every active run is cancelled. Await
+    /// [`Worker::stopped`] for the sweep and the runs to finish.
+    pub fn stop(&self) {
+        self.stopping.set(true);
+        for token in self.active.borrow().values() {
+            token.cancel("worker stopping");
+        }
+        for waker in self.stop_wakers.borrow_mut().drain(..) {
+            waker.wake();
+        }
+    }
+
+    /// Wait until no sweep is in flight and no run is active.
+    pub async fn stopped(&self) {
+        while self.sweeping.get() || !self.active.borrow().is_empty() {
+            self.engine.env().sleep(1).await;
+        }
+    }
+
+    /// One sweep (contracts 3.8). Never overlaps another: a sweep while one is in flight returns
+    /// an empty report marked `overlapped`. A stopping worker returns an empty report at once.
+    /// The only error is a failed listing.
+    pub async fn sweep(&self) -> EngineResult<SweepReport> {
+        if self.stopping.get() {
+            return Ok(SweepReport::default());
+        }
+        if self.sweeping.replace(true) {
+            return Ok(SweepReport { overlapped: true, ..SweepReport::default() });
+        }
+        let _sweeping = Flag(&self.sweeping);
+        let filter = match self.opts.retention {
+            Some(_) => RunFilter::all(),
+            None => RunFilter::statuses(&[RunStatus::Running, RunStatus::Suspended]),
+        };
+        let store = self.engine.store();
+        let rows = self.engine.retry_busy(|| store.list_runs(&filter)).await.map_err(EngineError::Store)?;
+        let now = self.engine.env().now_ms();
+        let mut candidates = VecDeque::new();
+        let mut doomed = Vec::new();
+        for row in rows {
+            match self.opts.retention {
+                Some(policy) if policy.selects(&row, now) => doomed.push(row),
+                // The listing may over-return by status: candidacy is checked per row.
+                _ if !row.status.is_terminal() => candidates.push_back(row),
+                _ => {}
+            }
+        }
+
+        let report = RefCell::new(SweepReport::default());
+        {
+            let queue = RefCell::new(candidates);
+            let slots = (self.opts.concurrency as usize).min(queue.borrow().len());
+            let mut lanes: Vec<LocalFuture<'_, ()>> =
+                (0..slots).map(|_| Box::pin(self.slot(&queue, &report)) as LocalFuture<'_, ()>).collect();
+            if !doomed.is_empty() {
+                lanes.push(Box::pin(self.retain_all(doomed, &report)));
+            }
+            let mut lanes = pin!(join_all(lanes));
+            // A crash in one lane kills the process: the other lanes are dropped where they stand.
+            poll_fn(|cx| match lanes.as_mut().poll(cx) {
+                Poll::Ready(_) => Poll::Ready(()),
+                Poll::Pending if self.crashed.get() => Poll::Ready(()),
+                Poll::Pending => Poll::Pending,
+            })
+            .await;
+        }
+        Ok(report.into_inner())
+    }
+
+    /// One slot: take candidates off the queue until it is empty (or the process died).
+    async fn slot(&self, queue: &RefCell<VecDeque<RunMeta>>, report: &RefCell<SweepReport>) {
+        while !self.crashed.get() {
+            let Some(row) = queue.borrow_mut().pop_front() else { return };
+            self.consider(row, report).await;
+        }
+    }
+
+    /// One listed row: re-check candidacy, lease, read, check, drive, release.
+    async fn consider(&self, row: RunMeta, report: &RefCell<SweepReport>) {
+        let run = row.run_id;
+        let skip = |reason: &'static str| report.borrow_mut().skipped.push((run.clone(), reason));
+        // D16: nothing is leased once stop() was called, even mid-sweep.
+        if self.stopping.get() {
+            return skip(skip::STOPPING);
+        }
+        if row.status.is_terminal() {
+            return skip(skip::SETTLED);
+        }
+        if self.active.borrow().contains_key(&run) || self.engine.is_live(&run) {
+            return skip(skip::ACTIVE);
+        }
+        if self.is_poisoned(&run, row.genesis.as_deref()) {
+            return skip(skip::POISONED);
+        }
+        let lease = match self.engine.acquire(&run, &self.opts.owner).await {
+            Ok(lease) => lease,
+            Err(e) if e.is_lease_held() => return skip(skip::LEASE_HELD),
+            Err(EngineError::Store(e)) if e.is_busy() => return skip(skip::BUSY),
+            Err(_) => return skip(skip::ACQUIRE_FAILED),
+        };
+        let token = CancelToken::new();
+        let _active = Active::enter(&self.active, &run, token.clone());
+        let release = |reason: &'static str| {
+            self.engine.release_quietly(&lease);
+            skip(reason);
+        };
+        if self.stopping.get() {
+            return release(skip::STOPPING);
+        }
+        // Leased first, then read (contracts 3.7): the snapshot cannot go stale under the lease.
+        let (meta, journal) = match self.engine.read(&run).await {
+            Ok(read) => read,
+            Err(_) => return release(skip::READ_FAILED),
+        };
+        let Some(meta) = meta else { return release(skip::GONE) };
+        if meta.status.is_terminal() {
+            return release(skip::SETTLED);
+        }
+        let genesis = meta.genesis.clone();
+        if self.is_poisoned(&run, genesis.as_deref()) {
+            return release(skip::POISONED);
+        }
+        let workflow = meta.extra.get("workflow").and_then(Value::as_str).and_then(|name| self.workflows.get(name));
+        let Some(workflow) = workflow else {
+            self.engine.release_quietly(&lease);
+            self.poison(&run, genesis, report);
+            return;
+        };
+        if meta.status == RunStatus::Suspended && self.unchanged_since_settle(&run, journal.len(), genesis.as_deref()) {
+            return release(skip::SUSPENDED_UNCHANGED);
+        }
+        if self.stopping.get() {
+            return release(skip::STOPPING);
+        }
+
+        let opts = RunOptions { lease: Some(lease.clone()), cancel: Some(token.clone()), ..RunOptions::default() };
+        let body = self.engine.resume(&run, workflow, opts);
+        let result = with_keeper(body, self.keep(&lease, &token, report)).await;
+        match &result {
+            Err(EngineError::Crashed) => {
+                // A dead process releases nothing.
+                self.crash();
+                report.borrow_mut().driven.push((run, result));
+                return;
+            }
+            Ok(outcome) if outcome.status == RunStatus::Suspended => {
+                let store = self.engine.store();
+                if let Ok(entries) = self.engine.retry_busy(|| store.load(&run)).await {
+                    self.settled_suspended.borrow_mut().insert(run.clone(), (entries.len(), genesis));
+                }
+            }
+            Ok(_) => {
+                self.settled_suspended.borrow_mut().remove(&run);
+            }
+            Err(EngineError::Config(_)) => self.poison(&run, genesis, report),
+            Err(_) => {}
+        }
+        self.engine.release_quietly(&lease);
+        report.borrow_mut().driven.push((run, result));
+    }
+
+    /// The renew loop of a driven run: every `floor(ttl / 3)`; any failure is lease loss, which
+    /// cancels the drive and ends the loop (contracts 3.2, 3.8).
+    async fn keep(&self, lease: &Lease, token: &CancelToken, report: &RefCell<SweepReport>) {
+        let Some(leases) = self.engine.store().leases() else { return };
+        loop {
+            self.engine.env().sleep(u64::from(self.renew_every_ms)).await;
+            if let Err(e) = leases.renew(lease) {
+                token.cancel(format!("lease lost: renew failed at epoch {}: {e}", lease.epoch));
+                report.borrow_mut().lease_lost.push(lease.run.clone());
+                return;
+            }
+        }
+    }
+
+    /// Whether a suspended run is exactly as this worker's last suspended settle left it. The
+    /// `skip-cache-by-length` defect (D18) compares the length alone.
+    fn unchanged_since_settle(&self, run: &RunId, length: usize, genesis: Option<&str>) -> bool {
+        let by_length_only = self.engine.has(EngineDefect::SkipCacheByLength);
+        self.settled_suspended
+            .borrow()
+            .get(run)
+            .is_some_and(|(len, gen_then)| *len == length && (by_length_only || gen_then.as_deref() == genesis))
+    }
+
+    fn poison(&self, run: &RunId, genesis: Option<String>, report: &RefCell<SweepReport>) {
+        self.poisoned.borrow_mut().insert((run.clone(), genesis));
+        report.borrow_mut().poisoned.push(run.clone());
+    }
+
+    /// Retention over the selected terminal rows, one at a time, beside the slots.
+    async fn retain_all(&self, rows: Vec<RunMeta>, report: &RefCell<SweepReport>) {
+        for row in rows {
+            if self.crashed.get() {
+                return;
+            }
+            self.retain(row.run_id, report).await;
+        }
+    }
+
+    /// Delete one terminal run under a brief lease (contracts 3.8, D4): acquire, re-check the
+    /// policy on the leased meta, run the cascade with the lease, release quietly (the store's
+    /// delete normally removed the row already).
+    async fn retain(&self, run: RunId, report: &RefCell<SweepReport>) {
+        let skip = |reason: &'static str| report.borrow_mut().skipped.push((run.clone(), reason));
+        if self.stopping.get() {
+            return skip(skip::STOPPING);
+        }
+        if self.active.borrow().contains_key(&run) || self.engine.is_live(&run) {
+            return skip(skip::ACTIVE);
+        }
+        let lease = match self.engine.acquire(&run, &self.opts.owner).await {
+            Ok(lease) => lease,
+            Err(e) if e.is_lease_held() => return skip(skip::LEASE_HELD),
+            Err(EngineError::Store(e)) if e.is_busy() => return skip(skip::BUSY),
+            Err(_) => return skip(skip::ACQUIRE_FAILED),
+        };
+        let release = |reason: &'static str| {
+            self.engine.release_quietly(&lease);
+            skip(reason);
+        };
+        if self.stopping.get() {
+            return release(skip::STOPPING);
+        }
+        let store = self.engine.store();
+        let meta = match self.engine.retry_busy(|| store.get_meta(&run)).await {
+            Ok(Some(meta)) => meta,
+            Ok(None) => return release(skip::GONE),
+            Err(_) => return release(skip::READ_FAILED),
+        };
+        let selected = self.opts.retention.is_some_and(|policy| policy.selects(&meta, self.engine.env().now_ms()));
+        if !selected {
+            return release(skip::KEPT);
+        }
+        let fence = if self.engine.has(EngineDefect::RetentionWithoutLease) { None } else { Some(&lease) };
+        match self.engine.delete_run(&run, fence).await {
+            Ok(()) => report.borrow_mut().retained.push(run.clone()),
+            Err(EngineError::Crashed) => return self.crash(),
+            Err(e) => report.borrow_mut().retention_failed.push((run.clone(), e)),
+        }
+        self.engine.release_quietly(&lease);
+    }
+
+    /// The process died at a fault point: stop for good, write and release nothing more.
+    fn crash(&self) {
+        self.crashed.set(true);
+        self.stopping.set(true);
+        for waker in self.stop_wakers.borrow_mut().drain(..) {
+            waker.wake();
+        }
+    }
+
+    /// Sleep `ms`, or less if the worker stops meanwhile.
+    async fn sleep_unless_stopped(&self, ms: u64) {
+        let mut sleep = pin!(self.engine.env().sleep(ms));
+        poll_fn(|cx| {
+            if self.stopping.get() || sleep.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+            let mut wakers = self.stop_wakers.borrow_mut();
+            if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                wakers.push(cx.waker().clone());
+            }
+            Poll::Pending
+        })
+        .await;
+    }
+}
+
+/// Clears a flag when dropped: a sweep ends however it ends.
+struct Flag<'a>(&'a Cell<bool>);
+
+impl Drop for Flag<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
+}
+
+/// A run in the worker's active set for as long as this guard lives.
+struct Active<'a> {
+    set: &'a RefCell<BTreeMap<RunId, CancelToken>>,
+    run: RunId,
+}
+
+impl<'a> Active<'a> {
+    fn enter(set: &'a RefCell<BTreeMap<RunId, CancelToken>>, run: &RunId, token: CancelToken) -> Self {
+        set.borrow_mut().insert(run.clone(), token);
+        Self { set, run: run.clone() }
+    }
+}
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        self.set.borrow_mut().remove(&self.run);
+    }
+}
