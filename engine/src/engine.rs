@@ -254,7 +254,9 @@ impl<E: Env> Engine<E> {
                 let segment = Segment::new(self, run, lease.clone(), cancel.clone(), journal);
                 let body = segment.drive(workflow, meta, &opts, fresh);
                 match (&lease, auto) {
-                    (Some(lease), true) => with_keeper(body, self.keep(lease, &cancel)).await,
+                    (Some(lease), true) => {
+                        with_keeper(body, self.keep(lease, &cancel, self.renew_every_ms, "ownership lost")).await
+                    }
                     _ => body.await,
                 }
             }
@@ -270,13 +272,14 @@ impl<E: Env> Engine<E> {
         result
     }
 
-    /// The renew loop of an auto-owned segment: any renew failure is lease loss (contracts 3.2).
-    async fn keep(&self, lease: &Lease, cancel: &CancelToken) {
+    /// A renew loop: renew every `every_ms`; any failure is lease loss (contracts 3.2, 3.8), which
+    /// cancels the segment and ends the loop. It returns only then.
+    pub(crate) async fn keep(&self, lease: &Lease, cancel: &CancelToken, every_ms: u32, loss: &str) {
         let Some(leases) = self.store.leases() else { return };
         loop {
-            self.env.sleep(u64::from(self.renew_every_ms)).await;
+            self.env.sleep(u64::from(every_ms)).await;
             if let Err(e) = leases.renew(lease) {
-                cancel.cancel(format!("ownership lost: renew failed at epoch {}: {e}", lease.epoch));
+                cancel.cancel(format!("{loss}: renew failed at epoch {}: {e}", lease.epoch));
                 return;
             }
         }

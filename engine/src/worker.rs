@@ -328,9 +328,7 @@ impl<E: Env> Worker<E> {
         }
         let lease = match self.engine.acquire(&run, &self.opts.owner).await {
             Ok(lease) => lease,
-            Err(e) if e.is_lease_held() => return skip(skip::LEASE_HELD),
-            Err(EngineError::Store(e)) if e.is_busy() => return skip(skip::BUSY),
-            Err(_) => return skip(skip::ACQUIRE_FAILED),
+            Err(e) => return skip(acquire_skip(&e)),
         };
         let token = CancelToken::new();
         let _active = Active::enter(&self.active, &run, token.clone());
@@ -393,17 +391,11 @@ impl<E: Env> Worker<E> {
         report.borrow_mut().driven.push((run, result));
     }
 
-    /// The renew loop of a driven run: every `floor(ttl / 3)`; any failure is lease loss, which
-    /// cancels the drive and ends the loop (contracts 3.2, 3.8).
+    /// The renew loop of a driven run: the engine's, reporting a loss (contracts 3.8).
     async fn keep(&self, lease: &Lease, token: &CancelToken, report: &RefCell<SweepReport>) {
-        let Some(leases) = self.engine.store().leases() else { return };
-        loop {
-            self.engine.env().sleep(u64::from(self.renew_every_ms)).await;
-            if let Err(e) = leases.renew(lease) {
-                token.cancel(format!("lease lost: renew failed at epoch {}: {e}", lease.epoch));
-                report.borrow_mut().lease_lost.push(lease.run.clone());
-                return;
-            }
+        if self.engine.store().leases().is_some() {
+            self.engine.keep(lease, token, self.renew_every_ms, "lease lost").await;
+            report.borrow_mut().lease_lost.push(lease.run.clone());
         }
     }
 
@@ -445,9 +437,7 @@ impl<E: Env> Worker<E> {
         }
         let lease = match self.engine.acquire(&run, &self.opts.owner).await {
             Ok(lease) => lease,
-            Err(e) if e.is_lease_held() => return skip(skip::LEASE_HELD),
-            Err(EngineError::Store(e)) if e.is_busy() => return skip(skip::BUSY),
-            Err(_) => return skip(skip::ACQUIRE_FAILED),
+            Err(e) => return skip(acquire_skip(&e)),
         };
         let release = |reason: &'static str| {
             self.engine.release_quietly(&lease);
@@ -498,6 +488,15 @@ impl<E: Env> Worker<E> {
             Poll::Pending
         })
         .await;
+    }
+}
+
+/// Why a refused acquire leaves the run alone.
+fn acquire_skip(e: &EngineError) -> &'static str {
+    match e {
+        EngineError::LeaseHeld(_) => skip::LEASE_HELD,
+        EngineError::Store(e) if e.is_busy() => skip::BUSY,
+        _ => skip::ACQUIRE_FAILED,
     }
 }
 
