@@ -59,3 +59,31 @@ fn a_wrong_documented_count_fails_its_row() {
     let report = killpoints::run_point(&row, &Config::default()).expect("the harness runs");
     assert!(report.violations.iter().any(|v| v.contains("differ from the documented")), "{:?}", report.violations);
 }
+
+fn fencesim(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).output().expect("run fencesim")
+}
+
+#[test]
+fn the_cli_passes_clean_fails_on_a_defect_with_a_repro_and_refuses_bad_input() {
+    let clean = fencesim(&["killpoints", "--workflow", "happy"]);
+    assert_eq!(clean.status.code(), Some(0), "{}", String::from_utf8_lossy(&clean.stdout));
+    let text = String::from_utf8_lossy(&clean.stdout);
+    assert!(text.lines().last().is_some_and(|l| l.contains("0 failed")), "{text}");
+
+    let caught = fencesim(&["killpoints", "--workflow", "happy", "--defect", "meta-before-settle", "--format", "json"]);
+    assert_eq!(caught.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&caught.stdout).expect("one JSON document");
+    assert!(doc["failed"].as_u64().is_some_and(|n| n > 0), "{doc}");
+    assert_eq!(doc["repro"], "fencesim killpoints --workflow happy --db memdb --defect meta-before-settle");
+
+    for bad in
+        [&["killpoints", "--workflow", "nope"][..], &["killpoints", "--defect", "nope"], &["killpoints", "--db", "x"]]
+    {
+        let out = fencesim(bad);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("valid"), "{err}");
+    }
+}
