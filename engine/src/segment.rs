@@ -216,14 +216,14 @@ impl<'e, E: Env> Segment<'e, E> {
             },
         };
         let ckpt_ref = entries::checkpoint_ref(self.run, running);
+        let limit =
+            |state| self.finish(agent, running, status::LIMIT, json!({"agentStatus": "limit"}), state, &ckpt_ref);
         loop {
             if self.cancel.is_cancelled() {
                 return Ok(self.abandon(agent, running));
             }
             if state.turns >= agent.max_turns {
-                return self
-                    .finish(agent, running, status::LIMIT, json!({"agentStatus": "limit"}), state, &ckpt_ref)
-                    .await;
+                return limit(state).await;
             }
             let turn = state.turns + 1;
             if let Fault::Crash = self.fault(Site::Call { running, turn }).await {
@@ -239,9 +239,7 @@ impl<'e, E: Env> Segment<'e, E> {
                 return self.finish(agent, running, status::OK, agent.answer.clone(), state, &ckpt_ref).await;
             }
             if state.tool_calls_used >= agent.max_tool_calls {
-                return self
-                    .finish(agent, running, status::LIMIT, json!({"agentStatus": "limit"}), state, &ckpt_ref)
-                    .await;
+                return limit(state).await;
             }
             let n = state.tool_calls_used + 1;
             if let Fault::Crash = self.fault(Site::Tool { running, n }).await {
