@@ -63,6 +63,24 @@ pub struct RunAudit {
     pub reason: String,
 }
 
+impl RunAudit {
+    /// The residue the auditor's table cannot see (contracts 4.2, R8 blind spot): a terminal meta
+    /// the journal's last settle does not back. Settle-before-meta (E6) makes it impossible; the
+    /// kill points and the oracle check it directly. `None` when meta is not ahead.
+    pub fn meta_ahead(&self) -> Option<String> {
+        let meta = self.meta.as_ref()?;
+        let backed = self.settle.is_some_and(|s| s.run_status == meta.status);
+        (meta.status.is_terminal() && !backed).then(|| {
+            format!(
+                "meta ahead of the journal: run={} meta says {} but the journal's last run_settle is {}",
+                self.run,
+                meta.status,
+                self.settle.map_or("absent".to_owned(), |s| s.run_status.to_string())
+            )
+        })
+    }
+}
+
 impl fmt::Display for RunAudit {
     /// `<run> <verdict>: <reason>`, the line `runs audit` prints.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

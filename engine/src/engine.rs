@@ -136,6 +136,7 @@ pub struct Engine<E: Env> {
     renew_every_ms: u32,
     active: RefCell<BTreeSet<RunId>>,
     next_owner: Cell<u64>,
+    next_genesis: Cell<u64>,
 }
 
 impl<E: Env> Engine<E> {
@@ -162,6 +163,7 @@ impl<E: Env> Engine<E> {
             renew_every_ms,
             active: RefCell::new(BTreeSet::new()),
             next_owner: Cell::new(0),
+            next_genesis: Cell::new(0),
         })
     }
 
@@ -283,6 +285,12 @@ impl<E: Env> Engine<E> {
                 return;
             }
         }
+    }
+
+    pub(crate) fn next_genesis(&self) -> u64 {
+        let n = self.next_genesis.get() + 1;
+        self.next_genesis.set(n);
+        n
     }
 
     fn next_owner_name(&self) -> String {
@@ -409,7 +417,7 @@ impl<E: Env> Engine<E> {
     /// many were deleted.
     pub async fn prune_run(&self, run: &RunId, lease: Option<&Lease>) -> EngineResult<usize> {
         let (_, journal) = self.read(run).await?;
-        let texts: Vec<String> = journal.iter().map(|e| serde_json::to_string(e).unwrap_or_default()).collect();
+        let values: Vec<Value> = journal.iter().map(|e| serde_json::to_value(e).unwrap_or(Value::Null)).collect();
         let counter = Cell::new(0);
         let mut pruned = 0;
         for (i, entry) in journal.iter().enumerate() {
@@ -418,7 +426,7 @@ impl<E: Env> Engine<E> {
             else {
                 continue;
             };
-            let referenced_elsewhere = texts.iter().enumerate().any(|(j, text)| j != i && text.contains(blob_ref));
+            let referenced_elsewhere = values.iter().enumerate().any(|(j, value)| j != i && mentions(value, blob_ref));
             let exists = self.retry_busy(|| self.store.get_blob(blob_ref)).await.map_err(EngineError::Store)?.is_some();
             if referenced_elsewhere || !exists {
                 continue;
@@ -428,6 +436,16 @@ impl<E: Env> Engine<E> {
             pruned += 1;
         }
         Ok(pruned)
+    }
+}
+
+/// Whether `needle` is, exactly, a string value or an object key anywhere in `value`.
+fn mentions(value: &Value, needle: &str) -> bool {
+    match value {
+        Value::String(s) => s == needle,
+        Value::Array(items) => items.iter().any(|v| mentions(v, needle)),
+        Value::Object(fields) => fields.iter().any(|(k, v)| k == needle || mentions(v, needle)),
+        _ => false,
     }
 }
 

@@ -131,3 +131,9 @@ pub fn open_suspensions(entries: &[JournalEntry]) -> Vec<Seq> {
 pub fn next_seq(entries: &[JournalEntry]) -> Seq {
     Seq(entries.last().map_or(1, |e| e.seq.0 + 1))
 }
+
+/// A `limit` terminal no settle follows: the run never settled that outcome, so a resume reruns
+/// the dispatch live (contracts 5.13, "unstamped limit in a never-settled run").
+pub fn is_unstamped(entries: &[JournalEntry], terminal: &JournalEntry) -> bool {
+    terminal.status == status::LIMIT && !entries.iter().any(|s| s.seq > terminal.seq && as_settle(s).is_some())
+}

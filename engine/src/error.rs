@@ -36,6 +36,10 @@ pub enum EngineError {
     /// an unknown workflow, or a store without what the engine needs.
     #[error("config: {0}")]
     Config(String),
+    /// The run is bound to another workflow than the one given to resume it (contracts 3.7's
+    /// binding refusal). Nothing was written; a worker poisons the run for this genesis.
+    #[error("binding: {0}")]
+    Binding(String),
     /// A store call failed outside the cases above.
     #[error("{0}")]
     Store(StoreError),

@@ -113,6 +113,16 @@ impl<'e, E: Env> Segment<'e, E> {
         opts: &RunOptions,
         fresh: bool,
     ) -> EngineResult<Outcome> {
+        // The workflow binding is checked before anything is written (contracts 3.7).
+        let bound = meta.as_ref().and_then(|m| m.extra.get("workflow")).and_then(Value::as_str);
+        if let Some(bound) = bound
+            && bound != workflow.name
+        {
+            return Err(EngineError::Binding(format!(
+                "run {} is bound to workflow '{bound}', not '{}'",
+                self.run, workflow.name
+            )));
+        }
         // E1: segments before this one; a resume with no usable count had one prior segment.
         let before = if fresh { 0 } else { meta.as_ref().map_or(0, |m| m.segments).max(1) };
         let segment = before + 1;
@@ -122,8 +132,7 @@ impl<'e, E: Env> Segment<'e, E> {
             m
         });
         if fresh {
-            boot.genesis =
-                Some(opts.genesis.clone().unwrap_or_else(|| format!("{}@{}", self.run, self.engine.env().now_ms())));
+            boot.genesis = Some(opts.genesis.clone().unwrap_or_else(|| self.mint_genesis()));
         }
         boot.status = RunStatus::Running;
         boot.segments = segment;
@@ -173,6 +182,16 @@ impl<'e, E: Env> Segment<'e, E> {
         self.settle(boot, end_status, value, segment).await
     }
 
+    /// A genesis no other generation of this run shares: the lease epoch is never reused for the
+    /// run (L4); an unleased run falls back to the engine's own counter.
+    fn mint_genesis(&self) -> String {
+        let now = self.engine.env().now_ms();
+        match &self.lease {
+            Some(lease) => format!("{}@{now}#e{}", self.run, lease.epoch),
+            None => format!("{}@{now}#{}", self.run, self.engine.next_genesis()),
+        }
+    }
+
     /// The latest running entry of `key` and its terminal, if any.
     fn prior(&self, key: &str) -> Option<(Seq, Option<JournalEntry>)> {
         let journal = self.journal.borrow();
@@ -184,18 +203,13 @@ impl<'e, E: Env> Segment<'e, E> {
         Some((running.seq, terminal))
     }
 
-    /// Whether a settle decision follows `seq` in the journal: the outcome there is final.
-    fn settled_after(&self, seq: Seq) -> bool {
-        self.journal.borrow().iter().any(|e| e.seq > seq && entries::as_settle(e).is_some())
-    }
-
     async fn dispatch(&self, agent: &Agent) -> EngineResult<StepEnd> {
         let (running, mut state) = match self.prior(&agent.key) {
             // Replay: a finished dispatch is never paid again. An `ok` terminal is final; a
             // `limit` terminal only once a settle stamped it (contracts 5.13: an unstamped limit
             // in a never-settled run is rerun live).
             Some((_, Some(t))) if t.status == status::OK => return Ok(StepEnd::Value(entries::value_of(&t))),
-            Some((_, Some(t))) if t.status == status::LIMIT && self.settled_after(t.seq) => {
+            Some((_, Some(t))) if t.status == status::LIMIT && !entries::is_unstamped(&self.journal.borrow(), &t) => {
                 return Ok(StepEnd::Value(entries::value_of(&t)));
             }
             // Dangling: redispatch against the same running seq, from its checkpoint if it decodes.

@@ -94,7 +94,7 @@ pub struct SweepReport {
     pub driven: Vec<(RunId, EngineResult<Outcome>)>,
     /// Runs left alone, with a reason from [`skip`].
     pub skipped: Vec<(RunId, &'static str)>,
-    /// Runs released and poisoned for their genesis (unknown workflow, or a config error on drive).
+    /// Runs released and poisoned for their genesis (unknown workflow, or a binding error on drive).
     pub poisoned: Vec<RunId>,
     /// Runs whose drive was cancelled because a renew failed.
     pub lease_lost: Vec<RunId>,
@@ -384,7 +384,7 @@ impl<E: Env> Worker<E> {
             Ok(_) => {
                 self.settled_suspended.borrow_mut().remove(&run);
             }
-            Err(EngineError::Config(_)) => self.poison(&run, genesis, report),
+            Err(EngineError::Binding(_)) => self.poison(&run, genesis, report),
             Err(_) => {}
         }
         self.engine.release_quietly(&lease);

@@ -223,9 +223,27 @@ fn clean_run(workflow: &Workflow, config: &Config) -> Result<(Vec<String>, Paid)
     })
 }
 
-/// Run one kill point.
-pub fn run_point(point: &KillPoint, config: &Config) -> Result<PointReport, String> {
-    let (_, clean) = clean_run(&point.workflow, config)?;
+/// Run kill points in order; each workflow's clean run is measured once.
+pub fn run_points(points: &[KillPoint], config: &Config) -> Result<Vec<PointReport>, String> {
+    let mut clean: Vec<(String, Paid)> = Vec::new();
+    points
+        .iter()
+        .map(|point| {
+            let paid = match clean.iter().find(|(name, _)| *name == point.workflow.name) {
+                Some((_, paid)) => *paid,
+                None => {
+                    let (_, paid) = clean_run(&point.workflow, config)?;
+                    clean.push((point.workflow.name.clone(), paid));
+                    paid
+                }
+            };
+            run_point(point, config, paid)
+        })
+        .collect()
+}
+
+/// Run one kill point against what a clean run of its workflow paid.
+pub fn run_point(point: &KillPoint, config: &Config, clean: Paid) -> Result<PointReport, String> {
     let db = Db::new(config.db).map_err(|e| e.to_string())?;
     let run = RunId::new(format!("kp-{}", point.id));
     runtime().block_on(async {
@@ -276,21 +294,11 @@ pub fn run_point(point: &KillPoint, config: &Config) -> Result<PointReport, Stri
 
         // The residue: meta is never ahead of the journal (contracts 3.6 ordering invariant).
         let residue = audit::audit_run(referee_store.as_ref(), &run).map_err(|e| e.to_string())?;
-        if let Some(meta) = &residue.meta
-            && meta.status.is_terminal()
-            && residue.settle.is_none_or(|s| s.run_status != meta.status)
-        {
-            violations.push(format!(
-                "meta ahead of the journal after the crash: meta says {} but the journal holds no matching settle",
-                meta.status
-            ));
+        if let Some(ahead) = residue.meta_ahead() {
+            violations.push(format!("after the crash: {ahead}"));
         }
         let before = referee_store.load(&run).map_err(|e| e.to_string())?;
-        let unstamped_limit = before.iter().any(|e| {
-            e.kind == kind::AGENT
-                && e.status == status::LIMIT
-                && !before.iter().any(|s| s.seq > e.seq && entries::as_settle(s).is_some())
-        });
+        let unstamped_limit = before.iter().any(|e| e.kind == kind::AGENT && entries::is_unstamped(&before, e));
 
         // The referee: resume, retrying while the dead child's lease lingers.
         let referee_ledger = Ledger::new();

@@ -15,6 +15,7 @@ fn workspace_is_built_with_the_simulator() {
 fn simulated_time_is_virtual() {
     let runtime = madsim::runtime::Runtime::with_seed_and_config(7, madsim::Config::default());
     let elapsed = runtime.block_on(async {
+        #[allow(clippy::disallowed_methods, reason = "madsim's Instant is virtual inside its runtime")]
         let start = madsim::time::Instant::now();
         madsim::time::sleep(std::time::Duration::from_secs(3600)).await;
         start.elapsed()

@@ -290,3 +290,58 @@ fn the_real_env_runs_a_workflow_on_tokio_over_a_file() {
     let outcome = runtime.block_on(engine.run(&RunId::new("real"), &Workflow::limit(), RunOptions::default())).unwrap();
     assert_eq!(outcome.status, RunStatus::Ok);
 }
+
+#[test]
+fn prune_keeps_a_checkpoint_named_exactly_elsewhere_and_only_then() {
+    let store: Rc<dyn Store> = Rc::new(MemoryStore::new());
+    let a = over(store.clone(), SimEnv::default(), EngineOptions::default());
+    sim(|| async {
+        let run = RunId::new("r");
+        // Eleven single-turn dispatches: refs r/ckpt/1 ... r/ckpt/21; r/ckpt/1 is a prefix of others.
+        let steps = (0..11).map(|i| Workflow::happy().steps[i % 2].clone()).enumerate().map(|(i, mut step)| {
+            if let fencesim_engine::Step::Agent(agent) = &mut step {
+                agent.key = format!("k{i}");
+                agent.output = Some(format!("o{i}"));
+            }
+            step
+        });
+        let wf = Workflow::new("many", steps.collect()).unwrap();
+        a.engine.run(&run, &wf, RunOptions::default()).await.expect("settles");
+        // One later entry names r/ckpt/3 exactly (a donor ref), another only a longer ref's prefix.
+        let tail = entries::next_seq(&store.load(&run).unwrap());
+        store
+            .append(&run, &entries::resolution(tail, Seq(0), json!({"donor": "r/ckpt/3", "note": "r/ckpt/5x"})), None)
+            .unwrap();
+        assert_eq!(a.engine.prune_run(&run, None).await.expect("prunes"), 10);
+        assert_eq!(store.list_blobs(&run).unwrap(), vec!["r/ckpt/3".to_owned()]);
+    });
+}
+
+#[test]
+fn resume_refuses_another_workflow_than_the_runs_binding() {
+    each_backend(|backend, nodes| async move {
+        let a = &nodes[0];
+        let run = RunId::new("r");
+        a.engine.run(&run, &Workflow::happy(), RunOptions::default()).await.expect("settles");
+        let before = (a.store.load(&run).unwrap(), a.store.get_meta(&run).unwrap());
+        let refused = a.engine.resume(&run, &Workflow::limit(), RunOptions::default()).await;
+        assert!(matches!(refused, Err(EngineError::Binding(_))), "{backend:?}: {refused:?}");
+        assert_eq!((a.store.load(&run).unwrap(), a.store.get_meta(&run).unwrap()), before);
+        assert_eq!(a.ledger.run_total(&run).calls, 2);
+    });
+}
+
+#[test]
+fn a_recreated_run_gets_a_new_genesis_even_in_the_same_millisecond() {
+    each_backend(|backend, nodes| async move {
+        let a = &nodes[0];
+        let run = RunId::new("r");
+        let wf = Workflow::new("wait", vec![Workflow::approval().steps[0].clone()]).unwrap();
+        a.engine.run(&run, &wf, RunOptions::default()).await.expect("settles");
+        let first = a.store.get_meta(&run).unwrap().unwrap().genesis;
+        a.engine.delete_run(&run, None).await.expect("deletes");
+        a.engine.run(&run, &wf, RunOptions::default()).await.expect("settles");
+        let second = a.store.get_meta(&run).unwrap().unwrap().genesis;
+        assert!(first.is_some() && first != second, "{backend:?}: {first:?} then {second:?}");
+    });
+}

@@ -1,7 +1,8 @@
 //! The engine's fencing promises under the interleavings that broke the reference (contracts 3,
 //! section 6), each as a scenario that returns its violations: empty for the correct engine on
 //! memdb and on a WAL file, non-empty with the planted defect it targets. The catalogue test at
-//! the end requires a catching scenario for every engine defect.
+//! the end requires a catching test for every engine defect: a scenario here, or a named test of
+//! the worker or kill-point suites.
 
 mod common;
 
@@ -176,10 +177,7 @@ fn failed_settle_append(defects: EngineDefects, db: DbKind) -> Violations {
         if !matches!(first, Err(EngineError::Settlement { stage: SettleStage::RunSettle, .. })) {
             v.push(format!("a failed settle append resolved as {first:?}"));
         }
-        let meta = a.store.get_meta(&run).expect("meta");
-        if meta.as_ref().is_some_and(|m| m.status.is_terminal()) && settles(a.store.as_ref(), &run) == 0 {
-            v.push("meta ahead of the journal: terminal meta with no run_settle".into());
-        }
+        v.extend(audit::audit_run(a.store.as_ref(), &run).expect("audit").meta_ahead());
         let healed = b.engine.resume(&run, &Workflow::happy(), RunOptions::default()).await;
         if !matches!(healed, Ok(ref o) if o.status == RunStatus::Ok) || b.ledger.run_total(&run).calls != 0 {
             v.push(format!("resume did not re-settle for free: {healed:?}"));
@@ -305,20 +303,38 @@ fn resume_window(defects: EngineDefects, db: DbKind) -> Violations {
 
 type Scenario = fn(EngineDefects, DbKind) -> Violations;
 
-/// The scenario that must catch each engine defect here (the worker's live in `worker.rs`).
-fn detector(defect: EngineDefect) -> Option<Scenario> {
+/// Where each engine defect is caught: a scenario of this file, or a named test elsewhere.
+enum Detector {
+    Here(Scenario),
+    /// A test in another test file (its source is checked for the function).
+    Elsewhere {
+        file: &'static str,
+        source: &'static str,
+        test: &'static str,
+    },
+}
+
+const WORKER: (&str, &str) = ("worker.rs", include_str!("worker.rs"));
+const KILLPOINTS: (&str, &str) = ("killpoints.rs", include_str!("killpoints.rs"));
+
+fn detector(defect: EngineDefect) -> Detector {
+    let elsewhere = |(file, source): (&'static str, &'static str), test| Detector::Elsewhere { file, source, test };
     match defect {
-        EngineDefect::UnthreadedMetaLease => Some(stale_boot_meta),
-        EngineDefect::UnthreadedCheckpointLease => Some(stale_checkpoint),
-        EngineDefect::SupersededGreen => Some(superseded_settle),
-        EngineDefect::SettleMetaOnFailedAppend => Some(failed_settle_append),
-        EngineDefect::StragglersAfterSettle => Some(cancel_mid_call),
-        EngineDefect::SecondLiveSegment => Some(second_segment),
-        EngineDefect::ReadBeforeOwn => Some(resume_window),
-        EngineDefect::MetaBeforeSettle
-        | EngineDefect::RetentionWithoutLease
-        | EngineDefect::FreshRunUnleased
-        | EngineDefect::SkipCacheByLength => None,
+        EngineDefect::UnthreadedMetaLease => Detector::Here(stale_boot_meta),
+        EngineDefect::UnthreadedCheckpointLease => Detector::Here(stale_checkpoint),
+        EngineDefect::SupersededGreen => Detector::Here(superseded_settle),
+        EngineDefect::SettleMetaOnFailedAppend => Detector::Here(failed_settle_append),
+        EngineDefect::StragglersAfterSettle => Detector::Here(cancel_mid_call),
+        EngineDefect::SecondLiveSegment => Detector::Here(second_segment),
+        EngineDefect::ReadBeforeOwn => Detector::Here(resume_window),
+        EngineDefect::MetaBeforeSettle => elsewhere(KILLPOINTS, "meta_before_settle_is_caught_by_the_residue_check"),
+        EngineDefect::RetentionWithoutLease => {
+            elsewhere(WORKER, "d4_retention_without_lease_is_caught_deleting_a_live_run")
+        }
+        EngineDefect::FreshRunUnleased => elsewhere(WORKER, "d9_fresh_run_unleased_is_caught_as_a_double_payment"),
+        EngineDefect::SkipCacheByLength => {
+            elsewhere(WORKER, "d18_skip_cache_by_length_is_caught_skipping_the_new_generation_forever")
+        }
     }
 }
 
@@ -344,10 +360,16 @@ fn the_correct_engine_keeps_every_promise_on_memdb_and_on_a_file() {
 #[test]
 fn each_engine_defect_is_caught_by_its_scenario() {
     for defect in EngineDefect::ALL {
-        if let Some(scenario) = detector(defect) {
-            let violations = scenario(EngineDefects::of(&[defect]), DbKind::Memdb);
-            assert!(!violations.is_empty(), "{defect} was not caught");
-            eprintln!("{defect}: caught: {}", violations.join("; "));
+        match detector(defect) {
+            Detector::Here(scenario) => {
+                let violations = scenario(EngineDefects::of(&[defect]), DbKind::Memdb);
+                assert!(!violations.is_empty(), "{defect} was not caught");
+                eprintln!("{defect}: caught: {}", violations.join("; "));
+            }
+            Detector::Elsewhere { file, source, test } => {
+                let declared = source.contains(&format!("#[test]\nfn {test}()"));
+                assert!(declared, "{defect}: {file} has no test `{test}`");
+            }
         }
     }
 }

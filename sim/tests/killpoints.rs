@@ -7,7 +7,7 @@ use fencesim::stores::DbKind;
 use fencesim_engine::{EngineDefect, EngineDefects, Workflow};
 
 fn run_all(points: &[killpoints::KillPoint], config: &Config) -> Vec<PointReport> {
-    points.iter().map(|p| killpoints::run_point(p, config).expect("the harness runs")).collect()
+    killpoints::run_points(points, config).expect("the harness runs")
 }
 
 fn failures(reports: &[PointReport]) -> Vec<String> {
@@ -56,7 +56,7 @@ fn a_wrong_documented_count_fails_its_row() {
     let mut row = killpoints::table().remove(2);
     let expected = row.expected.as_mut().expect("table rows carry counts");
     expected.resume = (0, 0);
-    let report = killpoints::run_point(&row, &Config::default()).expect("the harness runs");
+    let report = run_all(&[row], &Config::default()).remove(0);
     assert!(report.violations.iter().any(|v| v.contains("differ from the documented")), "{:?}", report.violations);
 }
 

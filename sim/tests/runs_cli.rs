@@ -110,6 +110,16 @@ fn a_file_that_is_not_sqlite_is_left_alone() {
 }
 
 #[test]
+fn an_empty_file_is_refused_and_stays_empty() {
+    let db = Db::new();
+    std::fs::write(&db.path, b"").unwrap();
+    for cmd in [&["runs", "audit", "--repair"][..], &["runs", "list"]] {
+        assert_refused(&fencesim(cmd, &db.path), "the file is empty");
+    }
+    assert_eq!(std::fs::metadata(&db.path).unwrap().len(), 0);
+}
+
+#[test]
 fn an_unknown_status_names_the_valid_ones() {
     let db = Db::new();
     db.seed(&RunMeta::new("a", RunStatus::Ok), &[]);

@@ -79,11 +79,7 @@ pub fn run(args: &Args) -> CmdResult {
     for workflow in &workflows {
         points.extend(killpoints::enumerate(workflow, &config).map_err(anyhow::Error::msg)?);
     }
-    let reports: Vec<PointReport> = points
-        .iter()
-        .map(|p| killpoints::run_point(p, &config))
-        .collect::<Result<_, _>>()
-        .map_err(anyhow::Error::msg)?;
+    let reports: Vec<PointReport> = killpoints::run_points(&points, &config).map_err(anyhow::Error::msg)?;
     let failed = reports.iter().filter(|r| !r.passed()).count();
     let repro = repro_command(args);
     match args.format {

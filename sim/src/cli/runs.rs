@@ -80,6 +80,10 @@ fn open_existing(db: &Path) -> anyhow::Result<SqliteStore> {
     let exists =
         db.try_exists().with_context(|| format!("cannot inspect the database path location={}", db.display()))?;
     anyhow::ensure!(exists, "database file does not exist location={}", db.display());
+    // SQLite reads an empty file as an empty database, and opening would make it one of ours.
+    let len =
+        std::fs::metadata(db).with_context(|| format!("cannot inspect the database location={}", db.display()))?;
+    anyhow::ensure!(len.len() > 0, "not a fencesim database: the file is empty location={}", db.display());
     SqliteStore::open(SqliteOptions::file(db, Arc::new(SystemClock))).context("cannot open the store")
 }
 
