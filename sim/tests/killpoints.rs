@@ -87,3 +87,12 @@ fn the_cli_passes_clean_fails_on_a_defect_with_a_repro_and_refuses_bad_input() {
         assert!(err.contains("valid"), "{err}");
     }
 }
+
+/// Each point runs in its own seeded madsim runtime: two processes print the same bytes.
+#[test]
+fn two_processes_print_byte_identical_reports() {
+    let first = fencesim(&["killpoints", "--format", "json"]);
+    let second = fencesim(&["killpoints", "--format", "json"]);
+    assert_eq!(first.status.code(), Some(0));
+    assert!(first.stdout == second.stdout, "kill-point reports differ between two processes");
+}
