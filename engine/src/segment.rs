@@ -66,11 +66,8 @@ impl<'e, E: Env> Segment<'e, E> {
     }
 
     /// The lease a write of this kind carries; the unthreaded defects drop it.
-    fn lease_for(&self, unthreaded: Option<EngineDefect>) -> Option<&Lease> {
-        match unthreaded {
-            Some(defect) if self.has(defect) => None,
-            _ => self.lease.as_ref(),
-        }
+    fn lease_for(&self, unthreaded: EngineDefect) -> Option<&Lease> {
+        if self.has(unthreaded) { None } else { self.lease.as_ref() }
     }
 
     async fn write(&self, write: Write<'_>, lease: Option<&Lease>) -> EngineResult<StoreResult<()>> {
@@ -131,14 +128,15 @@ impl<'e, E: Env> Segment<'e, E> {
             m.name = opts.name.clone();
             m
         });
-        if fresh {
+        // A resume of a run that crashed before its first meta write has no genesis yet.
+        if fresh || boot.genesis.is_none() {
             boot.genesis = Some(opts.genesis.clone().unwrap_or_else(|| self.mint_genesis()));
         }
         boot.status = RunStatus::Running;
         boot.segments = segment;
         boot.updated_at_ms = Some(self.engine.env().now_ms());
         boot.extra.insert("workflow".into(), json!(workflow.name));
-        let lease = self.lease_for(Some(EngineDefect::UnthreadedMetaLease));
+        let lease = self.lease_for(EngineDefect::UnthreadedMetaLease);
         // A superseded segment's first refused write fails it before any paid call (E4).
         self.write(Write::PutMeta(&boot), lease).await?.map_err(crate::engine::lease_or_store)?;
 
@@ -275,7 +273,7 @@ impl<'e, E: Env> Segment<'e, E> {
 
     async fn save_checkpoint(&self, ckpt_ref: &str, state: Checkpoint) -> EngineResult<StoreResult<()>> {
         let bytes = state.encode();
-        let lease = self.lease_for(Some(EngineDefect::UnthreadedCheckpointLease));
+        let lease = self.lease_for(EngineDefect::UnthreadedCheckpointLease);
         self.write(Write::PutBlob { blob_ref: ckpt_ref, bytes: &bytes }, lease).await
     }
 
@@ -399,7 +397,7 @@ impl<'e, E: Env> Segment<'e, E> {
     /// The terminal meta projection. A lease rejection is swallowed: the journal records the
     /// outcome and the projection belongs to the current holder.
     async fn put_terminal_meta(&self, meta: &RunMeta, status: RunStatus) -> EngineResult<()> {
-        let lease = self.lease_for(Some(EngineDefect::UnthreadedMetaLease));
+        let lease = self.lease_for(EngineDefect::UnthreadedMetaLease);
         match self.write(Write::PutMeta(meta), lease).await? {
             Ok(()) => Ok(()),
             Err(e) if e.is_lease_held() => Ok(()),
