@@ -9,7 +9,7 @@ mod common;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use common::{Node, TTL, node, over, sim, sleep_ms, world};
+use common::{Delay, Node, TTL, delay_once, node, over, sim, sleep_ms, world};
 use fencesim::env::SimEnv;
 use fencesim::stores::DbKind;
 use fencesim_engine::audit::{self, AuditVerdict};
@@ -25,19 +25,7 @@ type Violations = Vec<String>;
 
 /// Stall the node (renew loop included) for 3 ttl the first time `when` holds.
 fn stall_once(env: &SimEnv, when: impl Fn(&Point<'_>) -> bool + 'static) {
-    let node = env.clone();
-    let fired = Cell::new(false);
-    env.set_script(Some(Box::new(move |point| {
-        if fired.get() || !when(point) {
-            return Box::pin(async { Fault::Continue });
-        }
-        fired.set(true);
-        let stall = node.stall(u64::from(3 * TTL));
-        Box::pin(async move {
-            stall.await;
-            Fault::Continue
-        })
-    })));
+    delay_once(env, Delay::Node(u64::from(3 * TTL)), when);
 }
 
 fn write_before(point: &Point<'_>, pick: impl Fn(&Write<'_>) -> bool) -> bool {

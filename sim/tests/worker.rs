@@ -5,56 +5,40 @@
 //! more (D16); a failed renew cancels the drive and frees the slot; options are validated. Each
 //! planted defect runs the same scenario as its correct twin and must be caught.
 
-use std::cell::Cell;
-use std::future::Future;
 use std::rc::{Rc, Weak};
-use std::sync::Arc;
-use std::time::Duration;
 
-use fencesim::env::{SimClock, SimEnv};
+use fencesim::env::SimEnv;
 use fencesim::stores::{Db, DbKind};
 use fencesim_engine::audit::{AuditVerdict, audit_run};
 use fencesim_engine::entries;
 use fencesim_engine::worker::skip;
 use fencesim_engine::{
-    Engine, EngineDefect, EngineDefects, EngineError, EngineOptions, Fault, Ledger, Outcome, Phase, Retention,
+    Engine, EngineDefect, EngineDefects, EngineError, EngineOptions, Fault, Ledger, Outcome, Phase, Point, Retention,
     RunOptions, Site, Step, SuspendKind, SweepReport, Worker, WorkerOptions, Workflow, Write,
 };
-use fencesim_store::{Defects, Epoch, MemoryStore, RunId, RunStatus, Seq, Store};
+use fencesim_store::{Epoch, MemoryStore, RunId, RunStatus, Seq, Store};
 use serde_json::json;
+
+mod common;
+
+use common::{Delay, Node, delay_once, node_in, sim_seeded as sim, sleep_ms};
 
 /// The lease ttl of every world here; renew cadence is a third of it.
 const TTL: u32 = 3_000;
 
-fn sim<F: Future>(seed: u64, body: impl FnOnce() -> F) -> F::Output {
-    madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default()).block_on(body())
-}
-
-async fn sleep_ms(ms: u64) {
-    madsim::time::sleep(Duration::from_millis(ms)).await;
-}
-
-/// One process: its own connection and clock, env and engine; the ledger is the world's.
-struct Node {
-    clock: SimClock,
-    env: SimEnv,
-    store: Rc<dyn Store>,
-    engine: Rc<Engine<SimEnv>>,
-}
-
+/// One process with its own connection and clock; the ledger is the world's.
 fn node(db: &Db, ledger: &Ledger, owner: &str, call_ms: u32, defects: &[EngineDefect]) -> Node {
-    let clock = SimClock::new(0);
-    let store: Rc<dyn Store> =
-        Rc::new(db.open(Arc::new(clock.clone()), i64::from(TTL), Defects::NONE).expect("the world's store opens"));
-    let env = SimEnv::new(clock.clone());
     let opts =
         EngineOptions { owner: owner.into(), call_ms, defects: EngineDefects::of(defects), ..EngineOptions::default() };
-    let engine = Rc::new(Engine::new(store.clone(), env.clone(), ledger.clone(), opts).expect("valid engine options"));
-    Node { clock, env, store, engine }
+    node_in(db, TTL, ledger.clone(), opts)
+}
+
+fn first_blob_delete(p: &Point<'_>) -> bool {
+    matches!(p.site, Site::Write { phase: Phase::Before, write: Write::DeleteBlob(_), .. })
 }
 
 fn world() -> Db {
-    Db::new(DbKind::Memdb).expect("a world database")
+    common::world(DbKind::Memdb)
 }
 
 fn worker(node: &Node, workflows: Vec<Workflow>, opts: WorkerOptions) -> Rc<Worker<SimEnv>> {
@@ -219,17 +203,7 @@ async fn retention_scenario(defects: &[EngineDefect]) -> RetentionFacts {
     let opts = WorkerOptions { retention: Some(Retention { keep_ms: 0 }), ..WorkerOptions::default() };
     let worker = worker(&w, vec![Workflow::happy()], opts);
     // The worker stalls at its first blob delete, twice the ttl: its brief lease lapses.
-    let stalled = Rc::new(Cell::new(false));
-    w.env.set_script(Some(Box::new(move |p| {
-        let stall = matches!(p.site, Site::Write { phase: Phase::Before, write: Write::DeleteBlob(_), .. })
-            && !stalled.replace(true);
-        Box::pin(async move {
-            if stall {
-                sleep_ms(2 * u64::from(TTL)).await;
-            }
-            Fault::Continue
-        })
-    })));
+    delay_once(&w.env, Delay::Call(2 * u64::from(TTL)), first_blob_delete);
     let sweeping = {
         let worker = worker.clone();
         madsim::task::spawn_local(async move { worker.sweep().await })
@@ -665,17 +639,7 @@ fn candidacy_is_rechecked_under_the_lease() {
 
         let w = node(&db, &ledger, "w", 2_000, &[]);
         // Retention pauses (well within the ttl) at its first blob delete, of c-done.
-        let stalled = Rc::new(Cell::new(false));
-        w.env.set_script(Some(Box::new(move |p| {
-            let stall = matches!(p.site, Site::Write { phase: Phase::Before, write: Write::DeleteBlob(_), .. })
-                && !stalled.replace(true);
-            Box::pin(async move {
-                if stall {
-                    sleep_ms(1_000).await;
-                }
-                Fault::Continue
-            })
-        })));
+        delay_once(&w.env, Delay::Call(1_000), first_blob_delete);
         let opts = WorkerOptions { retention: Some(Retention { keep_ms: 0 }), ..WorkerOptions::default() };
         let worker = worker(&w, vec![Workflow::happy(), wait()], opts);
         let sweeping = {

@@ -3,13 +3,14 @@
 
 #![allow(dead_code, reason = "each test binary uses its own subset")]
 
+use std::cell::Cell;
 use std::future::Future;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use fencesim::env::{SimClock, SimEnv};
 use fencesim::stores::{Db, DbKind};
-use fencesim_engine::{Engine, EngineDefects, EngineOptions, Ledger};
+use fencesim_engine::{Engine, EngineDefects, EngineOptions, Fault, Ledger, Point};
 use fencesim_store::{Defects, Store};
 
 /// The lease ttl of test worlds.
@@ -17,11 +18,17 @@ pub const TTL: u32 = 1_000;
 
 /// Run `body` in a fresh madsim runtime with a fixed seed.
 pub fn sim<F: Future>(body: impl FnOnce() -> F) -> F::Output {
-    madsim::runtime::Runtime::with_seed_and_config(1, madsim::Config::default()).block_on(body())
+    sim_seeded(1, body)
+}
+
+/// Run `body` in a fresh madsim runtime with `seed`.
+pub fn sim_seeded<F: Future>(seed: u64, body: impl FnOnce() -> F) -> F::Output {
+    madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default()).block_on(body())
 }
 
 /// One participant: its own connection, clock, env, engine and ledger.
 pub struct Node {
+    pub clock: SimClock,
     pub store: Rc<dyn Store>,
     pub env: SimEnv,
     pub engine: Rc<Engine<SimEnv>>,
@@ -33,17 +40,25 @@ pub fn node(db: &Db, owner: &str, defects: EngineDefects) -> Node {
 }
 
 pub fn node_with(db: &Db, opts: EngineOptions) -> Node {
+    node_in(db, TTL, Ledger::new(), opts)
+}
+
+/// A node with its own connection at `ttl_ms`, recording into `ledger` (which may be shared).
+pub fn node_in(db: &Db, ttl_ms: u32, ledger: Ledger, opts: EngineOptions) -> Node {
     let clock = SimClock::new(0);
     let store: Rc<dyn Store> =
-        Rc::new(db.open(Arc::new(clock.clone()), i64::from(TTL), Defects::NONE).expect("the world's store opens"));
-    over(store, SimEnv::new(clock), opts)
+        Rc::new(db.open(Arc::new(clock.clone()), i64::from(ttl_ms), Defects::NONE).expect("the world's store opens"));
+    over_with(store, SimEnv::new(clock), ledger, opts)
 }
 
 /// A node over a given store (a MemoryStore, say).
 pub fn over(store: Rc<dyn Store>, env: SimEnv, opts: EngineOptions) -> Node {
-    let ledger = Ledger::new();
+    over_with(store, env, Ledger::new(), opts)
+}
+
+fn over_with(store: Rc<dyn Store>, env: SimEnv, ledger: Ledger, opts: EngineOptions) -> Node {
     let engine = Rc::new(Engine::new(store.clone(), env.clone(), ledger.clone(), opts).expect("valid options"));
-    Node { store, env, engine, ledger }
+    Node { clock: env.clock().clone(), store, env, engine, ledger }
 }
 
 pub fn world(kind: DbKind) -> Db {
@@ -53,4 +68,38 @@ pub fn world(kind: DbKind) -> Db {
 /// Sleep in virtual time.
 pub async fn sleep_ms(ms: u64) {
     madsim::time::sleep(std::time::Duration::from_millis(ms)).await;
+}
+
+/// How long a delayed fault point holds, and what it holds.
+#[derive(Clone, Copy, Debug)]
+pub enum Delay {
+    /// Only the call at the point waits; the node's other tasks (its renew loop) run on.
+    Call(u64),
+    /// The whole node stalls (a GC pause, SIGSTOP): every sleep of it, renewals included.
+    Node(u64),
+}
+
+/// Delay the first fault point of `env` where `when` holds; every other point continues.
+pub fn delay_once(env: &SimEnv, delay: Delay, when: impl Fn(&Point<'_>) -> bool + 'static) {
+    let node = env.clone();
+    let fired = Cell::new(false);
+    env.set_script(Some(Box::new(move |point| {
+        if fired.get() || !when(point) {
+            return Box::pin(async { Fault::Continue });
+        }
+        fired.set(true);
+        match delay {
+            Delay::Call(ms) => Box::pin(async move {
+                sleep_ms(ms).await;
+                Fault::Continue
+            }),
+            Delay::Node(ms) => {
+                let stall = node.stall(ms);
+                Box::pin(async move {
+                    stall.await;
+                    Fault::Continue
+                })
+            }
+        }
+    })));
 }
