@@ -64,6 +64,25 @@ fn crash_at_first_call(env: &SimEnv) {
     });
 }
 
+/// A host that crashed each run at its first paid call, after the crashed leases lapsed: every
+/// run has a dangling dispatch and no live lease.
+async fn crashed_runs(db: &Db, ledger: &Ledger, runs: &[&RunId]) -> Node {
+    let host = node(db, ledger, "host", 20, &[]);
+    crash_at_first_call(&host.env);
+    for run in runs {
+        let crashed = host.engine.run(run, &Workflow::happy(), RunOptions::default()).await;
+        assert_eq!(crashed, Err(EngineError::Crashed));
+    }
+    sleep_ms(u64::from(TTL) + 1).await;
+    host
+}
+
+/// One sweep in the background.
+fn spawn_sweep(worker: &Rc<Worker<SimEnv>>) -> madsim::task::JoinHandle<Result<SweepReport, EngineError>> {
+    let worker = worker.clone();
+    madsim::task::spawn_local(async move { worker.sweep().await })
+}
+
 /// Acquire and release as a bystander: the epoch granted (so the caller can see whether anyone
 /// else acquired in between) and proof that no live lease is left.
 fn probe(store: &Rc<dyn Store>, run: &RunId) -> Epoch {
@@ -204,10 +223,7 @@ async fn retention_scenario(defects: &[EngineDefect]) -> RetentionFacts {
     let worker = worker(&w, vec![Workflow::happy()], opts);
     // The worker stalls at its first blob delete, twice the ttl: its brief lease lapses.
     delay_once(&w.env, Delay::Call(2 * u64::from(TTL)), first_blob_delete);
-    let sweeping = {
-        let worker = worker.clone();
-        madsim::task::spawn_local(async move { worker.sweep().await })
-    };
+    let sweeping = spawn_sweep(&worker);
     sleep_ms(u64::from(TTL) + 500).await;
     // Meanwhile an operator deletes the run under a lease of its own and recreates it.
     let admin = host.engine.acquire(&run, "admin").await.expect("the worker's brief lease has lapsed");
@@ -386,14 +402,8 @@ fn stop_during_a_sweep_leases_nothing_more_and_leaves_no_lease_held() {
     sim(6, || async {
         let db = world();
         let ledger = Ledger::new();
-        let host = node(&db, &ledger, "host", 20, &[]);
-        crash_at_first_call(&host.env);
         let (a, b) = (RunId::new("a-run"), RunId::new("b-run"));
-        for run in [&a, &b] {
-            let crashed = host.engine.run(run, &Workflow::happy(), RunOptions::default()).await;
-            assert_eq!(crashed, Err(EngineError::Crashed));
-        }
-        sleep_ms(u64::from(TTL) + 1).await;
+        let _host = crashed_runs(&db, &ledger, &[&a, &b]).await;
 
         let w = node(&db, &ledger, "w", 20, &[]);
         let worker = worker(&w, vec![Workflow::happy()], WorkerOptions::default());
@@ -407,10 +417,7 @@ fn stop_during_a_sweep_leases_nothing_more_and_leaves_no_lease_held() {
             }
             Fault::Continue
         });
-        let sweeping = {
-            let worker = worker.clone();
-            madsim::task::spawn_local(async move { worker.sweep().await })
-        };
+        let sweeping = spawn_sweep(&worker);
         while !worker.is_stopping() {
             sleep_ms(1).await;
         }
@@ -466,18 +473,12 @@ fn a_failed_renew_cancels_the_drive_and_frees_the_slot() {
     sim(7, || async {
         let db = world();
         let ledger = Ledger::new();
-        let host = node(&db, &ledger, "host", 20, &[]);
-        crash_at_first_call(&host.env);
         let run = RunId::new("r-lost");
-        host.engine.run(&run, &Workflow::happy(), RunOptions::default()).await.unwrap_err();
-        sleep_ms(u64::from(TTL) + 1).await;
+        let host = crashed_runs(&db, &ledger, &[&run]).await;
 
         let w = node(&db, &ledger, "w", 10_000, &[]);
         let worker = worker(&w, vec![Workflow::happy()], WorkerOptions::default());
-        let sweeping = {
-            let worker = worker.clone();
-            madsim::task::spawn_local(async move { worker.sweep().await })
-        };
+        let sweeping = spawn_sweep(&worker);
         sleep_ms(1_500).await;
         assert_eq!(worker.active_runs(), vec![run.clone()], "mid-call, one renew done");
         let overlapped = worker.sweep().await.unwrap();
@@ -507,18 +508,12 @@ fn a_busy_renew_is_lease_loss_and_the_cancel_ends_a_healthy_drive() {
         // A file world, so a second raw connection can hold the write lock across a renew.
         let db = Db::new(DbKind::File).expect("a file world");
         let ledger = Ledger::new();
-        let host = node(&db, &ledger, "host", 20, &[]);
-        crash_at_first_call(&host.env);
         let run = RunId::new("r-busy");
-        host.engine.run(&run, &Workflow::happy(), RunOptions::default()).await.unwrap_err();
-        sleep_ms(u64::from(TTL) + 1).await;
+        let host = crashed_runs(&db, &ledger, &[&run]).await;
 
         let w = node(&db, &ledger, "w", 2_500, &[]);
         let worker = worker(&w, vec![Workflow::happy()], WorkerOptions::default());
-        let sweeping = {
-            let worker = worker.clone();
-            madsim::task::spawn_local(async move { worker.sweep().await })
-        };
+        let sweeping = spawn_sweep(&worker);
         // Renews land at +1000 (fine) and +2000 (busy); the redispatched call ends at +2500,
         // while the lease renewed at +1000 is still valid, so only the cancel can stop the run.
         sleep_ms(1_500).await;
@@ -600,10 +595,7 @@ fn slots_drive_runs_at_once_and_retention_is_not_slot_bound() {
             WorkerOptions { concurrency: 2, retention: Some(Retention { keep_ms: 0 }), ..WorkerOptions::default() };
         let worker = worker(&w, vec![Workflow::happy()], opts);
         let start = fencesim::env::virtual_ms();
-        let sweeping = {
-            let worker = worker.clone();
-            madsim::task::spawn_local(async move { worker.sweep().await })
-        };
+        let sweeping = spawn_sweep(&worker);
         sleep_ms(500).await;
         // Both slots are busy, and retention already deleted the terminal run.
         assert_eq!(worker.active_runs(), vec![b.clone(), c.clone()]);
@@ -642,10 +634,7 @@ fn candidacy_is_rechecked_under_the_lease() {
         delay_once(&w.env, Delay::Call(1_000), first_blob_delete);
         let opts = WorkerOptions { retention: Some(Retention { keep_ms: 0 }), ..WorkerOptions::default() };
         let worker = worker(&w, vec![Workflow::happy(), wait()], opts);
-        let sweeping = {
-            let worker = worker.clone();
-            madsim::task::spawn_local(async move { worker.sweep().await })
-        };
+        let sweeping = spawn_sweep(&worker);
         // While the one slot drives a-run: b-run is finished by the host, and d-done is deleted
         // and recreated as a parked run. Both rows the sweep listed are stale now.
         sleep_ms(500).await;
