@@ -58,19 +58,40 @@ fn spawn_run(
     madsim::task::spawn_local(async move { engine.run(&run, &workflow, opts).await })
 }
 
+/// Two nodes over one world: `a` runs the workflow and stalls (3 ttl) the first time `when` holds;
+/// past the ttl, `b` takes the run over and resumes it; then `a` wakes and finishes.
+struct Takeover {
+    a: Node,
+    b: Node,
+    run: RunId,
+    stale: Result<fencesim_engine::Outcome, EngineError>,
+    successor: Result<fencesim_engine::Outcome, EngineError>,
+}
+
+async fn takeover(
+    db: &fencesim::stores::Db,
+    defects: EngineDefects,
+    workflow: Workflow,
+    when: impl Fn(&Point<'_>) -> bool + 'static,
+) -> Takeover {
+    let (a, b) = (node(db, "a", defects), node(db, "b", defects));
+    let run = RunId::new("r");
+    stall_once(&a.env, when);
+    let stale = spawn_run(&a, &run, workflow.clone(), RunOptions::default());
+    sleep_ms(u64::from(TTL) + 100).await;
+    let successor = b.engine.resume(&run, &workflow, RunOptions::default()).await;
+    let stale = stale.await.expect("task");
+    Takeover { a, b, run, stale, successor }
+}
+
 /// D1: a holder stalled at its boot meta write past the ttl wakes after a successor settled the
 /// run. Its stale meta write must be refused, leaving the successor's `{ok, segments 2}`.
 fn stale_boot_meta(defects: EngineDefects, db: DbKind) -> Violations {
     let db = world(db);
     sim(|| async move {
         let mut v = Violations::new();
-        let (a, b) = (node(&db, "a", defects), node(&db, "b", defects));
-        let run = RunId::new("r");
-        stall_once(&a.env, |p| write_before(p, |w| matches!(w, Write::PutMeta(_))));
-        let stale = spawn_run(&a, &run, Workflow::happy(), RunOptions::default());
-        sleep_ms(u64::from(TTL) + 100).await;
-        let successor = b.engine.resume(&run, &Workflow::happy(), RunOptions::default()).await;
-        let stale = stale.await.expect("task");
+        let Takeover { a, b, run, stale, successor } =
+            takeover(&db, defects, Workflow::happy(), |p| write_before(p, |w| matches!(w, Write::PutMeta(_)))).await;
         if !matches!(successor, Ok(ref o) if o.status == RunStatus::Ok) {
             v.push(format!("the successor did not settle ok: {successor:?}"));
         }
@@ -95,13 +116,9 @@ fn stale_checkpoint(defects: EngineDefects, db: DbKind) -> Violations {
     let db = world(db);
     sim(|| async move {
         let mut v = Violations::new();
-        let (a, b) = (node(&db, "a", defects), node(&db, "b", defects));
-        let run = RunId::new("r");
-        stall_once(&a.env, |p| write_before(p, |w| matches!(w, Write::PutBlob { .. })));
-        let stale = spawn_run(&a, &run, Workflow::limit(), RunOptions::default());
-        sleep_ms(u64::from(TTL) + 100).await;
-        let successor = b.engine.resume(&run, &Workflow::limit(), RunOptions::default()).await;
-        let _ = stale.await.expect("task");
+        let Takeover { b, run, successor, .. } =
+            takeover(&db, defects, Workflow::limit(), |p| write_before(p, |w| matches!(w, Write::PutBlob { .. })))
+                .await;
         if !matches!(successor, Ok(ref o) if o.status == RunStatus::Ok) {
             v.push(format!("the successor did not settle ok: {successor:?}"));
         }
@@ -123,13 +140,8 @@ fn superseded_settle(defects: EngineDefects, db: DbKind) -> Violations {
     let db = world(db);
     sim(|| async move {
         let mut v = Violations::new();
-        let (a, b) = (node(&db, "a", defects), node(&db, "b", defects));
-        let run = RunId::new("r");
-        stall_once(&a.env, |p| write_before(p, is_settle));
-        let stale = spawn_run(&a, &run, Workflow::happy(), RunOptions::default());
-        sleep_ms(u64::from(TTL) + 100).await;
-        let successor = b.engine.resume(&run, &Workflow::happy(), RunOptions::default()).await;
-        let stale = stale.await.expect("task");
+        let Takeover { b, run, stale, successor, .. } =
+            takeover(&db, defects, Workflow::happy(), |p| write_before(p, is_settle)).await;
         if !matches!(successor, Ok(ref o) if o.status == RunStatus::Ok && o.appended == 1) {
             v.push(format!("the successor did not settle ok with one append: {successor:?}"));
         }
