@@ -7,6 +7,13 @@
 #[cfg(not(madsim))]
 compile_error!("fencesim must be built with --cfg madsim: a RUSTFLAGS variable overrode .cargo/config.toml; unset it");
 
+pub mod catalogue;
 pub mod env;
+pub mod history;
 pub mod killpoints;
+pub mod oracle;
+pub mod report;
+pub mod rng;
+pub mod scenario;
 pub mod stores;
+pub mod world;

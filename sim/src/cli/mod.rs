@@ -3,6 +3,7 @@
 mod boot;
 mod conformance;
 mod killpoints;
+mod run;
 mod runs;
 
 use std::process::ExitCode;
@@ -38,6 +39,11 @@ enum Command {
     ///
     /// Exit 0 when every point recovers as documented, 1 when any fails, 2 on bad input.
     Killpoints(killpoints::Args),
+    /// Run one simulated world from its seed and judge it with the oracle.
+    ///
+    /// Exit 0 when the oracle finds nothing, 1 on a violation (with a repro command), 2 on bad
+    /// input. The same seed and build print byte-identical output.
+    Run(run::Args),
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -67,6 +73,7 @@ pub fn main() -> ExitCode {
         Command::Boot(args) => boot::run(&args),
         Command::Killpoints(args) => killpoints::run(&args),
         Command::Runs(args) => runs::run(&args),
+        Command::Run(args) => run::run(&args),
     };
     match result {
         Ok(Verdict::Pass) => ExitCode::SUCCESS,

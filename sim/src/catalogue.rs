@@ -1,0 +1,124 @@
+//! What the harness ships with: the built-in scenarios (the files of `scenarios/`, compiled in so
+//! the binary works from any folder) and the planted defects of both crates under one name space.
+
+use std::fmt;
+use std::path::Path;
+
+use fencesim_engine::{EngineDefect, EngineDefects};
+use fencesim_store::{Defects, StoreDefect};
+
+use crate::scenario::{Scenario, ScenarioError};
+
+/// `(name, file text)` of every built-in scenario, sorted by name.
+pub const SCENARIOS: [(&str, &str); 9] = [
+    ("boot-storm", include_str!("../../scenarios/boot-storm.toml")),
+    ("crash-between-journal-and-meta", include_str!("../../scenarios/crash-between-journal-and-meta.toml")),
+    ("mid-call-takeover", include_str!("../../scenarios/mid-call-takeover.toml")),
+    ("skewed-clocks", include_str!("../../scenarios/skewed-clocks.toml")),
+    ("stale-checkpoint", include_str!("../../scenarios/stale-checkpoint.toml")),
+    ("stale-retention", include_str!("../../scenarios/stale-retention.toml")),
+    ("stale-settle", include_str!("../../scenarios/stale-settle.toml")),
+    ("swarm", include_str!("../../scenarios/swarm.toml")),
+    ("zombie-probes", include_str!("../../scenarios/zombie-probes.toml")),
+];
+
+/// A built-in scenario by name, or a scenario file by path (anything ending in `.toml`).
+pub fn scenario(name_or_path: &str) -> Result<Scenario, ScenarioError> {
+    if name_or_path.ends_with(".toml") {
+        return Scenario::load(Path::new("."), name_or_path);
+    }
+    match SCENARIOS.iter().find(|(name, _)| *name == name_or_path) {
+        Some((name, text)) => Scenario::parse(Path::new(&format!("scenarios/{name}.toml")), text),
+        None => Err(ScenarioError {
+            path: name_or_path.to_owned(),
+            line: None,
+            message: format!("unknown scenario (built-in: {}; or a path to a .toml file)", scenario_names()),
+        }),
+    }
+}
+
+pub fn scenario_names() -> String {
+    SCENARIOS.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", ")
+}
+
+/// A planted defect of either crate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Defect {
+    Store(StoreDefect),
+    Engine(EngineDefect),
+}
+
+impl Defect {
+    /// Every defect: the store's, then the engine's.
+    pub fn all() -> Vec<Defect> {
+        StoreDefect::ALL
+            .into_iter()
+            .map(Defect::Store)
+            .chain(EngineDefect::ALL.into_iter().map(Defect::Engine))
+            .collect()
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Defect::Store(d) => d.name(),
+            Defect::Engine(d) => d.name(),
+        }
+    }
+
+    pub fn story(self) -> &'static str {
+        match self {
+            Defect::Store(d) => d.story(),
+            Defect::Engine(d) => d.story(),
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<Defect, String> {
+        EngineDefect::parse(name)
+            .map(Defect::Engine)
+            .or_else(|| StoreDefect::parse(name).map(Defect::Store))
+            .ok_or_else(|| format!("unknown defect '{name}' (valid: {})", defect_names()))
+    }
+
+    /// Split a list into the two crates' switch sets.
+    pub fn split(defects: &[Defect]) -> (EngineDefects, Defects) {
+        let engine: Vec<EngineDefect> =
+            defects.iter().filter_map(|d| if let Defect::Engine(e) = d { Some(*e) } else { None }).collect();
+        let store: Vec<StoreDefect> =
+            defects.iter().filter_map(|d| if let Defect::Store(s) = d { Some(*s) } else { None }).collect();
+        (EngineDefects::of(&engine), Defects::of(&store))
+    }
+}
+
+impl fmt::Display for Defect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+pub fn defect_names() -> String {
+    Defect::all().iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_in_scenario_parses_and_names_only_real_defects() {
+        for (name, _) in SCENARIOS {
+            let s = scenario(name).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(s.name, name);
+            for target in &s.targets {
+                assert!(Defect::parse(target).is_ok(), "{name} targets unknown defect {target}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_catalogue_lists_every_file_in_the_scenarios_folder() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        let on_disk = Scenario::load_all(&dir).expect("scenario files parse");
+        let names: Vec<&str> = on_disk.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, SCENARIOS.map(|(n, _)| n).to_vec());
+    }
+}

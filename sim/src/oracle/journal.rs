@@ -1,0 +1,293 @@
+//! The checkers over journal, meta and checkpoint writes in acceptance (row) order: seqs above
+//! the tail (contracts 2.7.4, J5), one `run_settle` per tenure and nothing after it (3.6, D14),
+//! terminal meta never ahead of the journal (3.6, D1), and no checkpoint regression (3.5, D2).
+//! Each checks the history as it was accepted and then the final snapshot.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use fencesim_store::{Epoch, JournalEntry, RunId, Seq};
+
+use super::Violation;
+use super::model::{
+    Writers, blob_digest, effective_epochs, entry_label, from_row, holder, is_checkpoint, last_settle, settle_status,
+};
+use crate::history::{Payload, Row, Snapshot, Surface};
+
+pub(super) const JOURNAL_SEQ_ORDER: &str = "journal-seq-order";
+pub(super) const ONE_SETTLE_PER_SEGMENT: &str = "one-settle-per-segment";
+pub(super) const META_NOT_AHEAD: &str = "meta-not-ahead";
+pub(super) const NO_CHECKPOINT_REGRESSION: &str = "no-checkpoint-regression";
+
+fn index_of(rows: &[Row], pos: Option<usize>) -> Option<usize> {
+    pos.and_then(|p| rows.get(p)).map(|r| r.index)
+}
+
+/// An accepted append, its run and entry.
+fn accepted_append(row: &Row) -> Option<(&RunId, &JournalEntry)> {
+    let call = row.call().filter(|c| c.surface == Surface::Append && c.outcome.is_ok())?;
+    match &call.payload {
+        Payload::Entry(entry) => Some((&call.run, entry)),
+        _ => None,
+    }
+}
+
+/// The run an accepted delete removed.
+fn accepted_delete(row: &Row) -> Option<&RunId> {
+    row.call().filter(|c| c.surface == Surface::Delete && c.outcome.is_ok()).map(|c| &c.run)
+}
+
+/// Stored seqs strictly increase, and every accepted append was above the tail of its run's
+/// journal (the current generation's accepted appends) when it was accepted.
+pub(super) fn journal_seq_order(rows: &[Row], snapshot: &Snapshot) -> Vec<Violation> {
+    let mut tails: BTreeMap<&RunId, (Seq, usize)> = BTreeMap::new();
+    let mut found = Vec::new();
+    let mut reported = BTreeSet::new();
+    for row in rows {
+        if let Some(run) = accepted_delete(row) {
+            tails.remove(run);
+        }
+        let Some((run, entry)) = accepted_append(row) else { continue };
+        match tails.get(run) {
+            Some(&(tail, at)) if entry.seq <= tail => {
+                found.push(Violation::new(
+                    JOURNAL_SEQ_ORDER,
+                    format!(
+                        "append of seq={} to {run} accepted while the journal's tail was seq={tail} (row {at})",
+                        entry.seq
+                    ),
+                    Some(row.index),
+                    Some(at),
+                ));
+                reported.insert(row.index);
+            }
+            _ => {
+                tails.insert(run, (entry.seq, row.index));
+            }
+        }
+    }
+    let writers = Writers::new(rows);
+    for (run, state) in &snapshot.runs {
+        let Some(i) = (1..state.journal.len()).find(|&i| state.journal[i].seq <= state.journal[i - 1].seq) else {
+            continue;
+        };
+        let (before, after) = (&state.journal[i - 1], &state.journal[i]);
+        let row = index_of(rows, writers.entry(run, after));
+        if row.is_some_and(|r| reported.contains(&r)) {
+            continue;
+        }
+        let what = if after.seq == before.seq { "a duplicate" } else { "a lower" };
+        found.push(Violation::new(
+            JOURNAL_SEQ_ORDER,
+            format!("journal of {run} stores {what} seq at position {i}: seq={} after seq={}", after.seq, before.seq),
+            row,
+            index_of(rows, writers.entry(run, before)),
+        ));
+    }
+    found
+}
+
+/// Per (run, epoch) at most one accepted `run_settle`, and no accepted append after it; in the
+/// final journal nothing follows the last `run_settle` that its own tenure wrote.
+pub(super) fn one_settle_per_segment(rows: &[Row], snapshot: &Snapshot) -> Vec<Violation> {
+    let mut settles: BTreeMap<(&RunId, Epoch), usize> = BTreeMap::new();
+    let mut found = Vec::new();
+    let mut reported = BTreeSet::new();
+    for row in rows {
+        let Some((run, entry)) = accepted_append(row) else { continue };
+        let Some(call) = row.call() else { continue };
+        let Some(epoch) = call.epoch() else { continue };
+        let settle = settle_status(entry);
+        match settles.get(&(run, epoch)) {
+            Some(&first) => {
+                let what = if settle.is_some() { "a second run_settle" } else { "an append" };
+                found.push(Violation::new(
+                    ONE_SETTLE_PER_SEGMENT,
+                    format!(
+                        "{what} ({}) to {run} was accepted under {} after that tenure's run_settle at row {first}",
+                        entry_label(entry),
+                        holder(call)
+                    ),
+                    Some(row.index),
+                    Some(first),
+                ));
+                reported.insert(row.index);
+            }
+            None if settle.is_some() => {
+                settles.insert((run, epoch), row.index);
+            }
+            None => {}
+        }
+    }
+    let writers = Writers::new(rows);
+    let epoch_of = |pos: usize| rows.get(pos).and_then(Row::call).and_then(|c| c.epoch());
+    for (run, state) in &snapshot.runs {
+        let Some((at, _)) = last_settle(&state.journal) else { continue };
+        let Some(settle_pos) = writers.entry(run, &state.journal[at]) else { continue };
+        let Some(epoch) = epoch_of(settle_pos) else { continue };
+        let straggler = state.journal[at + 1..].iter().find_map(|e| {
+            let pos = writers.entry(run, e)?;
+            (epoch_of(pos) == Some(epoch)).then_some((pos, e))
+        });
+        let Some((pos, entry)) = straggler else { continue };
+        let row = index_of(rows, Some(pos));
+        if row.is_some_and(|r| reported.contains(&r)) {
+            continue;
+        }
+        found.push(Violation::new(
+            ONE_SETTLE_PER_SEGMENT,
+            format!(
+                "journal of {run} stores {} after the last run_settle (seq={}), both written under e{epoch}",
+                entry_label(entry),
+                state.journal[at].seq
+            ),
+            row,
+            index_of(rows, Some(settle_pos)),
+        ));
+    }
+    found
+}
+
+/// A terminal put_meta is accepted only over a journal whose last `run_settle` has its status,
+/// and the final terminal meta is backed the same way. An empty journal needs no settle
+/// (contracts 3.6.4: a run that journaled nothing settles without one).
+pub(super) fn meta_not_ahead(rows: &[Row], snapshot: &Snapshot) -> Vec<Violation> {
+    let mut journals: BTreeMap<&RunId, Vec<(usize, &JournalEntry)>> = BTreeMap::new();
+    let mut found = Vec::new();
+    for row in rows {
+        if let Some(run) = accepted_delete(row) {
+            journals.remove(run);
+        }
+        if let Some((run, entry)) = accepted_append(row) {
+            journals.entry(run).or_default().push((row.index, entry));
+        }
+        let Some(call) = row.call().filter(|c| c.surface == Surface::PutMeta && c.outcome.is_ok()) else { continue };
+        let Payload::Meta(meta) = &call.payload else { continue };
+        let journal = journals.get(&call.run).map(Vec::as_slice).unwrap_or_default();
+        if !meta.status.is_terminal() || journal.is_empty() {
+            continue;
+        }
+        let settle = last_settle(journal.iter().map(|(_, e)| *e));
+        let (behind, cause) = match settle {
+            Some((_, status)) if status == meta.status => continue,
+            Some((i, status)) => {
+                (format!("its last run_settle (seq={}) says {status}", journal[i].1.seq), Some(journal[i].0))
+            }
+            None => (format!("it holds {} entries and no run_settle", journal.len()), None),
+        };
+        found.push(Violation::new(
+            META_NOT_AHEAD,
+            format!(
+                "terminal put_meta {} of {} accepted under {} ahead of the journal: {behind}",
+                meta.status,
+                call.run,
+                holder(call)
+            ),
+            Some(row.index),
+            cause,
+        ));
+    }
+    let writers = Writers::new(rows);
+    for (run, state) in &snapshot.runs {
+        let Some(meta) = state.meta.as_ref().filter(|m| m.status.is_terminal()) else { continue };
+        if state.journal.is_empty() {
+            continue;
+        }
+        let (behind, cause) = match last_settle(&state.journal) {
+            Some((_, status)) if status == meta.status => continue,
+            Some((i, status)) => (
+                format!("the journal's last run_settle (seq={}) says {status}", state.journal[i].seq),
+                writers.entry(run, &state.journal[i]),
+            ),
+            None => (format!("the journal holds {} entries and no run_settle", state.journal.len()), None),
+        };
+        found.push(Violation::new(
+            META_NOT_AHEAD,
+            format!("final meta of {run} is {} but {behind}", meta.status),
+            index_of(rows, writers.meta(run, meta)),
+            index_of(rows, cause),
+        ));
+    }
+    found
+}
+
+/// What a checkpoint ref has seen: its newest tenure's put, and the last accepted write.
+struct Checkpoint {
+    newest: (Epoch, usize),
+    /// The last accepted put's (position, digest); `None` after an accepted delete.
+    last: Option<(usize, u64)>,
+}
+
+/// Along row order the epochs of a checkpoint ref's accepted puts never decrease, and the stored
+/// bytes are the last accepted put's.
+pub(super) fn no_checkpoint_regression(rows: &[Row], snapshot: &Snapshot) -> Vec<Violation> {
+    let epochs = effective_epochs(rows);
+    let mut refs: BTreeMap<&str, Checkpoint> = BTreeMap::new();
+    let mut found = Vec::new();
+    for (pos, row) in rows.iter().enumerate() {
+        let Some(call) = row.call().filter(|c| c.is_accepted_mutation()) else { continue };
+        let Some(blob_ref) = call.blob_ref.as_deref().filter(|r| is_checkpoint(r)) else { continue };
+        let epoch = epochs.get(pos).copied().unwrap_or(Epoch(0));
+        let state = refs.entry(blob_ref).or_insert(Checkpoint { newest: (epoch, pos), last: None });
+        match (call.surface, &call.payload) {
+            (Surface::PutBlob, Payload::Blob(bytes)) => {
+                let (top, at) = state.newest;
+                if epoch < top {
+                    found.push(Violation::new(
+                        NO_CHECKPOINT_REGRESSION,
+                        format!(
+                            "checkpoint {blob_ref} regressed: a put under {} (e{epoch}) landed after a put under e{top}{}",
+                            holder(call),
+                            from_row(rows, at)
+                        ),
+                        Some(row.index),
+                        index_of(rows, Some(at)),
+                    ));
+                } else {
+                    state.newest = (epoch, pos);
+                }
+                state.last = Some((pos, blob_digest(bytes)));
+            }
+            (Surface::DeleteBlob, _) => state.last = None,
+            _ => {}
+        }
+    }
+    let writers = Writers::new(rows);
+    for (blob_ref, state) in refs {
+        let run = RunId::of_ref(blob_ref);
+        let stored = snapshot.run(&run).and_then(|s| s.blobs.get(blob_ref));
+        let why = match (state.last, stored) {
+            (Some((_, digest)), Some(bytes)) if blob_digest(bytes) == digest => continue,
+            (None, None) => continue,
+            (Some((pos, digest)), Some(bytes)) => (
+                format!(
+                    "checkpoint {blob_ref} holds #{:016x}, not the last accepted put's #{digest:016x}{}",
+                    blob_digest(bytes),
+                    from_row(rows, pos)
+                ),
+                Some(pos),
+                writers.blob(blob_ref, bytes),
+            ),
+            (Some((pos, digest)), None) => (
+                format!(
+                    "checkpoint {blob_ref} is missing; the last accepted put was #{digest:016x}{}",
+                    from_row(rows, pos)
+                ),
+                Some(pos),
+                None,
+            ),
+            (None, Some(bytes)) => (
+                format!("checkpoint {blob_ref} was deleted but the store holds #{:016x}", blob_digest(bytes)),
+                None,
+                writers.blob(blob_ref, bytes),
+            ),
+        };
+        let (explanation, row, cause) = why;
+        found.push(Violation::new(
+            NO_CHECKPOINT_REGRESSION,
+            explanation,
+            index_of(rows, row.or(cause)),
+            index_of(rows, cause),
+        ));
+    }
+    found
+}

@@ -1,0 +1,130 @@
+//! The oracle: decides, from a world's history and its final store snapshot alone, whether the
+//! store and the engines kept the fencing contracts (contracts 2.7, 3.4-3.6, 4.1, 5.9). Each
+//! checker is named after the invariant it asserts ([`CHECKERS`]); none of them asks the engine
+//! what is right: the lease rule, the journal vocabulary and the settle protocol are restated here
+//! from the contracts, so an engine bug cannot hide behind its own reading of the journal.
+//!
+//! Files: `model` (the replayed lease table, the journal vocabulary, labels), `leases` (lease and
+//! rejection checkers), `serial` (the serial history against the snapshot), `journal` (seq order,
+//! settles, meta, checkpoints), `outcomes` (re-pay bound, liveness, honest outcomes).
+
+use serde::Serialize;
+
+use crate::history::{Row, Snapshot};
+
+mod journal;
+mod leases;
+mod model;
+mod outcomes;
+mod serial;
+#[cfg(test)]
+mod tests;
+
+/// What the oracle needs to know about the world beyond its history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OracleConfig {
+    /// The store's lease ttl: an acquire or renew at clock `c` makes the lease live until `c + ttl`.
+    pub ttl_ms: i64,
+}
+
+/// One broken invariant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    /// The invariant's name, one of [`CHECKERS`].
+    pub checker: &'static str,
+    /// One line: what went wrong, naming run, epochs, seqs, digests.
+    pub explanation: String,
+    /// The first divergent row of the history (`Row::index`).
+    pub row: Option<usize>,
+    /// The row of the mutation that caused it, when known.
+    pub cause: Option<usize>,
+}
+
+impl Violation {
+    fn new(checker: &'static str, explanation: String, row: Option<usize>, cause: Option<usize>) -> Self {
+        Self { checker, explanation, row, cause }
+    }
+}
+
+/// Every checker, in the order [`check`] runs them: (name, the invariant in one line).
+pub const CHECKERS: &[(&str, &str)] = &[
+    (
+        leases::NO_STALE_ACCEPTANCE,
+        "every accepted mutation, renew and release carried the live holder's lease of its target run (2.7.1)",
+    ),
+    (
+        leases::EPOCHS_INCREASING,
+        "per run, granted epochs are unique and strictly increasing across delete/recreate, one node per (run, epoch) (2.7.2)",
+    ),
+    (leases::ONE_LIVE_LEASE, "no acquire is granted while another lease row of the run is live (2.7.3)"),
+    (
+        serial::SERIAL_HISTORY,
+        "journal, meta and blobs equal the accepted mutations replayed in (epoch, row) order; epochs never decrease along the journal (2.7.5-6, 5.9)",
+    ),
+    (
+        journal::JOURNAL_SEQ_ORDER,
+        "stored seqs strictly increase and every accepted append was above the journal's tail (2.7.4)",
+    ),
+    (journal::ONE_SETTLE_PER_SEGMENT, "a tenure appends at most one run_settle and nothing after it (3.6, D14)"),
+    (
+        journal::META_NOT_AHEAD,
+        "a terminal meta is only ever written and kept over a journal whose last run_settle has its status (3.6, D1)",
+    ),
+    (
+        journal::NO_CHECKPOINT_REGRESSION,
+        "a checkpoint ref is never overwritten by an older tenure, and holds its last accepted put (3.5, D2)",
+    ),
+    (
+        outcomes::REPAY_BOUND,
+        "a dispatch's turn or tool is paid once per tenure, never after its terminal, and at most 1 + interrupted tenures times (3.5, 5.13)",
+    ),
+    (
+        outcomes::LIVENESS,
+        "after quiescence every run is settled (terminal meta backed by a final run_settle) or waits on an open suspension",
+    ),
+    (
+        outcomes::HONEST_OUTCOME,
+        "a settled outcome a node reports is backed by its own accepted run_settle, or by the journal's (3.6, D12b)",
+    ),
+    (
+        leases::TYPED_REJECTIONS,
+        "every rejected fenced call carries the error class of its kind, and the fence is checked before the seq guard (2.7.7)",
+    ),
+];
+
+/// At most this many violations per checker are reported, so a report stays readable.
+pub const MAX_PER_CHECKER: usize = 3;
+
+/// Run every checker over a world's history (`rows`, in serialization order) and its final
+/// store snapshot. Violations come in [`CHECKERS`] order, then row order (violations without a
+/// row last), at most [`MAX_PER_CHECKER`] per checker.
+pub fn check(rows: &[Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Violation> {
+    let per_checker = [
+        leases::no_stale_acceptance(rows, cfg),
+        leases::epochs_increasing(rows),
+        leases::one_live_lease(rows, cfg),
+        serial::serial_history(rows, snapshot),
+        journal::journal_seq_order(rows, snapshot),
+        journal::one_settle_per_segment(rows, snapshot),
+        journal::meta_not_ahead(rows, snapshot),
+        journal::no_checkpoint_regression(rows, snapshot),
+        outcomes::repay_bound(rows),
+        outcomes::liveness(rows, snapshot),
+        outcomes::honest_outcome(rows),
+        leases::typed_rejections(rows, cfg),
+    ];
+    per_checker
+        .into_iter()
+        .flat_map(|mut found| {
+            found.sort_by_key(|v| v.row.unwrap_or(usize::MAX));
+            found.truncate(MAX_PER_CHECKER);
+            found
+        })
+        .collect()
+}
+
+/// Whether every run in the snapshot is settled or waits on a suspension: the liveness
+/// checker's predicate, which lets a world stop early once it holds.
+pub fn settled_or_waiting(snapshot: &Snapshot) -> bool {
+    snapshot.runs.iter().all(|(run, state)| outcomes::run_liveness(run, state).is_ok())
+}

@@ -1,0 +1,267 @@
+//! What the checkers share: the lease table replayed from the history by the SQLite store's rule
+//! (contracts 1.1, 2.2), the journal vocabulary restated from contracts 1.3 and 4.1 (settles,
+//! suspensions, resolutions), the effective epoch of every call, the index from stored payloads
+//! back to the rows that wrote them, and the one-line labels violations quote.
+
+use std::collections::BTreeMap;
+
+use fencesim_store::{Epoch, JournalEntry, RunId, RunMeta, RunStatus, Seq};
+
+use crate::history::{Call, Payload, Row, Surface};
+
+/// One lease row of the model: who holds the run, under which epoch, until when.
+#[derive(Clone, Debug)]
+pub(super) struct Tenancy {
+    pub owner: String,
+    pub epoch: Epoch,
+    /// The row is live for a call made at clock `c` iff `c < expires_at`.
+    pub expires_at: i64,
+    /// The row (`Row::index`) of the acquire that granted it.
+    pub granted: usize,
+}
+
+impl Tenancy {
+    pub fn label(&self) -> String {
+        format!("{}@e{}", self.owner, self.epoch)
+    }
+
+    fn is(&self, owner: &str, epoch: Epoch) -> bool {
+        self.owner == owner && self.epoch == epoch
+    }
+}
+
+/// How a call's lease stood against the model's lease table at that call.
+#[derive(Clone, Debug)]
+pub(super) enum Fence {
+    /// The lease is the live holder of the call's target run.
+    Holder,
+    /// The call carried no lease.
+    Unleased,
+    /// The lease fences another run.
+    OtherRun(RunId),
+    /// The lease is the run's lease row, but the row had expired at the call's clock.
+    Expired { clock: i64, expires_at: i64 },
+    /// Another lease was the live holder.
+    Superseded(Tenancy),
+    /// No live lease at all; the expired row that remained, if any.
+    NoLiveLease(Option<Tenancy>),
+}
+
+/// The lease table, replayed call by call in row order.
+#[derive(Debug)]
+pub(super) struct Leases {
+    ttl_ms: i64,
+    rows: BTreeMap<RunId, Tenancy>,
+}
+
+impl Leases {
+    pub fn new(ttl_ms: i64) -> Self {
+        Self { ttl_ms, rows: BTreeMap::new() }
+    }
+
+    /// The run's lease row if it is live at `clock`.
+    pub fn live(&self, run: &RunId, clock: i64) -> Option<&Tenancy> {
+        self.rows.get(run).filter(|t| clock < t.expires_at)
+    }
+
+    /// Whether `call`'s lease was the live holder of its target run at the call.
+    pub fn fence(&self, call: &Call) -> Fence {
+        let Some(lease) = &call.lease else { return Fence::Unleased };
+        if lease.run != call.run {
+            return Fence::OtherRun(lease.run.clone());
+        }
+        let row = self.rows.get(&call.run);
+        match row {
+            Some(t) if call.clock_ms < t.expires_at && t.is(&lease.owner, lease.epoch) => Fence::Holder,
+            Some(t) if call.clock_ms < t.expires_at => Fence::Superseded(t.clone()),
+            Some(t) if t.is(&lease.owner, lease.epoch) => {
+                Fence::Expired { clock: call.clock_ms, expires_at: t.expires_at }
+            }
+            other => Fence::NoLiveLease(other.cloned()),
+        }
+    }
+
+    /// Apply an accepted call's effect on the lease table; anything else leaves it unchanged.
+    /// Renew and release touch only a row they name by owner and epoch (S3); an accepted delete
+    /// removes the row (the epoch high-water mark it keeps is [`effective_epochs`]' business).
+    pub fn apply(&mut self, index: usize, call: &Call) {
+        if !call.outcome.is_ok() {
+            return;
+        }
+        let expiry = call.clock_ms.saturating_add(self.ttl_ms);
+        match (call.surface, &call.lease) {
+            (Surface::Acquire, Some(lease)) => {
+                let tenancy =
+                    Tenancy { owner: lease.owner.clone(), epoch: lease.epoch, expires_at: expiry, granted: index };
+                self.rows.insert(call.run.clone(), tenancy);
+            }
+            (Surface::Renew, Some(lease)) => {
+                if let Some(t) = self.rows.get_mut(&call.run).filter(|t| t.is(&lease.owner, lease.epoch)) {
+                    t.expires_at = expiry;
+                }
+            }
+            (Surface::Release, Some(lease)) => {
+                if self.rows.get(&call.run).is_some_and(|t| t.is(&lease.owner, lease.epoch)) {
+                    self.rows.remove(&call.run);
+                }
+            }
+            (Surface::Delete, _) => {
+                self.rows.remove(&call.run);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The epoch each row's call is ordered under: the epoch its lease carried, or for an unleased
+/// call the run's high-water mark at that call (0 before any grant); 0 for rows that are not calls.
+/// Indexed by position in `rows`.
+pub(super) fn effective_epochs(rows: &[Row]) -> Vec<Epoch> {
+    let mut high: BTreeMap<RunId, Epoch> = BTreeMap::new();
+    rows.iter()
+        .map(|row| {
+            let Some(call) = row.call() else { return Epoch(0) };
+            let epoch = call.epoch().unwrap_or_else(|| high.get(&call.run).copied().unwrap_or(Epoch(0)));
+            if let (Surface::Acquire, true, Some(lease)) = (call.surface, call.outcome.is_ok(), &call.lease) {
+                let mark = high.entry(call.run.clone()).or_insert(lease.epoch);
+                *mark = (*mark).max(lease.epoch);
+            }
+            epoch
+        })
+        .collect()
+}
+
+/// The `runStatus` of a `run_settle` decision, read defensively (contracts 1.3, 4.1): an entry
+/// of kind `decision` whose `value.decisionType` is `run_settle`; anything malformed is no settle.
+pub(super) fn settle_status(entry: &JournalEntry) -> Option<RunStatus> {
+    if entry.kind != "decision" {
+        return None;
+    }
+    let value = entry.extra.get("value")?;
+    if value.get("decisionType")?.as_str()? != "run_settle" {
+        return None;
+    }
+    RunStatus::parse(value.get("runStatus")?.as_str()?)
+}
+
+/// The position and status of the journal's last `run_settle`.
+pub(super) fn last_settle<'a>(journal: impl IntoIterator<Item = &'a JournalEntry>) -> Option<(usize, RunStatus)> {
+    journal.into_iter().enumerate().filter_map(|(i, e)| settle_status(e).map(|s| (i, s))).last()
+}
+
+/// The suspension a resolution entry closes (`resolution.target`).
+fn resolution_target(entry: &JournalEntry) -> Option<Seq> {
+    if entry.kind != "resolution" {
+        return None;
+    }
+    entry.extra.get("resolution")?.get("target")?.as_i64().map(Seq)
+}
+
+/// Suspensions (entries with status `suspended`) no resolution in the journal targets.
+pub(super) fn open_suspensions(journal: &[JournalEntry]) -> Vec<Seq> {
+    journal
+        .iter()
+        .filter(|e| e.status == "suspended" && !journal.iter().any(|r| resolution_target(r) == Some(e.seq)))
+        .map(|e| e.seq)
+        .collect()
+}
+
+/// Whether `blob_ref` is a checkpoint ref, `<run>/ckpt/<running seq>` (contracts 1.4).
+pub(super) fn is_checkpoint(blob_ref: &str) -> bool {
+    let parts: Vec<&str> = blob_ref.split('/').collect();
+    matches!(parts.as_slice(), [run, "ckpt", n] if !run.is_empty() && n.parse::<i64>().is_ok())
+}
+
+pub(super) fn entry_digest(entry: &JournalEntry) -> u64 {
+    Payload::Entry(entry.clone()).digest()
+}
+
+pub(super) fn meta_digest(meta: &RunMeta) -> u64 {
+    Payload::Meta(meta.clone()).digest()
+}
+
+pub(super) fn blob_digest(bytes: &[u8]) -> u64 {
+    Payload::Blob(bytes.to_vec()).digest()
+}
+
+/// `seq=5 decision/ok #0123456789abcdef`.
+pub(super) fn entry_label(entry: &JournalEntry) -> String {
+    format!("seq={} {}/{} #{:016x}", entry.seq, entry.kind, entry.status, entry_digest(entry))
+}
+
+/// `ok seg=3 #0123456789abcdef`.
+pub(super) fn meta_label(meta: &RunMeta) -> String {
+    format!("{} seg={} #{:016x}", meta.status, meta.segments, meta_digest(meta))
+}
+
+/// `12B #0123456789abcdef`.
+pub(super) fn blob_label(bytes: &[u8]) -> String {
+    format!("{}B #{:016x}", bytes.len(), blob_digest(bytes))
+}
+
+/// `w1.1@e2`, or `unleased`.
+pub(super) fn holder(call: &Call) -> String {
+    call.lease.as_ref().map_or_else(|| "unleased".to_owned(), |l| format!("{}@e{}", l.owner, l.epoch))
+}
+
+/// The blob ref a call targets, or its run.
+pub(super) fn target(call: &Call) -> String {
+    call.blob_ref.clone().unwrap_or_else(|| call.run.to_string())
+}
+
+/// Accepted mutations by what they wrote, so a stored payload can be traced back to the row that
+/// wrote it. Each map keeps the last such row in history order (a position in `rows`).
+#[derive(Debug, Default)]
+pub(super) struct Writers {
+    entries: BTreeMap<(RunId, Seq, u64), usize>,
+    metas: BTreeMap<(RunId, u64), usize>,
+    blobs: BTreeMap<(String, u64), usize>,
+}
+
+impl Writers {
+    pub fn new(rows: &[Row]) -> Self {
+        let mut writers = Writers::default();
+        for (pos, row) in rows.iter().enumerate() {
+            let Some(call) = row.call().filter(|c| c.is_accepted_mutation()) else { continue };
+            match (&call.payload, &call.blob_ref) {
+                (Payload::Entry(entry), _) if call.surface == Surface::Append => {
+                    writers.entries.insert((call.run.clone(), entry.seq, call.payload.digest()), pos);
+                }
+                (Payload::Meta(_), _) if call.surface == Surface::PutMeta => {
+                    writers.metas.insert((call.run.clone(), call.payload.digest()), pos);
+                }
+                (Payload::Blob(_), Some(blob_ref)) if call.surface == Surface::PutBlob => {
+                    writers.blobs.insert((blob_ref.clone(), call.payload.digest()), pos);
+                }
+                _ => {}
+            }
+        }
+        writers
+    }
+
+    /// The accepted append that wrote this stored entry.
+    pub fn entry(&self, run: &RunId, entry: &JournalEntry) -> Option<usize> {
+        self.entries.get(&(run.clone(), entry.seq, entry_digest(entry))).copied()
+    }
+
+    /// The accepted put_meta that wrote this stored meta.
+    pub fn meta(&self, run: &RunId, meta: &RunMeta) -> Option<usize> {
+        self.metas.get(&(run.clone(), meta_digest(meta))).copied()
+    }
+
+    /// The accepted put_blob that wrote these stored bytes under `blob_ref`.
+    pub fn blob(&self, blob_ref: &str, bytes: &[u8]) -> Option<usize> {
+        self.blobs.get(&(blob_ref.to_owned(), blob_digest(bytes))).copied()
+    }
+}
+
+/// ` from row 12 (w1.1@e2)`, naming the row that wrote something.
+pub(super) fn from_row(rows: &[Row], pos: usize) -> String {
+    match rows.get(pos) {
+        Some(row) => match row.call() {
+            Some(call) => format!(" from row {} ({})", row.index, holder(call)),
+            None => format!(" from row {}", row.index),
+        },
+        None => String::new(),
+    }
+}

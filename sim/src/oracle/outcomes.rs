@@ -1,0 +1,249 @@
+//! The checkers over what the engines did beside their store calls: the re-pay bound on paid
+//! effects (contracts 3.5, 5.13), liveness of every run after quiescence (settled or waiting),
+//! and honest segment outcomes (3.6, D12b: a superseded segment never reports a settled run).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use fencesim_store::{Epoch, RunId, RunStatus, Seq};
+
+use super::Violation;
+use super::model::{last_settle, open_suspensions, settle_status};
+use crate::history::{CallOutcome, EffectKind, Event, Payload, Row, RunState, Snapshot, Surface};
+
+pub(super) const REPAY_BOUND: &str = "repay-bound";
+pub(super) const LIVENESS: &str = "liveness";
+pub(super) const HONEST_OUTCOME: &str = "honest-outcome";
+
+/// A paid effect's identity within a generation of its run: (run, generation, running seq, kind, n).
+type Dispatch = (RunId, u32, Seq, EffectKind, u32);
+
+fn effect_name(kind: EffectKind, run: &RunId, running: Seq, n: u32) -> String {
+    match kind {
+        EffectKind::Call => format!("call turn {n} of {run} dispatch running={running}"),
+        EffectKind::Tool => format!("tool {n} of {run} dispatch running={running}"),
+    }
+}
+
+fn epoch_label(epoch: Option<Epoch>) -> String {
+    epoch.map_or_else(|| "unleased".to_owned(), |e| format!("e{e}"))
+}
+
+/// (a) a dispatch's call turn or tool is paid at most once per tenure; (b) never by a tenure at
+/// or after the one whose terminal for that dispatch was accepted in the run's generation (an
+/// older tenure still finishing its turn is the at-least-once window that (c) bounds); (c) at
+/// most 1 + (tenures of the run that never had an accepted release) times per generation.
+pub(super) fn repay_bound(rows: &[Row]) -> Vec<Violation> {
+    let mut generation: BTreeMap<RunId, u32> = BTreeMap::new();
+    let mut terminals: BTreeMap<(RunId, u32, Seq), (usize, Option<Epoch>)> = BTreeMap::new();
+    let mut per_tenure: BTreeMap<(Dispatch, Option<Epoch>), usize> = BTreeMap::new();
+    let mut payments: BTreeMap<Dispatch, Vec<usize>> = BTreeMap::new();
+    let mut tenures: BTreeMap<RunId, BTreeSet<Epoch>> = BTreeMap::new();
+    let mut released: BTreeSet<(RunId, Epoch)> = BTreeSet::new();
+    let mut found = Vec::new();
+    for row in rows {
+        match &row.event {
+            Event::Call(call) if call.outcome.is_ok() => match (call.surface, &call.lease, &call.payload) {
+                (Surface::Acquire, Some(lease), _) => {
+                    tenures.entry(call.run.clone()).or_default().insert(lease.epoch);
+                }
+                (Surface::Release, Some(lease), _) => {
+                    released.insert((call.run.clone(), lease.epoch));
+                }
+                (Surface::Delete, _, _) => *generation.entry(call.run.clone()).or_default() += 1,
+                (Surface::Append, _, Payload::Entry(entry)) => {
+                    if let Some(running) = entry.ref_seq {
+                        let gen_ = generation.get(&call.run).copied().unwrap_or_default();
+                        terminals.entry((call.run.clone(), gen_, running)).or_insert((row.index, call.epoch()));
+                    }
+                }
+                _ => {}
+            },
+            Event::Effect(effect) => {
+                let gen_ = generation.get(&effect.run).copied().unwrap_or_default();
+                let dispatch: Dispatch = (effect.run.clone(), gen_, effect.running, effect.kind, effect.n);
+                let name = effect_name(effect.kind, &effect.run, effect.running, effect.n);
+                let paid = epoch_label(effect.epoch);
+                if let Some(&first) = per_tenure.get(&(dispatch.clone(), effect.epoch)) {
+                    found.push(Violation::new(
+                        REPAY_BOUND,
+                        format!("{name} paid twice under {paid} (rows {first} and {})", row.index),
+                        Some(row.index),
+                        Some(first),
+                    ));
+                } else {
+                    per_tenure.insert((dispatch.clone(), effect.epoch), row.index);
+                }
+                if let Some(&(at, finished)) = terminals.get(&(effect.run.clone(), gen_, effect.running)) {
+                    let stale = matches!((effect.epoch, finished), (Some(paid), Some(done)) if paid < done);
+                    if !stale {
+                        found.push(Violation::new(
+                            REPAY_BOUND,
+                            format!(
+                                "{name} paid under {paid} after its terminal was accepted under {} at row {at}",
+                                epoch_label(finished)
+                            ),
+                            Some(row.index),
+                            Some(at),
+                        ));
+                    }
+                }
+                payments.entry(dispatch).or_default().push(row.index);
+            }
+            _ => {}
+        }
+    }
+    for ((run, _, running, kind, n), paid) in payments {
+        let interrupted = tenures
+            .get(&run)
+            .map_or(0, |epochs| epochs.iter().filter(|e| !released.contains(&(run.clone(), **e))).count());
+        let bound = 1 + interrupted;
+        if paid.len() > bound {
+            found.push(Violation::new(
+                REPAY_BOUND,
+                format!(
+                    "{} paid {} times, bound {bound} (1 + {interrupted} interrupted tenures)",
+                    effect_name(kind, &run, running, n),
+                    paid.len()
+                ),
+                paid.get(bound).copied(),
+                paid.first().copied(),
+            ));
+        }
+    }
+    found
+}
+
+/// Whether the run is settled or waits: nothing stored, or meta present and either terminal and
+/// backed by a final `run_settle` of its status (an empty journal needs none, contracts 3.6.4),
+/// or suspended over an open suspension. The error says why not.
+pub(super) fn run_liveness(run: &RunId, state: &RunState) -> Result<(), String> {
+    let journal = &state.journal;
+    let Some(meta) = &state.meta else {
+        return match journal.len() {
+            0 => Ok(()),
+            n => Err(format!("{run} has {n} journal entries but no meta")),
+        };
+    };
+    match meta.status {
+        RunStatus::Running => Err(format!("{run} still running after quiescence")),
+        RunStatus::Suspended if open_suspensions(journal).is_empty() => {
+            Err(format!("{run} is suspended but its journal has no open suspension"))
+        }
+        RunStatus::Suspended => Ok(()),
+        _ if journal.is_empty() => Ok(()),
+        status => match last_settle(journal) {
+            None => Err(format!("{run} is {status} but its journal of {} entries has no run_settle", journal.len())),
+            Some((_, settled)) if settled != status => {
+                Err(format!("{run} is {status} but its journal's last run_settle says {settled}"))
+            }
+            Some((at, _)) if at + 1 < journal.len() => Err(format!(
+                "{run} is {status} but {} entries follow its last run_settle (seq={})",
+                journal.len() - at - 1,
+                journal[at].seq
+            )),
+            Some(_) => Ok(()),
+        },
+    }
+}
+
+/// Every run with a journal or meta is settled or waiting, in the final snapshot.
+pub(super) fn liveness(rows: &[Row], snapshot: &Snapshot) -> Vec<Violation> {
+    let mut last_write: BTreeMap<&RunId, usize> = BTreeMap::new();
+    for row in rows {
+        if let Some(call) = row.call().filter(|c| c.is_accepted_mutation()) {
+            last_write.insert(&call.run, row.index);
+        }
+    }
+    snapshot
+        .runs
+        .iter()
+        .filter_map(|(run, state)| {
+            let why = run_liveness(run, state).err()?;
+            Some(Violation::new(LIVENESS, why, last_write.get(run).copied(), None))
+        })
+        .collect()
+}
+
+/// A node's last `run_settle` append for a run since its previous outcome for it.
+struct Attempt {
+    row: usize,
+    outcome: CallOutcome,
+    status: RunStatus,
+}
+
+/// A settled outcome node N reports for run R is backed by N's last `run_settle` append for R
+/// since its previous outcome for R: accepted, with that status. With no such attempt (a pure
+/// replay), the run's journal must already say so: its last accepted `run_settle` has that
+/// status (or the journal is empty).
+pub(super) fn honest_outcome(rows: &[Row]) -> Vec<Violation> {
+    let mut settled: BTreeMap<&RunId, (usize, Option<(usize, RunStatus)>)> = BTreeMap::new();
+    let mut attempts: BTreeMap<(&str, &RunId), Attempt> = BTreeMap::new();
+    let mut found = Vec::new();
+    for row in rows {
+        match &row.event {
+            Event::Call(call) => match (call.surface, &call.payload) {
+                (Surface::Delete, _) if call.outcome.is_ok() => {
+                    settled.remove(&call.run);
+                }
+                (Surface::Append, Payload::Entry(entry)) => {
+                    let status = settle_status(entry);
+                    if let Some(status) = status {
+                        let attempt = Attempt { row: row.index, outcome: call.outcome.clone(), status };
+                        attempts.insert((&row.node, &call.run), attempt);
+                    }
+                    if call.outcome.is_ok() {
+                        let journal = settled.entry(&call.run).or_insert((0, None));
+                        journal.0 += 1;
+                        if let Some(status) = status {
+                            journal.1 = Some((row.index, status));
+                        }
+                    }
+                }
+                _ => {}
+            },
+            Event::Outcome { run, result } => {
+                let attempt = attempts.remove(&(row.node.as_str(), run));
+                let Some(reported) = RunStatus::parse(result).filter(|s| *s != RunStatus::Running) else { continue };
+                let node = &row.node;
+                let why = match attempt {
+                    Some(a) if !a.outcome.is_ok() => Some((
+                        format!(
+                            "{node} reported {run} {reported}, but its run_settle append at row {} was rejected ({})",
+                            a.row, a.outcome
+                        ),
+                        Some(a.row),
+                    )),
+                    Some(a) if a.status != reported => Some((
+                        format!(
+                            "{node} reported {run} {reported}, but its accepted run_settle at row {} says {}",
+                            a.row, a.status
+                        ),
+                        Some(a.row),
+                    )),
+                    Some(_) => None,
+                    None => match settled.get(run) {
+                        None | Some((0, _)) => None,
+                        Some((n, None)) => Some((
+                            format!(
+                                "{node} reported {run} {reported} without a run_settle, and its journal of {n} entries has none"
+                            ),
+                            None,
+                        )),
+                        Some((_, Some((at, status)))) if *status != reported => Some((
+                            format!(
+                                "{node} reported {run} {reported} without a run_settle, but the journal's last run_settle (row {at}) says {status}"
+                            ),
+                            Some(*at),
+                        )),
+                        Some(_) => None,
+                    },
+                };
+                if let Some((explanation, cause)) = why {
+                    found.push(Violation::new(HONEST_OUTCOME, explanation, Some(row.index), cause));
+                }
+            }
+            _ => {}
+        }
+    }
+    found
+}

@@ -1,0 +1,214 @@
+//! The serial-history checker (contracts 2.7.5-6, 5.9): replay every accepted mutation of a run
+//! in (epoch, row) order into a model of journal, meta and blobs, and diff it against the
+//! snapshot; then walk the stored journal and require the epochs of the appends that wrote it
+//! never to decrease. A stale write that landed after its successor's shows up as a foreign
+//! payload, a length mismatch or an epoch inversion.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use fencesim_store::{Epoch, JournalEntry, RunId, RunMeta};
+
+use super::Violation;
+use super::model::{
+    Writers, blob_digest, blob_label, effective_epochs, entry_digest, entry_label, from_row, holder, meta_digest,
+    meta_label,
+};
+use crate::history::{Payload, Row, RunState, Snapshot, Surface};
+
+pub(super) const SERIAL_HISTORY: &str = "serial-history";
+
+/// A run's state as the serial history has it; every item keeps the position of its row.
+#[derive(Default)]
+struct Model<'a> {
+    journal: Vec<(usize, &'a JournalEntry)>,
+    meta: Option<(usize, &'a RunMeta)>,
+    blobs: BTreeMap<&'a str, (usize, &'a [u8])>,
+}
+
+/// Journal, meta and blobs of every run equal the serial replay of the accepted mutations.
+pub(super) fn serial_history(rows: &[Row], snapshot: &Snapshot) -> Vec<Violation> {
+    let epochs = effective_epochs(rows);
+    let mut per_run: BTreeMap<&RunId, Vec<(Epoch, usize)>> = BTreeMap::new();
+    for (pos, row) in rows.iter().enumerate() {
+        if let Some(call) = row.call().filter(|c| c.is_accepted_mutation()) {
+            per_run.entry(&call.run).or_default().push((epochs.get(pos).copied().unwrap_or(Epoch(0)), pos));
+        }
+    }
+    let mut models: BTreeMap<&RunId, Model> = BTreeMap::new();
+    for (run, mut order) in per_run {
+        order.sort();
+        let model = models.entry(run).or_default();
+        for (_, pos) in order {
+            let Some(call) = rows.get(pos).and_then(Row::call) else { continue };
+            match (call.surface, &call.payload, &call.blob_ref) {
+                (Surface::Append, Payload::Entry(entry), _) => model.journal.push((pos, entry)),
+                (Surface::PutMeta, Payload::Meta(meta), _) => model.meta = Some((pos, meta)),
+                (Surface::Delete, _, _) => {
+                    model.journal.clear();
+                    model.meta = None;
+                }
+                // A slash-less ref is never listed under a run (contracts 1.4): not in a snapshot.
+                (Surface::PutBlob, Payload::Blob(bytes), Some(r)) if r.contains('/') => {
+                    model.blobs.insert(r, (pos, bytes));
+                }
+                (Surface::DeleteBlob, _, Some(r)) => {
+                    model.blobs.remove(r.as_str());
+                }
+                _ => {}
+            }
+        }
+    }
+    let writers = Writers::new(rows);
+    let empty = RunState::default();
+    let runs: BTreeSet<&RunId> = models.keys().copied().chain(snapshot.runs.keys()).collect();
+    let mut found = Vec::new();
+    for run in runs {
+        let state = snapshot.run(run).unwrap_or(&empty);
+        let model = models.remove(run).unwrap_or_default();
+        found.extend(diff_journal(rows, &writers, run, &state.journal, &model.journal));
+        found.extend(epoch_inversion(rows, &writers, &epochs, run, &state.journal));
+        found.extend(diff_meta(rows, &writers, run, state.meta.as_ref(), model.meta));
+        found.extend(diff_blobs(rows, &writers, run, &state.blobs, &model.blobs));
+    }
+    found
+}
+
+fn index_of(rows: &[Row], pos: Option<usize>) -> Option<usize> {
+    pos.and_then(|p| rows.get(p)).map(|r| r.index)
+}
+
+fn diff_journal(
+    rows: &[Row],
+    writers: &Writers,
+    run: &RunId,
+    stored: &[JournalEntry],
+    expected: &[(usize, &JournalEntry)],
+) -> Option<Violation> {
+    let same = |s: &JournalEntry, e: &JournalEntry| s.seq == e.seq && entry_digest(s) == entry_digest(e);
+    let at = (0..stored.len().max(expected.len())).find(|&i| match (stored.get(i), expected.get(i)) {
+        (Some(s), Some((_, e))) => !same(s, e),
+        _ => true,
+    })?;
+    let actual = stored.get(at);
+    let cause = actual.and_then(|s| writers.entry(run, s));
+    let holds = match actual {
+        Some(s) => {
+            let source = cause.map_or_else(|| " written by no accepted append".to_owned(), |p| from_row(rows, p));
+            format!("{}{source}", entry_label(s))
+        }
+        None => "nothing".to_owned(),
+    };
+    let has = match expected.get(at) {
+        Some((pos, e)) => format!("{}{}", entry_label(e), from_row(rows, *pos)),
+        None => "nothing".to_owned(),
+    };
+    let row = expected.get(at).map(|(pos, _)| *pos).or(cause);
+    Some(Violation::new(
+        SERIAL_HISTORY,
+        format!(
+            "journal of {run} diverges at position {at} ({} stored, {} in the serial history): store holds {holds} but the serial history has {has}",
+            stored.len(),
+            expected.len()
+        ),
+        index_of(rows, row),
+        index_of(rows, cause),
+    ))
+}
+
+/// Epochs of the appends that wrote the stored journal never decrease along it.
+fn epoch_inversion(
+    rows: &[Row],
+    writers: &Writers,
+    epochs: &[Epoch],
+    run: &RunId,
+    stored: &[JournalEntry],
+) -> Option<Violation> {
+    let mut newest: Option<(Epoch, usize)> = None;
+    for entry in stored {
+        let Some(pos) = writers.entry(run, entry) else { continue };
+        let epoch = epochs.get(pos).copied().unwrap_or(Epoch(0));
+        match newest {
+            Some((top, at)) if epoch < top => {
+                let under = rows.get(pos).and_then(Row::call).map(holder).unwrap_or_default();
+                return Some(Violation::new(
+                    SERIAL_HISTORY,
+                    format!(
+                        "epoch inversion in journal of {run}: {} under {under} (e{epoch}) is stored after an entry of e{top}{}",
+                        entry_label(entry),
+                        from_row(rows, at)
+                    ),
+                    index_of(rows, Some(pos)),
+                    index_of(rows, Some(at)),
+                ));
+            }
+            _ => newest = Some((epoch, pos)),
+        }
+    }
+    None
+}
+
+fn diff_meta(
+    rows: &[Row],
+    writers: &Writers,
+    run: &RunId,
+    stored: Option<&RunMeta>,
+    expected: Option<(usize, &RunMeta)>,
+) -> Option<Violation> {
+    if stored.map(meta_digest) == expected.map(|(_, m)| meta_digest(m)) {
+        return None;
+    }
+    let cause = stored.and_then(|m| writers.meta(run, m));
+    let holds = stored.map_or_else(
+        || "none".to_owned(),
+        |m| {
+            format!(
+                "{}{}",
+                meta_label(m),
+                cause.map_or_else(|| " written by no accepted put_meta".to_owned(), |p| from_row(rows, p))
+            )
+        },
+    );
+    let has =
+        expected.map_or_else(|| "none".to_owned(), |(pos, m)| format!("{}{}", meta_label(m), from_row(rows, pos)));
+    let row = expected.map(|(pos, _)| pos).or(cause);
+    Some(Violation::new(
+        SERIAL_HISTORY,
+        format!("meta of {run} diverges: store holds {holds} but the serial history has {has}"),
+        index_of(rows, row),
+        index_of(rows, cause),
+    ))
+}
+
+fn diff_blobs(
+    rows: &[Row],
+    writers: &Writers,
+    run: &RunId,
+    stored: &BTreeMap<String, Vec<u8>>,
+    expected: &BTreeMap<&str, (usize, &[u8])>,
+) -> Option<Violation> {
+    let refs: BTreeSet<&str> = stored.keys().map(String::as_str).chain(expected.keys().copied()).collect();
+    refs.into_iter().find_map(|blob_ref| {
+        let actual = stored.get(blob_ref);
+        let wanted = expected.get(blob_ref);
+        if actual.map(|b| blob_digest(b)) == wanted.map(|(_, b)| blob_digest(b)) {
+            return None;
+        }
+        let cause = actual.and_then(|b| writers.blob(blob_ref, b));
+        let holds = actual.map_or_else(
+            || "nothing".to_owned(),
+            |b| {
+                let source = cause.map_or_else(|| " written by no accepted put_blob".to_owned(), |p| from_row(rows, p));
+                format!("{}{source}", blob_label(b))
+            },
+        );
+        let has = wanted
+            .map_or_else(|| "nothing".to_owned(), |(pos, b)| format!("{}{}", blob_label(b), from_row(rows, *pos)));
+        let row = wanted.map(|(pos, _)| *pos).or(cause);
+        Some(Violation::new(
+            SERIAL_HISTORY,
+            format!("blob {blob_ref} of {run} diverges: store holds {holds} but the serial history has {has}"),
+            index_of(rows, row),
+            index_of(rows, cause),
+        ))
+    })
+}

@@ -1,0 +1,364 @@
+//! Scenarios: named world shapes read from `scenarios/*.toml`. A scenario gives ranges; a seed
+//! picks a point inside them (the workload) and, per fault kind, whether it is on and how often
+//! it fires (swarm testing). A malformed file is refused with its path and line.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde::de::Error as _;
+
+/// A scenario as written in its file. Every field has a default, so a file states only what makes
+/// it different.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// The scenario's name: its file stem.
+    #[serde(skip)]
+    pub name: String,
+    /// One line: what the scenario is for.
+    pub description: String,
+    /// The planted defects this scenario is the targeted hunt for (the kill matrix runs them here).
+    #[serde(default)]
+    pub targets: Vec<String>,
+    #[serde(default)]
+    pub world: WorldShape,
+    #[serde(default)]
+    pub faults: FaultRanges,
+}
+
+/// The world and its workload.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorldShape {
+    /// Queue workers (a range `[lo, hi]`).
+    pub workers: Span,
+    /// Runs each worker drives at once.
+    pub concurrency: Span,
+    pub ttl_ms: u32,
+    pub poll_ms: Span,
+    /// How many runs the client starts, spread over `start_ms`.
+    pub runs: Span,
+    pub start_ms: u32,
+    /// Workflow shapes the client picks from: `happy`, `limit`, `approval`.
+    pub workflows: Vec<String>,
+    /// Share of suspended runs the client resolves (the rest stay waiting).
+    pub resolve: Ratio,
+    /// Share of settled runs the client deletes and starts again under the same id.
+    pub recreate: Ratio,
+    /// Share of its runs the client cancels while driving them.
+    pub cancel: Ratio,
+    /// Share of its runs the client, impatient, tries to drive a second time while the first
+    /// segment is still live (the engine must refuse).
+    pub double_drive: Ratio,
+    /// A retention sweeper deleting settled runs older than this; 0 for none.
+    pub retention_ms: u32,
+    /// The operator runs `audit --repair` this often; 0 for never.
+    pub operator_ms: u32,
+    /// Nodes that boot at the same instant before the workload (the boot-storm).
+    pub boot_storm: u32,
+    /// Virtual milliseconds of faults; then quiescence.
+    pub fault_ms: u32,
+    /// After quiescence, the bound within which every run must settle or wait on a suspension.
+    pub liveness_ms: u32,
+    /// Simulated model call and tool durations.
+    pub call_ms: u32,
+    pub tool_ms: u32,
+}
+
+impl Default for WorldShape {
+    fn default() -> Self {
+        Self {
+            workers: Span(3, 5),
+            concurrency: Span(1, 3),
+            ttl_ms: 1_000,
+            poll_ms: Span(100, 400),
+            runs: Span(15, 25),
+            start_ms: 4_000,
+            workflows: vec!["happy".into(), "limit".into(), "approval".into()],
+            resolve: Ratio(0.8),
+            recreate: Ratio(0.1),
+            cancel: Ratio(0.0),
+            double_drive: Ratio(0.0),
+            retention_ms: 0,
+            operator_ms: 3_000,
+            boot_storm: 0,
+            fault_ms: 10_000,
+            liveness_ms: 30_000,
+            call_ms: 20,
+            tool_ms: 5,
+        }
+    }
+}
+
+/// Per fault kind: the chance it is switched on for a seed, and the range its rate is drawn from.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FaultRanges {
+    /// A node stalls (GC pause, SIGSTOP) for `factor` x ttl at an engine fault point.
+    pub stall: FaultKind,
+    /// At the store's fence-check hook, another connection tries to take the lease over.
+    pub takeover: FaultKind,
+    /// A node is killed at an engine fault point and restarted `restart_ms` later.
+    pub crash: FaultKind,
+    /// A store call fails busy before it runs.
+    pub busy: FaultKind,
+    /// Per-node clock skew up to `max_ms` either way; `rate` is clock jumps per second.
+    pub clock: FaultKind,
+    /// A superseded holder wakes and probes every write surface; `rate` is probes per second.
+    pub zombie: FaultKind,
+    /// A worker is stopped gracefully (its runs cancelled) and started again.
+    pub restart: FaultKind,
+}
+
+impl Default for FaultRanges {
+    fn default() -> Self {
+        Self {
+            stall: FaultKind::default(),
+            takeover: FaultKind::default(),
+            crash: FaultKind::default(),
+            busy: FaultKind::default(),
+            clock: FaultKind::default(),
+            zombie: FaultKind::default(),
+            restart: FaultKind::default(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FaultKind {
+    /// Chance the kind is on for a given seed.
+    pub on: Ratio,
+    /// The rate's range: a probability per fault point, or events per second (clock, zombie,
+    /// restart).
+    pub rate: Range,
+    /// Fault points it may fire at (`any`, `acquire`, `call`, `tool`, `running`, `terminal`,
+    /// `settle`, `meta`, `checkpoint`, `delete`).
+    pub sites: Vec<String>,
+    /// Stall length in ttls.
+    pub factor: Range,
+    /// Restart delay after a crash or stop.
+    pub restart_ms: Span,
+    /// Clock skew bound and jump size.
+    pub max_ms: u32,
+}
+
+impl Default for FaultKind {
+    fn default() -> Self {
+        Self {
+            on: Ratio(0.0),
+            rate: Range(0.0, 0.0),
+            sites: vec!["any".into()],
+            factor: Range(1.1, 3.0),
+            restart_ms: Span(200, 3_000),
+            max_ms: 0,
+        }
+    }
+}
+
+/// Engine fault-point classes a fault kind can be aimed at.
+pub const SITES: [&str; 10] =
+    ["any", "acquire", "call", "tool", "running", "terminal", "settle", "meta", "checkpoint", "delete"];
+
+/// An inclusive integer range, written `[lo, hi]` or as one number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span(pub u32, pub u32);
+
+/// A real range `[lo, hi]`, or one number.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Range(pub f64, pub f64);
+
+/// A share in `[0, 1]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ratio(pub f64);
+
+impl<'de> Deserialize<'de> for Span {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            One(u32),
+            Two([u32; 2]),
+        }
+        let (lo, hi) = match Raw::deserialize(d).map_err(|_| D::Error::custom("expected a count or [lo, hi]"))? {
+            Raw::One(n) => (n, n),
+            Raw::Two([lo, hi]) => (lo, hi),
+        };
+        if lo > hi {
+            return Err(D::Error::custom(format!("range [{lo}, {hi}] is empty")));
+        }
+        Ok(Span(lo, hi))
+    }
+}
+
+impl<'de> Deserialize<'de> for Range {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            One(f64),
+            Two([f64; 2]),
+        }
+        let (lo, hi) = match Raw::deserialize(d).map_err(|_| D::Error::custom("expected a number or [lo, hi]"))? {
+            Raw::One(x) => (x, x),
+            Raw::Two([lo, hi]) => (lo, hi),
+        };
+        if !(lo.is_finite() && hi.is_finite() && 0.0 <= lo && lo <= hi) {
+            return Err(D::Error::custom(format!("range [{lo}, {hi}] must be finite, non-negative and ordered")));
+        }
+        Ok(Range(lo, hi))
+    }
+}
+
+impl<'de> Deserialize<'de> for Ratio {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let x = f64::deserialize(d)?;
+        if !(0.0..=1.0).contains(&x) {
+            return Err(D::Error::custom(format!("{x} is not a share between 0 and 1")));
+        }
+        Ok(Ratio(x))
+    }
+}
+
+/// Why a scenario could not be loaded: one line naming the file (and line, when known).
+#[derive(Debug, thiserror::Error)]
+#[error("{path}{}: {message}", line.map_or(String::new(), |l| format!(":{l}")))]
+pub struct ScenarioError {
+    pub path: String,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl Scenario {
+    /// Parse a scenario's text; `path` names it in errors and its stem names the scenario.
+    pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
+        let shown = path.display().to_string();
+        let fail = |line: Option<usize>, message: String| ScenarioError { path: shown.clone(), line, message };
+        let mut scenario: Scenario = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+            fail(line, e.message().trim().replace('\n', " "))
+        })?;
+        scenario.name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        scenario.validate().map_err(|message| fail(None, message))?;
+        Ok(scenario)
+    }
+
+    /// Load `NAME` from `dir/NAME.toml`, or a path to a `.toml` file.
+    pub fn load(dir: &Path, name_or_path: &str) -> Result<Scenario, ScenarioError> {
+        let path = if name_or_path.ends_with(".toml") {
+            PathBuf::from(name_or_path)
+        } else {
+            dir.join(format!("{name_or_path}.toml"))
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| ScenarioError {
+            path: path.display().to_string(),
+            line: None,
+            message: format!("cannot read scenario: {e}"),
+        })?;
+        Scenario::parse(&path, &text)
+    }
+
+    /// Every scenario in `dir`, sorted by name.
+    pub fn load_all(dir: &Path) -> Result<Vec<Scenario>, ScenarioError> {
+        let unreadable = |e: std::io::Error| ScenarioError {
+            path: dir.display().to_string(),
+            line: None,
+            message: format!("cannot list scenarios: {e}"),
+        };
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(unreadable)?
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        paths.sort();
+        paths.iter().map(|p| Scenario::load(dir, &p.to_string_lossy())).collect()
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let w = &self.world;
+        if w.ttl_ms == 0 {
+            return Err("world.ttl_ms must be positive, got 0".into());
+        }
+        if w.workers.0 == 0 || w.concurrency.0 == 0 || w.poll_ms.0 == 0 {
+            return Err("world.workers, world.concurrency and world.poll_ms must be at least 1".into());
+        }
+        if w.workflows.is_empty() {
+            return Err("world.workflows must name at least one workflow".into());
+        }
+        if let Some(bad) = w.workflows.iter().find(|name| !["happy", "limit", "approval"].contains(&name.as_str())) {
+            return Err(format!("world.workflows: unknown workflow '{bad}' (known: happy, limit, approval)"));
+        }
+        if w.liveness_ms == 0 {
+            return Err("world.liveness_ms must be positive, got 0".into());
+        }
+        for (kind, f) in self.faults.kinds() {
+            if let Some(bad) = f.sites.iter().find(|s| !SITES.contains(&s.as_str())) {
+                return Err(format!("faults.{kind}.sites: unknown site '{bad}' (known: {})", SITES.join(", ")));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl FaultRanges {
+    /// Every fault kind with its name, in a fixed order.
+    pub fn kinds(&self) -> [(&'static str, &FaultKind); 7] {
+        [
+            ("stall", &self.stall),
+            ("takeover", &self.takeover),
+            ("crash", &self.crash),
+            ("busy", &self.busy),
+            ("clock", &self.clock),
+            ("zombie", &self.zombie),
+            ("restart", &self.restart),
+        ]
+    }
+}
+
+impl fmt::Display for Span {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}, {}]", self.0, self.1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+        Scenario::parse(Path::new("scenarios/x.toml"), text)
+    }
+
+    #[test]
+    fn a_minimal_file_takes_the_defaults() {
+        let s = parse("description = \"x\"\n").expect("parses");
+        assert_eq!(s.name, "x");
+        assert_eq!(s.world, WorldShape::default());
+    }
+
+    #[test]
+    fn ranges_and_single_numbers_both_parse() {
+        let s = parse(
+            "description = \"x\"\n[world]\nworkers = 2\nruns = [3, 4]\n[faults.stall]\non = 1.0\nrate = [0.1, 0.2]\n",
+        )
+        .expect("parses");
+        assert_eq!((s.world.workers, s.world.runs), (Span(2, 2), Span(3, 4)));
+        assert_eq!(s.faults.stall.rate, Range(0.1, 0.2));
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_line() {
+        let e = parse("description = \"x\"\n[world]\nworkers = [5, 2]\n").expect_err("empty range");
+        assert_eq!((e.path.as_str(), e.line), ("scenarios/x.toml", Some(3)), "{e}");
+        let e = parse("description = \"x\"\n\n[faults.stall]\nonn = 1.0\n").expect_err("unknown field");
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(e.to_string().starts_with("scenarios/x.toml:4: "), "{e}");
+        let e = parse("description = \"x\"\n[world]\nttl_ms = 0\n").expect_err("ttl 0");
+        assert!(e.to_string().contains("ttl_ms must be positive"), "{e}");
+        let e = parse("description = \n").expect_err("syntax");
+        assert_eq!(e.line, Some(1), "{e}");
+        let e = parse("description = \"x\"\n[faults.crash]\nsites = [\"nowhere\"]\n").expect_err("site");
+        assert!(e.to_string().contains("unknown site 'nowhere'"), "{e}");
+    }
+}

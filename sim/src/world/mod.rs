@@ -1,0 +1,426 @@
+//! One seed, one world: a madsim runtime with queue workers, a retention sweeper, a client and an
+//! operator, each a madsim node with its own store connection and clock, over one database. The
+//! supervisor (the runtime's main task) injects the plan's faults until quiescence, restarts what
+//! crashed, waits until every run settles or waits on a suspension (or the liveness bound passes),
+//! then hands the history and the store's final state to the oracle.
+//!
+//! Everything the world does is a function of the scenario, the seed, the database kind and the
+//! planted defects: the same inputs give the same rows, the same trace and the same fingerprint.
+
+mod nodes;
+pub mod plan;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use fencesim_engine::EngineDefects;
+use fencesim_store::{Defects, JournalEntry, RunId, RunMeta, RunStatus, Store};
+use madsim::runtime::{Handle, Runtime};
+use madsim::task::NodeId;
+
+use crate::env::{EPOCH_MS, SimClock, virtual_ms};
+use crate::history::{Event, History, Recorder, Row, Snapshot, digest};
+use crate::oracle::{self, OracleConfig, Violation};
+use crate::rng::Stream;
+use crate::scenario::Scenario;
+use crate::stores::{Db, DbKind};
+use plan::{Plan, Scheduled};
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct WorldConfig {
+    pub scenario: Scenario,
+    pub seed: u64,
+    pub db: DbKind,
+    pub store_defects: Defects,
+    pub engine_defects: EngineDefects,
+    /// Save the final database here (a SQLite file).
+    pub keep_db: Option<PathBuf>,
+}
+
+/// Counts that say what a world did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Counters {
+    pub virtual_ms: i64,
+    pub rows: usize,
+    pub store_calls: usize,
+    pub accepted_mutations: usize,
+    pub lease_rejections: usize,
+    pub busy: usize,
+    pub grants: usize,
+    pub paid_calls: usize,
+    pub paid_tools: usize,
+    /// Injected faults by kind.
+    pub faults: BTreeMap<String, usize>,
+    pub runs_settled: usize,
+    pub runs_waiting: usize,
+    pub runs_absent: usize,
+}
+
+/// The outcome of one world.
+#[derive(Clone, Debug)]
+pub struct WorldReport {
+    pub scenario: String,
+    pub seed: u64,
+    pub db: DbKind,
+    /// The applied configuration, one line each.
+    pub config: Vec<String>,
+    pub rows: Vec<Row>,
+    pub violations: Vec<Violation>,
+    /// Digest of the trace and the final store state.
+    pub fingerprint: u64,
+    pub counters: Counters,
+    /// Whether the world stopped because everything settled (else the liveness bound passed).
+    pub settled_early: bool,
+}
+
+impl WorldReport {
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// The world could not be run at all (no database, say): a harness error, not a verdict.
+#[derive(Debug, thiserror::Error)]
+#[error("world {scenario} seed {seed}: {message}")]
+pub struct WorldError {
+    pub scenario: String,
+    pub seed: u64,
+    pub message: String,
+}
+
+/// Run one world to its verdict.
+pub fn run(cfg: &WorldConfig) -> Result<WorldReport, WorldError> {
+    let fail = |message: String| WorldError { scenario: cfg.scenario.name.clone(), seed: cfg.seed, message };
+    let db = Db::new(cfg.db).map_err(|e| fail(format!("cannot create the world's database: {e}")))?;
+    let runtime = Runtime::with_seed_and_config(cfg.seed, madsim::Config::default());
+    runtime.block_on(supervise(cfg.clone(), db)).map_err(fail)
+}
+
+/// State every node of a world shares (nodes' init closures must be `Send + Sync`).
+pub(crate) struct Shared {
+    pub cfg: WorldConfig,
+    pub plan: Plan,
+    pub db: Db,
+    pub history: History,
+    pub root: Stream,
+    /// Set at quiescence: no more injected faults.
+    pub quiet: Arc<AtomicBool>,
+    pub clocks: BTreeMap<String, SimClock>,
+    incarnations: Mutex<BTreeMap<String, u32>>,
+    node_ids: Mutex<BTreeMap<String, NodeId>>,
+    /// Nodes to start again, at virtual ms.
+    restarts: Mutex<Vec<(i64, String)>>,
+    /// Workers asked to stop gracefully.
+    stop_requests: Mutex<BTreeSet<String>>,
+    pub client: Mutex<nodes::ClientState>,
+    /// Harness errors nodes ran into (a connection that would not open).
+    errors: Mutex<Vec<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Virtual milliseconds since the world started.
+pub(crate) fn elapsed_ms() -> i64 {
+    virtual_ms() - EPOCH_MS
+}
+
+async fn sleep_ms(ms: u64) {
+    madsim::time::sleep(Duration::from_millis(ms)).await;
+}
+
+impl Shared {
+    /// The next incarnation of a node, from 1, and its label (`w1.2`).
+    fn incarnate(&self, name: &str) -> String {
+        let mut incarnations = lock(&self.incarnations);
+        let n = incarnations.entry(name.to_owned()).or_default();
+        *n += 1;
+        format!("{name}.{n}")
+    }
+
+    fn clock(&self, name: &str) -> SimClock {
+        self.clocks.get(name).cloned().unwrap_or_default()
+    }
+
+    /// Open a recorded connection for a node.
+    fn connect(&self, name: &str, label: &str, clock: &SimClock) -> Result<Recorder, String> {
+        let clock: Arc<dyn fencesim_store::Clock> = Arc::new(clock.clone());
+        let store = self
+            .db
+            .open(clock.clone(), i64::from(self.plan.ttl_ms), self.cfg.store_defects)
+            .map_err(|e| format!("{name}: cannot open its connection: {e}"))?;
+        Ok(Recorder::new(Box::new(store), label, clock, self.history.clone()))
+    }
+
+    fn harness_error(&self, message: String) {
+        lock(&self.errors).push(message);
+    }
+
+    /// Kill the calling node now (a crash) and start it again `after_ms` later.
+    fn crash(&self, name: &str, after_ms: u32) {
+        let id = lock(&self.node_ids).get(name).copied();
+        if let Some(id) = id {
+            lock(&self.restarts).push((elapsed_ms() + i64::from(after_ms), name.to_owned()));
+            Handle::current().kill(id);
+        }
+    }
+
+    fn stop_requested(&self, name: &str) -> bool {
+        lock(&self.stop_requests).contains(name)
+    }
+}
+
+async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
+    let plan = Plan::draw(&cfg.scenario, cfg.seed);
+    let client = nodes::ClientState::new(&plan);
+    let clocks = plan.skews.iter().map(|(node, skew)| (node.clone(), SimClock::new(*skew))).collect();
+    let shared = Arc::new(Shared {
+        root: Stream::new(cfg.seed),
+        plan,
+        db,
+        history: History::new(),
+        quiet: Arc::new(AtomicBool::new(false)),
+        clocks,
+        incarnations: Mutex::default(),
+        node_ids: Mutex::default(),
+        restarts: Mutex::default(),
+        stop_requests: Mutex::default(),
+        client: Mutex::new(client),
+        errors: Mutex::default(),
+        cfg,
+    });
+    let world = &shared.cfg.scenario.world;
+    let history = &shared.history;
+    history.push(
+        "world",
+        Event::Note(format!("scenario {} seed {} db {}", world_name(&shared), shared.cfg.seed, shared.cfg.db.as_str())),
+    );
+
+    // The boot storm: many connections bootstrap the fresh database at the same instant.
+    for i in 0..world.boot_storm {
+        let clock = shared.clock("client");
+        if let Err(e) = shared.db.open(Arc::new(clock), i64::from(shared.plan.ttl_ms), shared.cfg.store_defects) {
+            return Err(format!("boot-storm connection {i} failed to boot: {e}"));
+        }
+    }
+    // The supervisor's own view of the store, outside the history.
+    let observer: Box<dyn Store> = Box::new(
+        shared
+            .db
+            .open(Arc::new(SimClock::new(0)), i64::from(shared.plan.ttl_ms), Defects::NONE)
+            .map_err(|e| format!("cannot open the world's database: {e}"))?,
+    );
+
+    let handle = Handle::current();
+    let mut names: Vec<String> = shared.plan.workers.clone();
+    if world.retention_ms > 0 {
+        names.push("sweeper".into());
+    }
+    names.push("client".into());
+    if world.operator_ms > 0 {
+        names.push("operator".into());
+    }
+    for name in &names {
+        let (s, n) = (shared.clone(), name.clone());
+        let node = handle.create_node().name(name.as_str()).init(move || nodes::main(s.clone(), n.clone())).build();
+        lock(&shared.node_ids).insert(name.clone(), node.id());
+    }
+
+    let mut zombie = nodes::Zombie::new(&shared)?;
+    let mut events = shared.plan.events.clone().into_iter().peekable();
+    let fault_ms = i64::from(world.fault_ms);
+    let deadline = fault_ms + i64::from(world.liveness_ms);
+    let mut settled_early = false;
+    let tick = 50;
+    loop {
+        sleep_ms(tick).await;
+        let now = elapsed_ms();
+        while let Some((at, event)) = events.next_if(|(at, _)| i64::from(*at) <= now && now < fault_ms) {
+            match event {
+                Scheduled::Jump { node, delta_ms } => {
+                    let clock = shared.clock(&node);
+                    clock.set_skew_ms(clock.skew_ms() + delta_ms);
+                    history.push(
+                        "world",
+                        Event::Fault {
+                            kind: "clock-jump".into(),
+                            run: None,
+                            epoch: None,
+                            detail: format!("{node} {delta_ms:+}ms at {at}ms"),
+                        },
+                    );
+                }
+                Scheduled::Zombie => zombie.probe(&shared),
+                Scheduled::Restart { node, after_ms } => {
+                    history.push(
+                        "world",
+                        Event::Fault {
+                            kind: "restart".into(),
+                            run: None,
+                            epoch: None,
+                            detail: format!("{node} stops gracefully, back in {after_ms}ms"),
+                        },
+                    );
+                    lock(&shared.stop_requests).insert(node.clone());
+                    lock(&shared.restarts).push((now + i64::from(after_ms), node));
+                }
+            }
+        }
+        if now >= fault_ms && !shared.quiet.swap(true, Ordering::SeqCst) {
+            history.push("world", Event::Note("quiescence: faults stop, crashed nodes restart".into()));
+            for (at, _) in lock(&shared.restarts).iter_mut() {
+                *at = (*at).min(now);
+            }
+        }
+        let due: Vec<String> = {
+            let mut restarts = lock(&shared.restarts);
+            let (due, later): (Vec<_>, Vec<_>) = restarts.drain(..).partition(|(at, _)| *at <= now);
+            *restarts = later;
+            due.into_iter().map(|(_, n)| n).collect()
+        };
+        for name in due {
+            lock(&shared.stop_requests).remove(&name);
+            if let Some(id) = lock(&shared.node_ids).get(&name).copied() {
+                handle.restart(id);
+            }
+        }
+        if now >= fault_ms
+            && now % 250 < tick as i64
+            && lock(&shared.restarts).is_empty()
+            && lock(&shared.client).done()
+        {
+            let snapshot = Snapshot::read(observer.as_ref(), shared.plan.runs.iter().map(|r| r.id.clone()))
+                .map_err(|e| format!("cannot read the store: {e}"))?;
+            if oracle::settled_or_waiting(&snapshot) {
+                settled_early = true;
+                break;
+            }
+        }
+        if now >= deadline {
+            break;
+        }
+    }
+    history.push(
+        "world",
+        Event::Note(if settled_early {
+            "every run settled or waits: stop".into()
+        } else {
+            "liveness bound reached: stop".into()
+        }),
+    );
+    for id in lock(&shared.node_ids).values() {
+        handle.kill(*id);
+    }
+    if let Some(error) = lock(&shared.errors).first() {
+        return Err(error.clone());
+    }
+
+    let rows = history.rows();
+    let run_ids = rows.iter().filter_map(Row::call).map(|c| c.run.clone()).filter(|r| r.as_str() != "*");
+    let snapshot = Snapshot::read(observer.as_ref(), run_ids).map_err(|e| format!("cannot read the store: {e}"))?;
+    let violations = oracle::check(&rows, &snapshot, &OracleConfig { ttl_ms: i64::from(shared.plan.ttl_ms) });
+    if let Some(path) = &shared.cfg.keep_db {
+        keep(&shared.db, observer.as_ref(), path)?;
+    }
+    let config = shared.plan.describe();
+    let fingerprint = fingerprint(&config, &rows, &snapshot);
+    let counters = count(&rows, &snapshot);
+    Ok(WorldReport {
+        scenario: world_name(&shared),
+        seed: shared.cfg.seed,
+        db: shared.cfg.db,
+        config,
+        rows,
+        violations,
+        fingerprint,
+        counters,
+        settled_early,
+    })
+}
+
+fn world_name(shared: &Shared) -> String {
+    shared.cfg.scenario.name.clone()
+}
+
+/// Save the final state as a SQLite file (`VACUUM INTO`): readable by `fencesim runs audit`.
+fn keep(db: &Db, _observer: &dyn Store, path: &std::path::Path) -> Result<(), String> {
+    if path.exists() {
+        return Err(format!("--keep-db {}: the file exists; refusing to overwrite it", path.display()));
+    }
+    let store = db
+        .open(Arc::new(SimClock::new(0)), 1_000, Defects::NONE)
+        .map_err(|e| format!("cannot open the world's database: {e}"))?;
+    store
+        .raw_connection()
+        .execute("VACUUM INTO ?1", [path.to_string_lossy()])
+        .map_err(|e| format!("--keep-db {}: {e}", path.display()))?;
+    Ok(())
+}
+
+/// FNV over the applied configuration, every trace row and the final store state.
+fn fingerprint(config: &[String], rows: &[Row], snapshot: &Snapshot) -> u64 {
+    let mut text = String::new();
+    for line in config {
+        text.push_str(line);
+        text.push('\n');
+    }
+    for row in rows {
+        text.push_str(&row.to_string());
+        text.push('\n');
+    }
+    for (run, state) in &snapshot.runs {
+        let journal: Vec<String> = state.journal.iter().map(|e| serde_json::to_string(e).unwrap_or_default()).collect();
+        let meta = state.meta.as_ref().map(|m| serde_json::to_string(m).unwrap_or_default()).unwrap_or_default();
+        let blobs: Vec<String> = state.blobs.iter().map(|(r, b)| format!("{r}:{:016x}", digest(b))).collect();
+        text.push_str(&format!("{run} {} {meta} {}\n", journal.join(","), blobs.join(",")));
+    }
+    digest(text.as_bytes())
+}
+
+fn count(rows: &[Row], snapshot: &Snapshot) -> Counters {
+    use crate::history::{CallOutcome, EffectKind, Surface};
+    let mut c = Counters { rows: rows.len(), virtual_ms: rows.last().map_or(0, |r| r.at_ms), ..Counters::default() };
+    for row in rows {
+        match &row.event {
+            Event::Call(call) => {
+                c.store_calls += 1;
+                c.accepted_mutations += usize::from(call.is_accepted_mutation());
+                c.grants += usize::from(call.surface == Surface::Acquire && call.outcome.is_ok());
+                c.busy += usize::from(call.outcome == CallOutcome::Busy);
+                c.lease_rejections += usize::from(matches!(
+                    call.outcome,
+                    CallOutcome::Stale | CallOutcome::RunMismatch | CallOutcome::HeldBy { .. }
+                ));
+            }
+            Event::Effect(e) => match e.kind {
+                EffectKind::Call => c.paid_calls += 1,
+                EffectKind::Tool => c.paid_tools += 1,
+            },
+            Event::Fault { kind, .. } => *c.faults.entry(kind.clone()).or_default() += 1,
+            Event::Outcome { .. } | Event::Note(_) => {}
+        }
+    }
+    for state in snapshot.runs.values() {
+        match state.meta.as_ref().map(|m| m.status) {
+            None => c.runs_absent += 1,
+            Some(RunStatus::Suspended) => c.runs_waiting += 1,
+            Some(s) if s.is_terminal() => c.runs_settled += 1,
+            Some(_) => {}
+        }
+    }
+    c
+}
+
+/// An entry and a meta a zombie writes with its dead lease: foreign to every workflow.
+pub(crate) fn zombie_entry(seq: i64) -> JournalEntry {
+    JournalEntry::new(seq, "zombie", "ok")
+}
+
+pub(crate) fn zombie_meta(run: &RunId) -> RunMeta {
+    RunMeta::new(run.clone(), RunStatus::Running).with_segments(99)
+}

@@ -1,0 +1,458 @@
+//! The nodes of a world and the faults they suffer. Every node opens its own recorded connection
+//! with its own clock, and an engine whose fault points answer from the node's own random stream:
+//! a stall past the ttl, a crash (the node is killed and restarted later), busy errors on store
+//! calls, and at the store's fence-check hook a takeover attempt from another connection. The
+//! supervisor's zombie probes every write surface with a superseded lease.
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use fencesim_engine::audit::{audit_runs, reconcile_run_meta};
+use fencesim_engine::entries;
+use fencesim_engine::race::LocalFuture;
+use fencesim_engine::{
+    CancelToken, Engine, EngineError, EngineOptions, EngineResult, Env, Fault, Ledger, Outcome, Point, Retention,
+    RunOptions, Site, Worker, WorkerOptions, Workflow, Write,
+};
+use fencesim_store::{
+    FaultPoint, FaultSite, JournalStore, LeasableStore, Lease, RunFilter, RunId, RunStatus, Store, TranscriptStore,
+};
+use serde_json::json;
+
+use super::plan::{Applied, Plan};
+use super::{Shared, elapsed_ms, lock, sleep_ms, zombie_entry, zombie_meta};
+use crate::env::{SimClock, SimEnv};
+use crate::history::{BusyInjector, Effect, EffectKind, Event, History, Recorder};
+use crate::rng::Stream;
+
+/// A node's main task: what runs after every (re)start.
+pub(super) async fn main(shared: Arc<Shared>, name: String) {
+    let result = match name.as_str() {
+        "client" => client(&shared, &name).await,
+        "operator" => operator(&shared, &name).await,
+        _ => worker(&shared, &name).await,
+    };
+    if let Err(message) = result {
+        shared.harness_error(message);
+    }
+}
+
+/// One incarnation of a node: its connection, clock, env and engine.
+struct Ctx {
+    label: String,
+    env: SimEnv,
+    store: Rc<dyn Store>,
+    engine: Rc<Engine<SimEnv>>,
+    history: History,
+}
+
+impl Ctx {
+    fn open(shared: &Arc<Shared>, name: &str) -> Result<Ctx, String> {
+        let label = shared.incarnate(name);
+        let clock = shared.clock(name);
+        let mut recorder = shared.connect(name, &label, &clock)?;
+        if let Some(busy) = shared.plan.fault("busy") {
+            let rng = Arc::new(Mutex::new(shared.root.fork(&format!("busy/{label}"))));
+            recorder = recorder.with_busy(BusyInjector { rng, rate: busy.rate, quiet: shared.quiet.clone() });
+        }
+        if let Some(takeover) = shared.plan.fault("takeover") {
+            install_takeover(shared, &recorder, &label, &clock, takeover)?;
+        }
+        let store: Rc<dyn Store> = Rc::new(recorder);
+        let env = SimEnv::new(clock);
+        env.set_script(Some(fault_script(shared.clone(), name.to_owned(), label.clone(), env.clone())));
+        let world = &shared.cfg.scenario.world;
+        let opts = EngineOptions {
+            owner: label.clone(),
+            call_ms: world.call_ms,
+            tool_ms: world.tool_ms,
+            defects: shared.cfg.engine_defects,
+            ..EngineOptions::default()
+        };
+        let engine = Rc::new(
+            Engine::new(store.clone(), env.clone(), Ledger::new(), opts)
+                .map_err(|e| format!("{label}: engine: {e}"))?,
+        );
+        shared.history.push(&label, Event::Note(format!("{label} starts (clock skew {:+}ms)", env.clock().skew_ms())));
+        Ok(Ctx { label, env, store, engine, history: shared.history.clone() })
+    }
+
+    fn outcome(&self, run: &RunId, result: &EngineResult<Outcome>) {
+        self.history.push(&self.label, Event::Outcome { run: run.clone(), result: outcome_text(result) });
+    }
+}
+
+/// What a node's engine reported: a settled status, or `err:<class>`.
+fn outcome_text(result: &EngineResult<Outcome>) -> String {
+    match result {
+        Ok(outcome) => outcome.status.as_str().to_owned(),
+        Err(e) => format!(
+            "err:{}",
+            match e {
+                EngineError::LeaseHeld(_) => "lease-held",
+                EngineError::Superseded { .. } => "superseded",
+                EngineError::Settlement { .. } => "settlement",
+                EngineError::Config(_) => "config",
+                EngineError::Binding(_) => "binding",
+                EngineError::Store(_) => "store",
+                EngineError::Crashed => "crashed",
+            }
+        ),
+    }
+}
+
+fn workflows() -> Vec<Workflow> {
+    Workflow::BUILTIN.iter().filter_map(|name| Workflow::builtin(name)).collect()
+}
+
+/// A queue worker (or, named `sweeper`, the retention sweeper): sweep, report, sleep, until a
+/// graceful stop is requested.
+async fn worker(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
+    let ctx = Ctx::open(shared, name)?;
+    let plan = &shared.plan;
+    let sweeper = name == "sweeper";
+    let opts = WorkerOptions {
+        owner: ctx.label.clone(),
+        concurrency: if sweeper { 1 } else { plan.concurrency },
+        ttl_ms: Some(plan.ttl_ms),
+        poll_ms: plan.poll_ms,
+        retention: sweeper.then(|| Retention { keep_ms: i64::from(shared.cfg.scenario.world.retention_ms) }),
+    };
+    let worker = Rc::new(
+        Worker::new(ctx.engine.clone(), &ctx.store, workflows(), opts)
+            .map_err(|e| format!("{}: worker: {e}", ctx.label))?,
+    );
+    let watcher = {
+        let (worker, shared, name) = (worker.clone(), shared.clone(), name.to_owned());
+        madsim::task::spawn_local(async move {
+            while !shared.stop_requested(&name) {
+                sleep_ms(20).await;
+            }
+            worker.stop();
+        })
+    };
+    while !worker.is_stopping() {
+        if let Ok(report) = worker.sweep().await {
+            for (run, result) in &report.driven {
+                ctx.outcome(run, result);
+            }
+        }
+        ctx.env.sleep(u64::from(plan.poll_ms)).await;
+    }
+    worker.stopped().await;
+    watcher.abort();
+    ctx.history.push(&ctx.label, Event::Note(format!("{} stopped", ctx.label)));
+    Ok(())
+}
+
+/// The operator: every `operator_ms`, `runs audit --repair`, each repair under a brief lease.
+async fn operator(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
+    let ctx = Ctx::open(shared, name)?;
+    loop {
+        ctx.env.sleep(u64::from(shared.cfg.scenario.world.operator_ms)).await;
+        let Ok(audits) = audit_runs(ctx.store.as_ref(), false) else { continue };
+        for audit in audits.into_iter().filter(|a| a.repair_to.is_some()) {
+            let Ok(lease) = ctx.engine.acquire(&audit.run, &ctx.label).await else { continue };
+            let repaired = reconcile_run_meta(ctx.store.as_ref(), &audit.run, Some(&lease), ctx.env.now_ms());
+            let note = match repaired {
+                Ok(r) => format!("audit {} -> repaired {:?}", audit, r.repaired.map(RunStatus::as_str)),
+                Err(e) => format!("audit {audit} -> repair failed: {}", e.code()),
+            };
+            ctx.history.push(&ctx.label, Event::Note(note));
+            ctx.engine.release_quietly(&lease);
+        }
+    }
+}
+
+/// The client's progress through its plan; lives outside the node so a restarted client goes on
+/// where the crashed one stopped.
+#[derive(Debug)]
+pub(crate) struct ClientState {
+    runs: Vec<ClientRun>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct ClientRun {
+    started: bool,
+    /// Resolved, or nothing (more) to resolve.
+    resolved: bool,
+    /// Recreated, or not to be.
+    recreated: bool,
+}
+
+impl ClientState {
+    pub(crate) fn new(plan: &Plan) -> Self {
+        let runs = plan
+            .runs
+            .iter()
+            .map(|r| ClientRun {
+                started: false,
+                resolved: !r.resolve || r.workflow != "approval",
+                recreated: !r.recreate,
+            })
+            .collect();
+        Self { runs }
+    }
+
+    /// Every run started and every resolve and recreate done or moot.
+    pub(crate) fn done(&self) -> bool {
+        self.runs.iter().all(|r| r.started && r.resolved && r.recreated)
+    }
+}
+
+/// The client: starts each run at its time (driving its first segment itself), resolves
+/// suspensions, deletes and recreates settled runs, cancels and double-drives as planned.
+async fn client(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
+    let ctx = Rc::new(Ctx::open(shared, name)?);
+    loop {
+        let now = elapsed_ms();
+        let metas = ctx.store.list_runs(&RunFilter::all()).unwrap_or_default();
+        for (i, run) in shared.plan.runs.iter().enumerate() {
+            let state = lock(&shared.client).runs[i];
+            if !state.started {
+                if now >= i64::from(run.start_ms) {
+                    lock(&shared.client).runs[i].started = true;
+                    drive(&ctx, run);
+                }
+                continue;
+            }
+            let status = metas.iter().find(|m| m.run_id == run.id).map(|m| m.status);
+            if !state.resolved {
+                match status {
+                    Some(RunStatus::Suspended) => {
+                        let journal = ctx.store.load(&run.id).unwrap_or_default();
+                        if let Some(target) = entries::open_suspensions(&journal).first() {
+                            let resolved = ctx.engine.resolve(&run.id, *target, json!("approved"), &ctx.label).await;
+                            lock(&shared.client).runs[i].resolved = resolved.is_ok();
+                        }
+                    }
+                    Some(s) if s.is_terminal() => lock(&shared.client).runs[i].resolved = true,
+                    _ => {}
+                }
+            }
+            if !state.recreated {
+                match status {
+                    Some(s) if s.is_terminal() => {
+                        if let Ok(lease) = ctx.engine.acquire(&run.id, &ctx.label).await
+                            && ctx.engine.delete_run(&run.id, Some(&lease)).await.is_ok()
+                        {
+                            ctx.history.push(&ctx.label, Event::Note(format!("client recreates {}", run.id)));
+                            let mut client = lock(&shared.client);
+                            client.runs[i].recreated = true;
+                            client.runs[i].resolved = !run.resolve || run.workflow != "approval";
+                            drop(client);
+                            drive(&ctx, run);
+                        }
+                    }
+                    Some(RunStatus::Suspended) if !run.resolve => lock(&shared.client).runs[i].recreated = true,
+                    _ => {}
+                }
+            }
+        }
+        ctx.env.sleep(100).await;
+    }
+}
+
+/// Start a fresh run on the client's engine as its own task.
+fn drive(ctx: &Rc<Ctx>, run: &super::plan::RunPlan) {
+    let Some(workflow) = Workflow::builtin(&run.workflow) else { return };
+    let cancel = run.cancel_ms.map(|ms| {
+        let token = CancelToken::new();
+        let (t, env) = (token.clone(), ctx.env.clone());
+        madsim::task::spawn_local(async move {
+            env.sleep(u64::from(ms)).await;
+            t.cancel("the client cancels");
+        });
+        token
+    });
+    if run.double_drive {
+        let (ctx, id, workflow) = (ctx.clone(), run.id.clone(), workflow.clone());
+        madsim::task::spawn_local(async move {
+            ctx.env.sleep(30).await;
+            let again = ctx.engine.resume(&id, &workflow, RunOptions::default()).await;
+            ctx.outcome(&id, &again);
+        });
+    }
+    let (ctx, id) = (ctx.clone(), run.id.clone());
+    madsim::task::spawn_local(async move {
+        let opts = RunOptions { cancel, ..RunOptions::default() };
+        let result = ctx.engine.run(&id, &workflow, opts).await;
+        ctx.outcome(&id, &result);
+    });
+}
+
+/// The fault-point classes a point belongs to, for a fault kind's `sites`.
+fn site_class(point: &Point<'_>) -> &'static str {
+    match point.site {
+        Site::Acquiring | Site::Owned => "acquire",
+        Site::Call { .. } => "call",
+        Site::Tool { .. } => "tool",
+        Site::Write { write: Write::Append(e), .. } if entries::as_settle(e).is_some() => "settle",
+        Site::Write { write: Write::Append(e), .. } if e.ref_seq.is_some() => "terminal",
+        Site::Write { write: Write::Append(_), .. } => "running",
+        Site::Write { write: Write::PutMeta(_), .. } => "meta",
+        Site::Write { write: Write::PutBlob { .. }, .. } => "checkpoint",
+        Site::Write { write: Write::DeleteBlob(_) | Write::DeleteRun, .. } => "delete",
+    }
+}
+
+fn aims_at(fault: &Applied, point: &Point<'_>) -> bool {
+    fault.sites.iter().any(|s| s == "any" || s == site_class(point))
+}
+
+/// The paid effect a point announces, if it is one.
+fn effect_of(point: &Point<'_>) -> Option<Effect> {
+    let (kind, running, n) = match point.site {
+        Site::Call { running, turn } => (EffectKind::Call, running, turn),
+        Site::Tool { running, n } => (EffectKind::Tool, running, n),
+        _ => return None,
+    };
+    Some(Effect { kind, run: point.run.clone(), epoch: point.epoch, running, n })
+}
+
+/// The node's answer at each engine fault point: crash or stall (while faults are on), and a
+/// history row for every paid effect that goes ahead.
+fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -> crate::env::FaultScript {
+    let mut rng = shared.root.fork(&format!("faults/{label}"));
+    let crash = shared.plan.fault("crash").cloned();
+    let stall = shared.plan.fault("stall").cloned();
+    let ttl = f64::from(shared.plan.ttl_ms);
+    Box::new(move |point: &Point<'_>| -> LocalFuture<'static, Fault> {
+        let history = shared.history.clone();
+        let effect = effect_of(point);
+        let paid = {
+            let (history, label) = (history.clone(), label.clone());
+            move || {
+                if let Some(effect) = effect {
+                    history.push(&label, Event::Effect(effect));
+                }
+                Fault::Continue
+            }
+        };
+        if shared.quiet.load(Ordering::SeqCst) {
+            return Box::pin(async move { paid() });
+        }
+        let fault = |kind: &str, detail: String| Event::Fault {
+            kind: kind.to_owned(),
+            run: Some(point.run.clone()),
+            epoch: point.epoch,
+            detail: format!("{detail} at {}", site_class(point)),
+        };
+        if let Some(crash) = crash.as_ref().filter(|c| aims_at(c, point))
+            && rng.chance(crash.rate)
+        {
+            let after =
+                u32::try_from(rng.range(u64::from(crash.restart_ms.0), u64::from(crash.restart_ms.1))).unwrap_or(0);
+            history.push(&label, fault("crash", format!("{label} killed, restarts in {after}ms")));
+            shared.crash(&name, after);
+            return Box::pin(std::future::pending());
+        }
+        if let Some(stall) = stall.as_ref().filter(|s| aims_at(s, point))
+            && rng.chance(stall.rate)
+        {
+            let ms = (ttl * rng.unit_range(stall.factor.0, stall.factor.1)) as u64;
+            history.push(&label, fault("stall", format!("{label} stalls {ms}ms")));
+            let wait = env.stall(ms);
+            return Box::pin(async move {
+                wait.await;
+                paid()
+            });
+        }
+        Box::pin(async move { paid() })
+    })
+}
+
+/// At the store's fence-check hook of this connection, while faults are on, another connection
+/// (the usurper, whose clock is past the holder's lease: the holder paused mid-call) tries to
+/// take the run over. Over a correct store it fails busy; over a non-atomic fence it lands.
+fn install_takeover(
+    shared: &Arc<Shared>,
+    recorder: &Recorder,
+    label: &str,
+    clock: &SimClock,
+    takeover: &Applied,
+) -> Result<(), String> {
+    let usurper_clock = SimClock::new(0);
+    let usurper = shared.connect("usurper", &format!("usurper/{label}"), &usurper_clock)?;
+    let mut rng = shared.root.fork(&format!("takeover/{label}"));
+    let (rate, quiet, history, holder) = (takeover.rate, shared.quiet.clone(), shared.history.clone(), clock.clone());
+    let ttl = i64::from(shared.plan.ttl_ms);
+    let label = label.to_owned();
+    let hook = Box::new(move |site: &FaultSite<'_>| {
+        if site.point != FaultPoint::FenceChecked || quiet.load(Ordering::SeqCst) || !rng.chance(rate) {
+            return;
+        }
+        usurper_clock.set_skew_ms(holder.skew_ms() + ttl + 1);
+        history.push(
+            &format!("usurper/{label}"),
+            Event::Fault {
+                kind: "takeover".into(),
+                run: Some(site.run.clone()),
+                epoch: None,
+                detail: format!("mid-{} of {label}", site.op.as_str()),
+            },
+        );
+        let _ = usurper.acquire(site.run, "usurper");
+    });
+    recorder.set_fault_hook(Some(hook));
+    Ok(())
+}
+
+/// A superseded holder that wakes and probes every write surface with its dead lease; then, with
+/// a live lease of its own scratch run, the run-match rule and the seq guard.
+pub(super) struct Zombie {
+    store: Recorder,
+    rng: Stream,
+    probes: u32,
+}
+
+impl Zombie {
+    pub(super) fn new(shared: &Shared) -> Result<Zombie, String> {
+        let clock = shared.clock("zombie");
+        Ok(Zombie { store: shared.connect("zombie", "zombie", &clock)?, rng: shared.root.fork("zombie"), probes: 0 })
+    }
+
+    pub(super) fn probe(&mut self, shared: &Shared) {
+        self.probes += 1;
+        let grants = shared.history.grants();
+        let dead: Vec<&Lease> = grants
+            .iter()
+            .filter(|g| g.owner != "usurper" && grants.iter().any(|h| h.run == g.run && h.epoch > g.epoch))
+            .collect();
+        let store = &self.store;
+        let Some(dead) = self.rng.pick(&dead).map(|l| (*l).clone()) else {
+            shared.history.push("zombie", Event::Note("zombie wakes: no superseded lease to probe with".into()));
+            return;
+        };
+        let run = dead.run.clone();
+        shared.history.push(
+            "zombie",
+            Event::Fault {
+                kind: "zombie".into(),
+                run: Some(run.clone()),
+                epoch: Some(dead.epoch),
+                detail: format!("probes with {}", dead.owner),
+            },
+        );
+        let tail = store.load(&run).ok().and_then(|j| j.last().map(|e| e.seq.0)).unwrap_or(0);
+        let lease = Some(&dead);
+        let _ = store.renew(&dead);
+        let _ = store.append(&run, &zombie_entry(tail + 1), lease);
+        let _ = store.put_meta(&zombie_meta(&run), lease);
+        let _ = store.put_blob(&format!("{run}/ckpt/{}", tail.max(1)), b"zombie", lease);
+        if let Some(blob) = store.list_blobs(&run).ok().and_then(|refs| refs.into_iter().next()) {
+            let _ = store.delete_blob(&blob, lease);
+        }
+        let _ = store.delete(&run, lease);
+        let _ = store.release(&dead);
+
+        let own = RunId::new(format!("zz-zombie-{}", self.probes));
+        if let Ok(mine) = store.acquire(&own, "zombie") {
+            let _ = store.append(&own, &zombie_entry(1), Some(&mine));
+            let _ = store.append(&own, &zombie_entry(1), Some(&mine));
+            let _ = store.append(&run, &zombie_entry(tail + 1), Some(&mine));
+            let _ = store.delete(&own, Some(&mine));
+        }
+    }
+}

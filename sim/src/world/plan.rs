@@ -1,0 +1,261 @@
+//! A world's plan: the point a seed picks inside its scenario's ranges. The workload (runs, their
+//! workflows and what the client does to each), the applied fault configuration (swarm testing:
+//! each kind on or off, with a rate), the nodes' clock skews and the supervisor's timed events.
+//! Drawn before the world starts and printed at the head of its trace.
+
+use std::collections::BTreeMap;
+
+use fencesim_store::RunId;
+
+use crate::rng::Stream;
+use crate::scenario::{FaultKind, Range, Scenario, Span};
+
+/// One fault kind as applied to this seed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Applied {
+    pub kind: &'static str,
+    pub on: bool,
+    pub rate: f64,
+    pub sites: Vec<String>,
+    pub factor: Range,
+    pub restart_ms: Span,
+    pub max_ms: u32,
+}
+
+impl Applied {
+    /// The rate when on, else 0.
+    pub fn rate(&self) -> f64 {
+        if self.on { self.rate } else { 0.0 }
+    }
+
+    fn describe(&self) -> String {
+        if !self.on {
+            return format!("{:<8} off", self.kind);
+        }
+        let extra = match self.kind {
+            "stall" => format!(" factor=[{}, {}]x ttl", self.factor.0, self.factor.1),
+            "crash" | "restart" => format!(" restart_ms={}", self.restart_ms),
+            "clock" => format!(" max_ms={}", self.max_ms),
+            _ => String::new(),
+        };
+        let sites = if matches!(self.kind, "stall" | "crash") {
+            format!(" sites={}", self.sites.join(","))
+        } else {
+            String::new()
+        };
+        format!("{:<8} on  rate={:.4}{sites}{extra}", self.kind, self.rate)
+    }
+}
+
+/// What the client does with one run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunPlan {
+    pub id: RunId,
+    pub workflow: String,
+    /// Virtual ms after the world starts at which the client starts it.
+    pub start_ms: u32,
+    /// Resolve its suspension once it waits on one.
+    pub resolve: bool,
+    /// Once settled, delete it and start it again under the same id.
+    pub recreate: bool,
+    /// Cancel the client's own segment this long after starting it.
+    pub cancel_ms: Option<u32>,
+    /// Try to drive it a second time while the first segment is live.
+    pub double_drive: bool,
+}
+
+/// A supervisor event at a virtual time.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Scheduled {
+    /// A node's clock jumps by `delta_ms`.
+    Jump { node: String, delta_ms: i64 },
+    /// A superseded holder wakes and probes every write surface.
+    Zombie,
+    /// A worker is stopped gracefully, then started again.
+    Restart { node: String, after_ms: u32 },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub workers: Vec<String>,
+    pub concurrency: u32,
+    pub poll_ms: u32,
+    pub ttl_ms: u32,
+    pub runs: Vec<RunPlan>,
+    pub faults: Vec<Applied>,
+    /// Initial clock skew per node.
+    pub skews: BTreeMap<String, i64>,
+    /// Supervisor events by virtual ms.
+    pub events: Vec<(u32, Scheduled)>,
+}
+
+/// Every node that has a clock of its own.
+pub fn nodes_with_clocks(workers: &[String]) -> Vec<String> {
+    let mut nodes = workers.to_vec();
+    nodes.extend(["sweeper", "client", "operator", "zombie"].map(String::from));
+    nodes
+}
+
+impl Plan {
+    pub fn draw(scenario: &Scenario, seed: u64) -> Plan {
+        let root = Stream::new(seed);
+        let w = &scenario.world;
+        let mut shape = root.fork("shape");
+        let span =
+            |s: &mut Stream, span: Span| u32::try_from(s.range(u64::from(span.0), u64::from(span.1))).unwrap_or(span.1);
+        let workers: Vec<String> = (1..=span(&mut shape, w.workers)).map(|i| format!("w{i}")).collect();
+        let concurrency = span(&mut shape, w.concurrency);
+        let poll_ms = span(&mut shape, w.poll_ms);
+
+        let mut load = root.fork("workload");
+        let count = span(&mut load, w.runs);
+        let runs = (1..=count)
+            .map(|i| {
+                let workflow = load.pick(&w.workflows).cloned().unwrap_or_else(|| "happy".into());
+                let start_ms = u32::try_from(load.below(u64::from(w.start_ms) + 1)).unwrap_or(0);
+                let resolve = load.chance(w.resolve.0);
+                let recreate = load.chance(w.recreate.0);
+                let cancel_ms = load.chance(w.cancel.0).then(|| u32::try_from(load.range(1, 200)).unwrap_or(1));
+                let double_drive = load.chance(w.double_drive.0);
+                RunPlan {
+                    id: RunId::new(format!("r{i:02}")),
+                    workflow,
+                    start_ms,
+                    resolve,
+                    recreate,
+                    cancel_ms,
+                    double_drive,
+                }
+            })
+            .collect();
+
+        let mut swarm = root.fork("swarm");
+        let faults: Vec<Applied> =
+            scenario.faults.kinds().into_iter().map(|(kind, ranges)| applied(&mut swarm, kind, ranges)).collect();
+        let fault = |kind: &str| faults.iter().find(|f| f.kind == kind).cloned();
+
+        let mut clocks = root.fork("clocks");
+        let clock = fault("clock");
+        let skew_bound = clock.as_ref().filter(|c| c.on).map_or(0, |c| i64::from(c.max_ms));
+        let skews = nodes_with_clocks(&workers)
+            .into_iter()
+            .map(|node| {
+                let skew = if skew_bound == 0 {
+                    0
+                } else {
+                    i64::try_from(clocks.below(u64::try_from(2 * skew_bound + 1).unwrap_or(1))).unwrap_or(0)
+                        - skew_bound
+                };
+                (node, skew)
+            })
+            .collect();
+
+        let mut timeline = root.fork("events");
+        let mut events = Vec::new();
+        let window = f64::from(w.fault_ms) / 1000.0;
+        if let Some(clock) = clock.filter(|c| c.on && c.max_ms > 0) {
+            let max = i64::from(clock.max_ms);
+            for at in times(&mut timeline, clock.rate * window, w.fault_ms) {
+                let node = timeline.pick(&workers).cloned().unwrap_or_default();
+                let delta_ms =
+                    i64::try_from(timeline.below(u64::try_from(2 * max + 1).unwrap_or(1))).unwrap_or(0) - max;
+                events.push((at, Scheduled::Jump { node, delta_ms }));
+            }
+        }
+        if let Some(zombie) = fault("zombie").filter(|z| z.on) {
+            for at in times(&mut timeline, zombie.rate * window, w.fault_ms) {
+                events.push((at, Scheduled::Zombie));
+            }
+        }
+        if let Some(restart) = fault("restart").filter(|r| r.on) {
+            for at in times(&mut timeline, restart.rate * window, w.fault_ms) {
+                let node = timeline.pick(&workers).cloned().unwrap_or_default();
+                let after_ms = span(&mut timeline, restart.restart_ms);
+                events.push((at, Scheduled::Restart { node, after_ms }));
+            }
+        }
+        events.sort_by_key(|(at, _)| *at);
+        Plan { workers, concurrency, poll_ms, ttl_ms: w.ttl_ms, runs, faults, skews, events }
+    }
+
+    pub fn fault(&self, kind: &str) -> Option<&Applied> {
+        self.faults.iter().find(|f| f.kind == kind && f.on)
+    }
+
+    /// The applied configuration, one line each, for the head of the trace.
+    pub fn describe(&self) -> Vec<String> {
+        let mut lines = vec![format!(
+            "nodes    workers={} concurrency={} poll_ms={} ttl_ms={}",
+            self.workers.len(),
+            self.concurrency,
+            self.poll_ms,
+            self.ttl_ms
+        )];
+        let flags = |r: &RunPlan| {
+            let mut f = Vec::new();
+            if r.resolve {
+                f.push("resolve".to_owned());
+            }
+            if r.recreate {
+                f.push("recreate".to_owned());
+            }
+            if let Some(ms) = r.cancel_ms {
+                f.push(format!("cancel@{ms}ms"));
+            }
+            if r.double_drive {
+                f.push("double-drive".to_owned());
+            }
+            f.join(",")
+        };
+        let runs: Vec<String> = self
+            .runs
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}:{}@{}ms{}",
+                    r.id,
+                    r.workflow,
+                    r.start_ms,
+                    if flags(r).is_empty() { String::new() } else { format!("[{}]", flags(r)) }
+                )
+            })
+            .collect();
+        lines.push(format!("runs     {}", runs.join(" ")));
+        lines.extend(self.faults.iter().map(|f| format!("fault    {}", f.describe())));
+        let skews: Vec<String> =
+            self.skews.iter().filter(|(_, s)| **s != 0).map(|(n, s)| format!("{n}={s:+}ms")).collect();
+        if !skews.is_empty() {
+            lines.push(format!("skew     {}", skews.join(" ")));
+        }
+        for (at, event) in &self.events {
+            let what = match event {
+                Scheduled::Jump { node, delta_ms } => format!("clock jump {node} {delta_ms:+}ms"),
+                Scheduled::Zombie => "zombie probe".to_owned(),
+                Scheduled::Restart { node, after_ms } => format!("graceful restart {node} (back after {after_ms}ms)"),
+            };
+            lines.push(format!("event    {at}ms {what}"));
+        }
+        lines
+    }
+}
+
+fn applied(swarm: &mut Stream, kind: &'static str, ranges: &FaultKind) -> Applied {
+    let on = swarm.chance(ranges.on.0);
+    let rate = swarm.unit_range(ranges.rate.0, ranges.rate.1.max(ranges.rate.0));
+    Applied {
+        kind,
+        on,
+        rate,
+        sites: ranges.sites.clone(),
+        factor: ranges.factor,
+        restart_ms: ranges.restart_ms,
+        max_ms: ranges.max_ms,
+    }
+}
+
+/// `expected` events (the fractional part by chance) at uniform times in `[0, window_ms)`.
+fn times(s: &mut Stream, expected: f64, window_ms: u32) -> Vec<u32> {
+    let whole = expected.floor();
+    let n = whole as u64 + u64::from(s.chance(expected - whole));
+    (0..n).map(|_| u32::try_from(s.below(u64::from(window_ms))).unwrap_or(0)).collect()
+}
