@@ -355,19 +355,20 @@ impl<'e, E: Env> Segment<'e, E> {
         meta.updated_at_ms = Some(self.engine.env().now_ms());
         let meta_first = self.has(EngineDefect::MetaBeforeSettle);
         if meta_first {
-            self.put_terminal_meta(&meta, status).await?;
+            self.put_terminal_meta(&meta, status, true).await?;
         }
-        let needed = {
+        let (needed, mut recorded) = {
             let journal = self.journal.borrow();
             let last = entries::last_run_settle(&journal);
-            self.appended.get() > 0
+            let needed = self.appended.get() > 0
                 || last.is_some_and(|s| s.run_status != status)
-                || (last.is_none() && !journal.is_empty())
+                || (last.is_none() && !journal.is_empty());
+            (needed, last.is_some_and(|s| s.run_status == status))
         };
         if needed {
             let settle = entries::run_settle(self.next_seq(), status, segment);
             match self.append(settle).await? {
-                Ok(_) => {}
+                Ok(_) => recorded = true,
                 Err(cause) if cause.is_lease_held() && !self.has(EngineDefect::SupersededGreen) => {
                     return Err(EngineError::Superseded { run: self.run.clone(), status, cause });
                 }
@@ -379,14 +380,15 @@ impl<'e, E: Env> Segment<'e, E> {
                         cause,
                     });
                 }
-                Err(_) => {}
+                // The two settle defects swallow the failure and go on as if it were recorded.
+                Err(_) => recorded = true,
             }
         }
         if !late_stragglers {
             self.sealed.set(true);
         }
         if !meta_first {
-            self.put_terminal_meta(&meta, status).await?;
+            self.put_terminal_meta(&meta, status, recorded).await?;
         }
         if late_stragglers {
             self.drain().await?;
@@ -394,13 +396,18 @@ impl<'e, E: Env> Segment<'e, E> {
         Ok(Outcome { run: self.run.clone(), status, value, segment, appended: self.appended.get() })
     }
 
-    /// The terminal meta projection. A lease rejection is swallowed: the journal records the
-    /// outcome and the projection belongs to the current holder.
-    async fn put_terminal_meta(&self, meta: &RunMeta, status: RunStatus) -> EngineResult<()> {
+    /// The terminal meta projection. A lease rejection is swallowed when the journal records the
+    /// outcome (`recorded`): the projection belongs to the current holder. A segment that lost
+    /// its lease before anything recorded its outcome (a fresh run superseded before its first
+    /// append) was superseded: its outcome is not durable and must not be reported as settled.
+    async fn put_terminal_meta(&self, meta: &RunMeta, status: RunStatus, recorded: bool) -> EngineResult<()> {
         let lease = self.lease_for(EngineDefect::UnthreadedMetaLease);
         match self.write(Write::PutMeta(meta), lease).await? {
             Ok(()) => Ok(()),
-            Err(e) if e.is_lease_held() => Ok(()),
+            Err(e) if e.is_lease_held() && recorded => Ok(()),
+            Err(cause) if cause.is_lease_held() => {
+                Err(EngineError::Superseded { run: self.run.clone(), status, cause })
+            }
             Err(cause) => {
                 Err(EngineError::Settlement { run: self.run.clone(), status, stage: SettleStage::Meta, cause })
             }

@@ -10,8 +10,9 @@ use fencesim_store::{Defects, StoreDefect};
 use crate::scenario::{Scenario, ScenarioError};
 
 /// `(name, file text)` of every built-in scenario, sorted by name.
-pub const SCENARIOS: [(&str, &str); 9] = [
+pub const SCENARIOS: [(&str, &str); 10] = [
     ("boot-storm", include_str!("../../scenarios/boot-storm.toml")),
+    ("client-reattach", include_str!("../../scenarios/client-reattach.toml")),
     ("crash-between-journal-and-meta", include_str!("../../scenarios/crash-between-journal-and-meta.toml")),
     ("mid-call-takeover", include_str!("../../scenarios/mid-call-takeover.toml")),
     ("skewed-clocks", include_str!("../../scenarios/skewed-clocks.toml")),

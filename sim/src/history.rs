@@ -226,6 +226,7 @@ pub struct Effect {
 
 /// A row of the history.
 #[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant, reason = "nearly every row is a call; boxing it would cost more")]
 pub enum Event {
     Call(Call),
     Effect(Effect),
@@ -387,19 +388,38 @@ pub struct Recorder {
 }
 
 /// Fails a share of store calls with [`StoreError::Busy`] before they run (nothing committed),
-/// while faults are on.
+/// while faults are on. Each firing starts a burst: that many consecutive calls of the
+/// connection fail (another process holding the write lock for a while).
 #[derive(Clone, Debug)]
 pub struct BusyInjector {
-    pub rng: Arc<Mutex<Stream>>,
-    pub rate: f64,
+    state: Arc<Mutex<(Stream, u32)>>,
+    rate: f64,
+    burst: (u32, u32),
     /// Set at quiescence: no more injected faults.
-    pub quiet: Arc<AtomicBool>,
+    quiet: Arc<AtomicBool>,
 }
 
 impl BusyInjector {
+    pub fn new(rng: Stream, rate: f64, burst: (u32, u32), quiet: Arc<AtomicBool>) -> Self {
+        Self { state: Arc::new(Mutex::new((rng, 0))), rate, burst, quiet }
+    }
+
     fn fires(&self) -> bool {
-        !self.quiet.load(Ordering::SeqCst)
-            && self.rng.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).chance(self.rate)
+        if self.quiet.load(Ordering::SeqCst) {
+            return false;
+        }
+        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (rng, left) = &mut *state;
+        if *left > 0 {
+            *left -= 1;
+            return true;
+        }
+        if rng.chance(self.rate) {
+            let burst = rng.range(u64::from(self.burst.0), u64::from(self.burst.1));
+            *left = u32::try_from(burst.saturating_sub(1)).unwrap_or(0);
+            return true;
+        }
+        false
     }
 }
 

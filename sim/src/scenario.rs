@@ -92,7 +92,7 @@ impl Default for WorldShape {
 }
 
 /// Per fault kind: the chance it is switched on for a seed, and the range its rate is drawn from.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct FaultRanges {
     /// A node stalls (GC pause, SIGSTOP) for `factor` x ttl at an engine fault point.
@@ -111,20 +111,6 @@ pub struct FaultRanges {
     pub restart: FaultKind,
 }
 
-impl Default for FaultRanges {
-    fn default() -> Self {
-        Self {
-            stall: FaultKind::default(),
-            takeover: FaultKind::default(),
-            crash: FaultKind::default(),
-            busy: FaultKind::default(),
-            clock: FaultKind::default(),
-            zombie: FaultKind::default(),
-            restart: FaultKind::default(),
-        }
-    }
-}
-
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct FaultKind {
@@ -133,8 +119,9 @@ pub struct FaultKind {
     /// The rate's range: a probability per fault point, or events per second (clock, zombie,
     /// restart).
     pub rate: Range,
-    /// Fault points it may fire at (`any`, `acquire`, `call`, `tool`, `running`, `terminal`,
-    /// `settle`, `meta`, `checkpoint`, `delete`).
+    /// Fault points it may fire at: `any`, `acquire` (about to take the lease), `owned` (lease
+    /// just taken), `call`, `tool`, `running`, `terminal`, `settle`, `meta`, `checkpoint`,
+    /// `delete` (writes fire before and after the store call).
     pub sites: Vec<String>,
     /// Stall length in ttls.
     pub factor: Range,
@@ -142,6 +129,11 @@ pub struct FaultKind {
     pub restart_ms: Span,
     /// Clock skew bound and jump size.
     pub max_ms: u32,
+    /// Busy: consecutive calls of a connection that fail once it fires.
+    pub burst: Span,
+    /// Nodes it hits: `any`, `worker` (every queue worker), or a node name (`w1`, `client`,
+    /// `sweeper`, `operator`).
+    pub nodes: Vec<String>,
 }
 
 impl Default for FaultKind {
@@ -153,13 +145,15 @@ impl Default for FaultKind {
             factor: Range(1.1, 3.0),
             restart_ms: Span(200, 3_000),
             max_ms: 0,
+            burst: Span(1, 1),
+            nodes: vec!["any".into()],
         }
     }
 }
 
 /// Engine fault-point classes a fault kind can be aimed at.
-pub const SITES: [&str; 10] =
-    ["any", "acquire", "call", "tool", "running", "terminal", "settle", "meta", "checkpoint", "delete"];
+pub const SITES: [&str; 11] =
+    ["any", "acquire", "owned", "call", "tool", "running", "terminal", "settle", "meta", "checkpoint", "delete"];
 
 /// An inclusive integer range, written `[lo, hi]` or as one number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -295,6 +289,15 @@ impl Scenario {
         for (kind, f) in self.faults.kinds() {
             if let Some(bad) = f.sites.iter().find(|s| !SITES.contains(&s.as_str())) {
                 return Err(format!("faults.{kind}.sites: unknown site '{bad}' (known: {})", SITES.join(", ")));
+            }
+            let known_node = |n: &str| {
+                ["any", "worker", "client", "sweeper", "operator"].contains(&n)
+                    || n.strip_prefix('w').is_some_and(|i| i.parse::<u32>().is_ok_and(|i| i >= 1))
+            };
+            if let Some(bad) = f.nodes.iter().find(|n| !known_node(n)) {
+                return Err(format!(
+                    "faults.{kind}.nodes: unknown node '{bad}' (known: any, worker, w1, w2, ..., client, sweeper, operator)"
+                ));
             }
         }
         Ok(())

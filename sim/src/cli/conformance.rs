@@ -93,7 +93,7 @@ pub fn run(args: &Args) -> CmdResult {
     Ok(if summary.failed > 0 { Verdict::Fail } else { Verdict::Pass })
 }
 
-fn boot_command(exe: &Path, db: &Path, start_at: i64, defects: &[StoreDefect]) -> Command {
+pub(super) fn boot_command(exe: &Path, db: &Path, start_at: i64, defects: &[StoreDefect]) -> Command {
     let mut cmd = Command::new(exe);
     cmd.arg("boot").arg("--db").arg(db).arg("--start-at-ms").arg(start_at.to_string());
     for d in defects {

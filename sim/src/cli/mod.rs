@@ -3,8 +3,11 @@
 mod boot;
 mod conformance;
 mod killpoints;
+mod mutants;
+mod par;
 mod run;
 mod runs;
+mod sweep;
 
 use std::process::ExitCode;
 
@@ -44,6 +47,16 @@ enum Command {
     /// Exit 0 when the oracle finds nothing, 1 on a violation (with a repro command), 2 on bad
     /// input. The same seed and build print byte-identical output.
     Run(run::Args),
+    /// Run many seeds of one scenario in parallel; a summary and every failing seed's repro.
+    ///
+    /// Exit 0 when every seed passes, 1 when any fails, 2 on bad input.
+    Sweep(sweep::Args),
+    /// The kill matrix: hunt every planted defect until the oracle catches it, and check the
+    /// same seeds stay clean without one.
+    ///
+    /// Exit 0 only when every defect is caught and the baseline is clean, 1 otherwise, 2 on bad
+    /// input.
+    Mutants(mutants::Args),
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -74,6 +87,8 @@ pub fn main() -> ExitCode {
         Command::Killpoints(args) => killpoints::run(&args),
         Command::Runs(args) => runs::run(&args),
         Command::Run(args) => run::run(&args),
+        Command::Sweep(args) => sweep::run(&args),
+        Command::Mutants(args) => mutants::run(&args),
     };
     match result {
         Ok(Verdict::Pass) => ExitCode::SUCCESS,

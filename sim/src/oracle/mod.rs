@@ -8,6 +8,8 @@
 //! rejection checkers), `serial` (the serial history against the snapshot), `journal` (seq order,
 //! settles, meta, checkpoints), `outcomes` (re-pay bound, liveness, honest outcomes).
 
+use std::fmt;
+
 use serde::Serialize;
 
 use crate::history::{Row, Snapshot};
@@ -43,6 +45,19 @@ pub struct Violation {
 impl Violation {
     fn new(checker: &'static str, explanation: String, row: Option<usize>, cause: Option<usize>) -> Self {
         Self { checker, explanation, row, cause }
+    }
+}
+
+/// `serial-history: <explanation> (row 12, cause 7)`.
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.checker, self.explanation)?;
+        match (self.row, self.cause) {
+            (Some(row), Some(cause)) => write!(f, " (row {row}, cause {cause})"),
+            (Some(row), None) => write!(f, " (row {row})"),
+            (None, Some(cause)) => write!(f, " (cause {cause})"),
+            (None, None) => Ok(()),
+        }
     }
 }
 

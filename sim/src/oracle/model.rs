@@ -100,10 +100,10 @@ impl Leases {
                     t.expires_at = expiry;
                 }
             }
-            (Surface::Release, Some(lease)) => {
-                if self.rows.get(&call.run).is_some_and(|t| t.is(&lease.owner, lease.epoch)) {
-                    self.rows.remove(&call.run);
-                }
+            (Surface::Release, Some(lease))
+                if self.rows.get(&call.run).is_some_and(|t| t.is(&lease.owner, lease.epoch)) =>
+            {
+                self.rows.remove(&call.run);
             }
             (Surface::Delete, _) => {
                 self.rows.remove(&call.run);

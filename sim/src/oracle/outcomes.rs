@@ -164,6 +164,22 @@ pub(super) fn liveness(rows: &[Row], snapshot: &Snapshot) -> Vec<Violation> {
         .collect()
 }
 
+/// A view of a run's journal (this generation's accepted appends): how many entries, and the
+/// last `run_settle` (row, status).
+#[derive(Clone, Copy, Default)]
+struct Journal {
+    entries: usize,
+    last_settle: Option<(usize, RunStatus)>,
+}
+
+impl Journal {
+    /// Whether a segment that read this journal and appended nothing may report `status`
+    /// (contracts 3.6.4: it appends no settle only over an empty journal or a settle of `status`).
+    fn backs(&self, status: RunStatus) -> bool {
+        self.entries == 0 || self.last_settle.is_some_and(|(_, s)| s == status)
+    }
+}
+
 /// A node's last `run_settle` append for a run since its previous outcome for it.
 struct Attempt {
     row: usize,
@@ -173,17 +189,22 @@ struct Attempt {
 
 /// A settled outcome node N reports for run R is backed by N's last `run_settle` append for R
 /// since its previous outcome for R: accepted, with that status. With no such attempt (a pure
-/// replay), the run's journal must already say so: its last accepted `run_settle` has that
-/// status (or the journal is empty).
+/// replay), the journal N read must already have said so: at one of N's loads of R since its
+/// previous outcome, or now, the journal was empty or its last `run_settle` had that status.
 pub(super) fn honest_outcome(rows: &[Row]) -> Vec<Violation> {
-    let mut settled: BTreeMap<&RunId, (usize, Option<(usize, RunStatus)>)> = BTreeMap::new();
+    let mut journals: BTreeMap<&RunId, Journal> = BTreeMap::new();
     let mut attempts: BTreeMap<(&str, &RunId), Attempt> = BTreeMap::new();
+    let mut views: BTreeMap<(&str, &RunId), Vec<Journal>> = BTreeMap::new();
     let mut found = Vec::new();
     for row in rows {
         match &row.event {
             Event::Call(call) => match (call.surface, &call.payload) {
                 (Surface::Delete, _) if call.outcome.is_ok() => {
-                    settled.remove(&call.run);
+                    journals.remove(&call.run);
+                }
+                (Surface::Load, _) if call.outcome.is_ok() => {
+                    let view = journals.get(&call.run).copied().unwrap_or_default();
+                    views.entry((&row.node, &call.run)).or_default().push(view);
                 }
                 (Surface::Append, Payload::Entry(entry)) => {
                     let status = settle_status(entry);
@@ -192,17 +213,19 @@ pub(super) fn honest_outcome(rows: &[Row]) -> Vec<Violation> {
                         attempts.insert((&row.node, &call.run), attempt);
                     }
                     if call.outcome.is_ok() {
-                        let journal = settled.entry(&call.run).or_insert((0, None));
-                        journal.0 += 1;
+                        let journal = journals.entry(&call.run).or_default();
+                        journal.entries += 1;
                         if let Some(status) = status {
-                            journal.1 = Some((row.index, status));
+                            journal.last_settle = Some((row.index, status));
                         }
                     }
                 }
                 _ => {}
             },
             Event::Outcome { run, result } => {
-                let attempt = attempts.remove(&(row.node.as_str(), run));
+                let key = (row.node.as_str(), run);
+                let attempt = attempts.remove(&key);
+                let seen = views.remove(&key).unwrap_or_default();
                 let Some(reported) = RunStatus::parse(result).filter(|s| *s != RunStatus::Running) else { continue };
                 let node = &row.node;
                 let why = match attempt {
@@ -221,22 +244,30 @@ pub(super) fn honest_outcome(rows: &[Row]) -> Vec<Violation> {
                         Some(a.row),
                     )),
                     Some(_) => None,
-                    None => match settled.get(run) {
-                        None | Some((0, _)) => None,
-                        Some((n, None)) => Some((
-                            format!(
-                                "{node} reported {run} {reported} without a run_settle, and its journal of {n} entries has none"
-                            ),
-                            None,
-                        )),
-                        Some((_, Some((at, status)))) if *status != reported => Some((
-                            format!(
-                                "{node} reported {run} {reported} without a run_settle, but the journal's last run_settle (row {at}) says {status}"
-                            ),
-                            Some(*at),
-                        )),
-                        Some(_) => None,
-                    },
+                    None => {
+                        let now = journals.get(run).copied().unwrap_or_default();
+                        if now.backs(reported) || seen.iter().any(|view| view.backs(reported)) {
+                            None
+                        } else {
+                            // The journal the node read last (or, if it read none, the current one).
+                            let read = seen.last().copied().unwrap_or(now);
+                            Some(match read.last_settle {
+                                None => (
+                                    format!(
+                                        "{node} reported {run} {reported} without a run_settle, over a journal of {} entries with none",
+                                        read.entries
+                                    ),
+                                    None,
+                                ),
+                                Some((at, status)) => (
+                                    format!(
+                                        "{node} reported {run} {reported} without a run_settle, but the journal's last run_settle (row {at}) says {status}"
+                                    ),
+                                    Some(at),
+                                ),
+                            })
+                        }
+                    }
                 };
                 if let Some((explanation, cause)) = why {
                     found.push(Violation::new(HONEST_OUTCOME, explanation, Some(row.index), cause));

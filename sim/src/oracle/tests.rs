@@ -1,1 +1,755 @@
-//! Tests of the oracle.
+//! Proof that every checker can fail: one hand-written clean history (two runs, a crash and a
+//! takeover, a suspension and its resolution, a delete and a recreate) passes every checker, and
+//! for each checker a tampered copy of it (or of its snapshot) makes exactly that checker fail,
+//! pointing at the right rows. Rows are built directly: `History::push` needs a madsim runtime.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use fencesim_store::{Epoch, JournalEntry, Lease, RunId, RunMeta, RunStatus, Seq};
+use serde_json::json;
+
+use super::{CHECKERS, MAX_PER_CHECKER, OracleConfig, Violation, check, settled_or_waiting};
+use crate::history::{Call, CallOutcome, Effect, EffectKind, Event, Payload, Row, RunState, Snapshot, Surface};
+
+const CFG: OracleConfig = OracleConfig { ttl_ms: 1_000 };
+
+fn lease(run: &str, owner: &str, epoch: i64) -> Lease {
+    Lease { run: RunId::new(run), owner: owner.to_owned(), epoch: Epoch(epoch) }
+}
+
+fn running(seq: i64) -> JournalEntry {
+    JournalEntry::new(seq, "agent", "running").with("key", json!("ask"))
+}
+
+fn terminal(seq: i64, running: i64) -> JournalEntry {
+    let mut entry = JournalEntry::new(seq, "agent", "ok").with("key", json!("ask")).with("value", json!("answer"));
+    entry.ref_seq = Some(Seq(running));
+    entry
+}
+
+fn suspension(seq: i64) -> JournalEntry {
+    JournalEntry::new(seq, "approval", "suspended").with("key", json!("sign-off"))
+}
+
+fn resolution(seq: i64, target: i64) -> JournalEntry {
+    JournalEntry::new(seq, "resolution", "ok")
+        .with("resolution", json!({ "target": target }))
+        .with("value", json!(true))
+}
+
+fn settle(seq: i64, status: RunStatus, segment: u32) -> JournalEntry {
+    JournalEntry::new(seq, "decision", "ok")
+        .with("value", json!({ "decisionType": "run_settle", "runStatus": status.as_str(), "segment": segment }))
+}
+
+/// A hand-written history: rows with their indexes, and named rows to tamper with.
+#[derive(Clone, Default)]
+struct H {
+    rows: Vec<Row>,
+    marks: BTreeMap<&'static str, usize>,
+}
+
+impl H {
+    fn push(&mut self, node: &str, event: Event) -> &mut Self {
+        let index = self.rows.len();
+        self.rows.push(Row { index, at_ms: index as i64 * 10, node: node.to_owned(), event });
+        self
+    }
+
+    /// Name the last row pushed.
+    fn mark(&mut self, name: &'static str) -> &mut Self {
+        self.marks.insert(name, self.rows.len() - 1);
+        self
+    }
+
+    fn at(&self, name: &str) -> usize {
+        self.marks[name]
+    }
+
+    #[allow(clippy::too_many_arguments, reason = "one row's fields")]
+    fn call(
+        &mut self,
+        node: &str,
+        clock_ms: i64,
+        surface: Surface,
+        target: &str,
+        lease: Option<&Lease>,
+        payload: Payload,
+        outcome: CallOutcome,
+    ) -> &mut Self {
+        let blob = matches!(surface, Surface::PutBlob | Surface::DeleteBlob);
+        let call = Call {
+            clock_ms,
+            lease: lease.cloned(),
+            owner: None,
+            counter: 0,
+            surface,
+            run: RunId::of_ref(target),
+            blob_ref: blob.then(|| target.to_owned()),
+            payload,
+            outcome,
+        };
+        self.push(node, Event::Call(call))
+    }
+
+    fn acquire(&mut self, node: &str, granted: &Lease, clock: i64) -> &mut Self {
+        let run = granted.run.to_string();
+        self.call(node, clock, Surface::Acquire, &run, Some(granted), Payload::None, CallOutcome::Ok);
+        self.call_mut_last().owner = Some(granted.owner.clone());
+        self
+    }
+
+    fn acquire_held(&mut self, node: &str, owner: &str, clock: i64, holder: &Lease) -> &mut Self {
+        let held = CallOutcome::HeldBy { owner: holder.owner.clone(), epoch: holder.epoch };
+        let run = holder.run.to_string();
+        self.call(node, clock, Surface::Acquire, &run, None, Payload::None, held);
+        self.call_mut_last().owner = Some(owner.to_owned());
+        self
+    }
+
+    fn append(&mut self, node: &str, l: &Lease, clock: i64, entry: JournalEntry) -> &mut Self {
+        let run = l.run.to_string();
+        self.call(node, clock, Surface::Append, &run, Some(l), Payload::Entry(entry), CallOutcome::Ok)
+    }
+
+    fn put_meta(&mut self, node: &str, l: &Lease, clock: i64, status: RunStatus, segments: u32) -> &mut Self {
+        let meta = RunMeta::new(l.run.clone(), status).with_segments(segments);
+        let run = l.run.to_string();
+        self.call(node, clock, Surface::PutMeta, &run, Some(l), Payload::Meta(meta), CallOutcome::Ok)
+    }
+
+    fn put_blob(&mut self, node: &str, l: &Lease, clock: i64, blob_ref: &str, bytes: &[u8]) -> &mut Self {
+        let payload = Payload::Blob(bytes.to_vec());
+        self.call(node, clock, Surface::PutBlob, blob_ref, Some(l), payload, CallOutcome::Ok)
+    }
+
+    fn lease_call(&mut self, node: &str, surface: Surface, l: &Lease, clock: i64) -> &mut Self {
+        let run = l.run.to_string();
+        self.call(node, clock, surface, &run, Some(l), Payload::None, CallOutcome::Ok)
+    }
+
+    fn effect(&mut self, node: &str, kind: EffectKind, l: &Lease, running: i64, n: u32) -> &mut Self {
+        let effect = Effect { kind, run: l.run.clone(), epoch: Some(l.epoch), running: Seq(running), n };
+        self.push(node, Event::Effect(effect))
+    }
+
+    fn outcome(&mut self, node: &str, run: &str, result: &str) -> &mut Self {
+        self.push(node, Event::Outcome { run: RunId::new(run), result: result.to_owned() })
+    }
+
+    fn call_mut_last(&mut self) -> &mut Call {
+        let last = self.rows.len() - 1;
+        self.call_at(last)
+    }
+
+    fn call_at(&mut self, pos: usize) -> &mut Call {
+        match &mut self.rows[pos].event {
+            Event::Call(call) => call,
+            other => panic!("row {pos} is not a call: {other:?}"),
+        }
+    }
+
+    fn call_mut(&mut self, name: &str) -> &mut Call {
+        let pos = self.at(name);
+        self.call_at(pos)
+    }
+
+    /// Insert a row right after the named one (or, with a builder closure, several), shifting
+    /// later rows and marks; returns the first inserted row's index.
+    fn insert_after(&mut self, name: &str, build: impl FnOnce(&mut H)) -> usize {
+        let at = self.at(name) + 1;
+        let mut extra = H::default();
+        build(&mut extra);
+        let n = extra.rows.len();
+        let tail = self.rows.split_off(at);
+        self.rows.extend(extra.rows);
+        self.rows.extend(tail);
+        for pos in self.marks.values_mut() {
+            if *pos >= at {
+                *pos += n;
+            }
+        }
+        self.reindex();
+        at
+    }
+
+    /// Remove the named rows, shifting later rows and marks.
+    fn remove(&mut self, names: &[&str]) {
+        let mut gone: Vec<usize> = names.iter().map(|n| self.at(n)).collect();
+        gone.sort_unstable();
+        for pos in gone.iter().rev() {
+            self.rows.remove(*pos);
+        }
+        self.marks.retain(|name, _| !names.contains(name));
+        for pos in self.marks.values_mut() {
+            *pos -= gone.iter().filter(|g| **g < *pos).count();
+        }
+        self.reindex();
+    }
+
+    fn reindex(&mut self) {
+        for (i, row) in self.rows.iter_mut().enumerate() {
+            row.index = i;
+            row.at_ms = i as i64 * 10;
+        }
+    }
+
+    /// What a correct store holds after these rows: accepted mutations applied in row order.
+    fn store(&self) -> Snapshot {
+        let mut snapshot = Snapshot::default();
+        for call in self.rows.iter().filter_map(Row::call) {
+            let state = snapshot.runs.entry(call.run.clone()).or_default();
+            if !call.outcome.is_ok() {
+                continue;
+            }
+            match (&call.payload, &call.blob_ref, call.surface) {
+                (Payload::Entry(entry), _, Surface::Append) => {
+                    state.journal.push(entry.clone());
+                    state.journal.sort_by_key(|e| e.seq);
+                }
+                (Payload::Meta(meta), _, Surface::PutMeta) => state.meta = Some(meta.clone()),
+                (_, _, Surface::Delete) => {
+                    *state = RunState { blobs: std::mem::take(&mut state.blobs), ..RunState::default() }
+                }
+                (Payload::Blob(bytes), Some(r), Surface::PutBlob) => {
+                    state.blobs.insert(r.clone(), bytes.clone());
+                }
+                (_, Some(r), Surface::DeleteBlob) => {
+                    state.blobs.remove(r);
+                }
+                _ => {}
+            }
+        }
+        snapshot
+    }
+}
+
+fn a1() -> Lease {
+    lease("r1", "w1.1", 1)
+}
+fn b2() -> Lease {
+    lease("r1", "w2.1", 2)
+}
+fn a3() -> Lease {
+    lease("r1", "w1.2", 3)
+}
+
+/// r1: w1 starts it under e1 and crashes mid-dispatch; w2 takes over under e2 (after the ttl),
+/// re-pays the turn, finishes the dispatch and settles suspended; a stale meta write of w1 is
+/// refused; w1 resolves and settles ok under e3. r2: created, deleted under its lease (its
+/// transcript blob stays), recreated under e2 and settled ok. ttl 1000.
+fn clean() -> H {
+    use RunStatus::{Ok, Running, Suspended};
+    let (a1, b2, a3) = (a1(), b2(), a3());
+    let (c1, c2) = (lease("r2", "w2.2", 1), lease("r2", "w2.3", 2));
+    let mut h = H::default();
+    h.acquire("w1", &a1, 0)
+        .mark("grant-e1")
+        .put_meta("w1", &a1, 10, Running, 1)
+        .append("w1", &a1, 20, running(1))
+        .effect("w1", EffectKind::Call, &a1, 1, 1)
+        .mark("pay-e1")
+        .put_blob("w1", &a1, 30, "r1/ckpt/1", b"turn-1")
+        .mark("ckpt-e1")
+        .push("w1", Event::Note("crash".into()))
+        .outcome("w1", "r1", "err:crashed")
+        .acquire_held("w2", "w2.1", 500, &a1)
+        .mark("held")
+        .acquire("w2", &b2, 1200)
+        .mark("grant-e2")
+        .put_meta("w2", &b2, 1210, Running, 2)
+        .effect("w2", EffectKind::Call, &b2, 1, 1)
+        .mark("pay-e2")
+        .put_blob("w2", &b2, 1220, "r1/ckpt/1", b"turn-1-again")
+        .mark("ckpt-e2")
+        .append("w2", &b2, 1230, terminal(2, 1))
+        .mark("terminal-1")
+        .lease_call("w2", Surface::Renew, &b2, 1500)
+        .append("w2", &b2, 1510, suspension(3))
+        .append("w2", &b2, 1520, settle(4, Suspended, 2))
+        .mark("settle-e2")
+        .put_meta("w2", &b2, 1530, Suspended, 2)
+        .lease_call("w2", Surface::Release, &b2, 1540)
+        .mark("release-e2")
+        .outcome("w2", "r1", "suspended")
+        .mark("outcome-e2")
+        .put_meta("w1", &a1, 1600, Running, 1)
+        .mark("stale")
+        .acquire("w1", &a3, 3000)
+        .mark("grant-e3")
+        .append("w1", &a3, 3010, resolution(5, 3))
+        .mark("resolution")
+        .put_meta("w1", &a3, 3020, Running, 3)
+        .mark("meta-running-e3")
+        .append("w1", &a3, 3030, settle(6, Ok, 3))
+        .mark("settle-e3")
+        .put_meta("w1", &a3, 3040, Ok, 3)
+        .mark("meta-ok-e3")
+        .lease_call("w1", Surface::Release, &a3, 3050)
+        .mark("release-e3")
+        .outcome("w1", "r1", "ok")
+        .mark("outcome-e3")
+        .acquire("w2", &c1, 3100)
+        .mark("grant-r2-e1")
+        .put_meta("w2", &c1, 3110, Running, 1)
+        .append("w2", &c1, 3120, running(1))
+        .effect("w2", EffectKind::Call, &c1, 1, 1)
+        .put_blob("w2", &c1, 3130, "r2/t1", b"transcript")
+        .mark("blob-r2")
+        .lease_call("w2", Surface::Delete, &c1, 3140)
+        .acquire("w2", &c2, 3200)
+        .mark("grant-r2-e2")
+        .put_meta("w2", &c2, 3210, Running, 1)
+        .append("w2", &c2, 3220, running(1))
+        .effect("w2", EffectKind::Call, &c2, 1, 1)
+        .append("w2", &c2, 3230, terminal(2, 1))
+        .append("w2", &c2, 3240, settle(3, Ok, 1))
+        .mark("settle-r2")
+        .put_meta("w2", &c2, 3250, Ok, 1)
+        .lease_call("w2", Surface::Release, &c2, 3260)
+        .outcome("w2", "r2", "ok");
+    h.call_mut("stale").outcome = CallOutcome::Stale;
+    h
+}
+
+fn names(found: &[Violation]) -> BTreeSet<&'static str> {
+    found.iter().map(|v| v.checker).collect()
+}
+
+/// Check `rows` against `snapshot`: exactly the `expected` checkers fail; returns the
+/// violations of the first one.
+fn failing(h: &H, snapshot: &Snapshot, expected: &[&str]) -> Vec<Violation> {
+    let found = check(&h.rows, snapshot, &CFG);
+    assert_eq!(names(&found), expected.iter().copied().collect(), "{found:#?}");
+    found.into_iter().filter(|v| v.checker == expected[0]).collect()
+}
+
+/// The single violation of `checker`, the only checker that fails.
+fn only(h: &H, snapshot: &Snapshot, checker: &str) -> Violation {
+    let mut found = failing(h, snapshot, &[checker]);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    found.remove(0)
+}
+
+fn assert_rows(v: &Violation, row: Option<usize>, cause: Option<usize>) {
+    assert_eq!((v.row, v.cause), (row, cause), "{v:#?}");
+}
+
+fn assert_says(v: &Violation, text: &str) {
+    assert!(v.explanation.contains(text), "expected {text:?} in {:?}", v.explanation);
+}
+
+#[test]
+fn clean_history_passes_every_checker() {
+    let h = clean();
+    let snapshot = h.store();
+    assert_eq!(check(&h.rows, &snapshot, &CFG), Vec::new());
+    assert!(settled_or_waiting(&snapshot));
+    assert_eq!(snapshot.runs[&RunId::new("r2")].blobs.len(), 1, "a deleted run's blob stays (T6)");
+}
+
+#[test]
+fn checkers_are_listed_once_each_in_order() {
+    let listed: Vec<&str> = CHECKERS.iter().map(|(name, _)| *name).collect();
+    assert_eq!(
+        listed,
+        [
+            "no-stale-acceptance",
+            "epochs-increasing",
+            "one-live-lease",
+            "serial-history",
+            "journal-seq-order",
+            "one-settle-per-segment",
+            "meta-not-ahead",
+            "no-checkpoint-regression",
+            "repay-bound",
+            "liveness",
+            "honest-outcome",
+            "typed-rejections",
+        ]
+    );
+    assert!(CHECKERS.iter().all(|(_, statement)| !statement.is_empty() && !statement.contains('\n')));
+}
+
+#[test]
+fn no_stale_acceptance_catches_a_write_after_release() {
+    let mut h = clean();
+    h.call_mut("stale").outcome = CallOutcome::Ok;
+    let v = only(&h, &h.store(), "no-stale-acceptance");
+    assert_says(&v, "put_meta on r1 accepted under w1.1@e1, but r1 had no lease row");
+    assert_rows(&v, Some(h.at("stale")), None);
+}
+
+#[test]
+fn no_stale_acceptance_catches_a_superseded_holder() {
+    let mut h = clean();
+    h.call_mut("meta-running-e3").lease = Some(b2());
+    let pos = h.at("meta-running-e3");
+    h.rows[pos].node = "w2".into();
+    let v = only(&h, &h.store(), "no-stale-acceptance");
+    assert_says(&v, "accepted under w2.1@e2, but the live holder was w1.2@e3");
+    assert_rows(&v, Some(pos), Some(h.at("grant-e3")));
+}
+
+#[test]
+fn no_stale_acceptance_catches_an_expired_lease() {
+    let mut h = clean();
+    h.call_mut("settle-e2").clock_ms = 2_600;
+    let v = only(&h, &h.store(), "no-stale-acceptance");
+    assert_says(&v, "after it expired (clock 2600 >= expires 2500)");
+    assert_rows(&v, Some(h.at("settle-e2")), None);
+}
+
+#[test]
+fn no_stale_acceptance_catches_a_lease_of_another_run_and_an_unleased_write() {
+    let mut h = clean();
+    h.call_mut("resolution").lease = Some(lease("r2", "w1.2", 3));
+    let v = only(&h, &h.store(), "no-stale-acceptance");
+    assert_says(&v, "a lease for run r2");
+    assert_rows(&v, Some(h.at("resolution")), None);
+
+    let mut h = clean();
+    h.call_mut("meta-running-e3").lease = None;
+    let v = only(&h, &h.store(), "no-stale-acceptance");
+    assert_says(&v, "unleased put_meta of r1 accepted");
+    assert_rows(&v, Some(h.at("meta-running-e3")), None);
+}
+
+#[test]
+fn epochs_increasing_catches_an_epoch_reset_after_delete() {
+    let mut h = clean();
+    let from = h.at("grant-r2-e2");
+    for pos in from..h.rows.len() {
+        if let Event::Call(call) = &mut h.rows[pos].event
+            && let Some(l) = call.lease.as_mut().filter(|l| l.run.as_str() == "r2")
+        {
+            l.epoch = Epoch(1);
+        }
+    }
+    let v = only(&h, &h.store(), "epochs-increasing");
+    assert_says(&v, "acquire of r2 granted e1 to w2.3 at row");
+    assert_rows(&v, Some(from), Some(h.at("grant-r2-e1")));
+}
+
+#[test]
+fn epochs_increasing_catches_a_duplicate_serial_position() {
+    let mut h = clean();
+    let pos = h.at("terminal-1");
+    h.rows[pos].node = "w3".into();
+    let v = only(&h, &h.store(), "epochs-increasing");
+    assert_says(&v, "duplicate serial position r1@e2");
+    assert_rows(&v, Some(pos), Some(h.at("grant-e2")));
+}
+
+#[test]
+fn one_live_lease_catches_a_grant_over_a_live_lease() {
+    let mut h = clean();
+    h.call_mut("grant-e2").clock_ms = 900;
+    let v = only(&h, &h.store(), "one-live-lease");
+    assert_says(&v, "granted w2.1@e2 at clock 900 while w1.1@e1 was live until 1000");
+    assert_rows(&v, Some(h.at("grant-e2")), Some(h.at("grant-e1")));
+}
+
+#[test]
+fn serial_history_catches_a_lost_journal_entry() {
+    let h = clean();
+    let mut snapshot = h.store();
+    snapshot.runs.get_mut(&RunId::new("r1")).unwrap().journal.remove(4);
+    let v = only(&h, &snapshot, "serial-history");
+    assert_says(&v, "journal of r1 diverges at position 4");
+    assert_says(&v, "store holds seq=6 decision/ok");
+    assert_says(&v, "the serial history has seq=5 resolution/ok");
+    assert_rows(&v, Some(h.at("resolution")), Some(h.at("settle-e3")));
+}
+
+#[test]
+fn serial_history_catches_a_foreign_meta_and_blob() {
+    let h = clean();
+    let mut snapshot = h.store();
+    snapshot.runs.get_mut(&RunId::new("r1")).unwrap().meta.as_mut().unwrap().segments = 9;
+    let v = only(&h, &snapshot, "serial-history");
+    assert_says(&v, "meta of r1 diverges: store holds ok seg=9");
+    assert_rows(&v, Some(h.at("meta-ok-e3")), None);
+
+    let mut snapshot = h.store();
+    snapshot.runs.get_mut(&RunId::new("r2")).unwrap().blobs.insert("r2/t1".into(), b"other".to_vec());
+    let v = only(&h, &snapshot, "serial-history");
+    assert_says(&v, "blob r2/t1 of r2 diverges: store holds 5B");
+    assert_rows(&v, Some(h.at("blob-r2")), None);
+}
+
+#[test]
+fn serial_history_catches_an_epoch_inversion() {
+    let mut h = clean();
+    let stale = h.insert_after("outcome-e3", |x| {
+        x.append("w1", &a1(), 3060, running(7));
+    });
+    let found = super::serial::serial_history(&h.rows, &h.store());
+    let inversion = found.iter().find(|v| v.explanation.contains("epoch inversion")).expect("an inversion");
+    assert_says(inversion, "epoch inversion in journal of r1: seq=7 agent/running");
+    assert_rows(inversion, Some(stale), Some(h.at("settle-e3")));
+    let divergence = found.iter().find(|v| v.explanation.contains("diverges at position 1")).expect("a divergence");
+    assert_says(divergence, "store holds seq=2 agent/ok");
+    assert_says(divergence, "the serial history has seq=7 agent/running");
+    assert_rows(divergence, Some(stale), Some(h.at("terminal-1")));
+}
+
+#[test]
+fn journal_seq_order_catches_an_append_below_the_tail() {
+    let mut h = clean();
+    h.call_mut("settle-e3").payload = Payload::Entry(settle(5, RunStatus::Ok, 3));
+    let v = only(&h, &h.store(), "journal-seq-order");
+    assert_says(&v, "append of seq=5 to r1 accepted while the journal's tail was seq=5");
+    assert_rows(&v, Some(h.at("settle-e3")), Some(h.at("resolution")));
+}
+
+#[test]
+fn one_settle_per_segment_catches_a_second_settle() {
+    let mut h = clean();
+    let second = h.insert_after("settle-e3", |x| {
+        x.append("w1", &a3(), 3035, settle(7, RunStatus::Ok, 3));
+    });
+    let v = only(&h, &h.store(), "one-settle-per-segment");
+    assert_says(&v, "a second run_settle (seq=7 decision/ok");
+    assert_rows(&v, Some(second), Some(h.at("settle-e3")));
+}
+
+#[test]
+fn one_settle_per_segment_catches_a_straggler() {
+    let mut h = clean();
+    let c2 = lease("r2", "w2.3", 2);
+    let straggler = h.insert_after("settle-r2", |x| {
+        x.append("w2", &c2, 3245, running(4));
+    });
+    let found = failing(&h, &h.store(), &["one-settle-per-segment", "liveness"]);
+    assert_eq!(found.len(), 1, "the final-journal rule does not repeat the row: {found:#?}");
+    assert_says(&found[0], "an append (seq=4 agent/running");
+    assert_rows(&found[0], Some(straggler), Some(h.at("settle-r2")));
+}
+
+#[test]
+fn meta_not_ahead_catches_terminal_meta_before_settle() {
+    let mut h = clean();
+    h.remove(&["meta-ok-e3"]);
+    let early = h.insert_after("meta-running-e3", |x| {
+        x.put_meta("w1", &a3(), 3025, RunStatus::Ok, 3);
+    });
+    let v = only(&h, &h.store(), "meta-not-ahead");
+    assert_says(&v, "terminal put_meta ok of r1 accepted under w1.2@e3 ahead of the journal");
+    assert_says(&v, "its last run_settle (seq=4) says suspended");
+    assert_rows(&v, Some(early), Some(h.at("settle-e2")));
+}
+
+#[test]
+fn no_checkpoint_regression_catches_a_stale_checkpoint_put() {
+    let mut h = clean();
+    let stale = h.insert_after("ckpt-e2", |x| {
+        x.put_blob("w1", &a1(), 1225, "r1/ckpt/1", b"turn-1-again");
+    });
+    let found = failing(&h, &h.store(), &["no-checkpoint-regression", "no-stale-acceptance"]);
+    assert_eq!(found.len(), 1);
+    assert_says(&found[0], "checkpoint r1/ckpt/1 regressed: a put under w1.1@e1 (e1) landed after a put under e2");
+    assert_rows(&found[0], Some(stale), Some(h.at("ckpt-e2")));
+}
+
+#[test]
+fn no_checkpoint_regression_catches_stored_bytes_of_an_older_put() {
+    let h = clean();
+    let mut snapshot = h.store();
+    snapshot.runs.get_mut(&RunId::new("r1")).unwrap().blobs.insert("r1/ckpt/1".into(), b"turn-1".to_vec());
+    let found = failing(&h, &snapshot, &["serial-history", "no-checkpoint-regression"]);
+    assert_eq!(found.len(), 1);
+    let v = check(&h.rows, &snapshot, &CFG).into_iter().find(|v| v.checker == "no-checkpoint-regression").unwrap();
+    assert_says(&v, "checkpoint r1/ckpt/1 holds #");
+    assert_rows(&v, Some(h.at("ckpt-e2")), Some(h.at("ckpt-e1")));
+}
+
+#[test]
+fn repay_bound_catches_a_turn_paid_twice_in_one_tenure() {
+    let mut h = clean();
+    let again = h.insert_after("pay-e2", |x| {
+        x.effect("w2", EffectKind::Call, &b2(), 1, 1);
+    });
+    let found = failing(&h, &h.store(), &["repay-bound"]);
+    assert_eq!(found.len(), 2, "twice in a tenure, and over the bound: {found:#?}");
+    assert_says(&found[0], "call turn 1 of r1 dispatch running=1 paid twice under e2");
+    assert_rows(&found[0], Some(again), Some(h.at("pay-e2")));
+    assert_says(&found[1], "paid 3 times, bound 2 (1 + 1 interrupted tenures)");
+    assert_rows(&found[1], Some(again), Some(h.at("pay-e1")));
+}
+
+#[test]
+fn repay_bound_catches_a_payment_after_the_terminal() {
+    let mut h = clean();
+    let late = h.insert_after("terminal-1", |x| {
+        x.effect("w2", EffectKind::Tool, &b2(), 1, 1);
+    });
+    let v = only(&h, &h.store(), "repay-bound");
+    assert_says(&v, "tool 1 of r1 dispatch running=1 paid under e2 after its terminal was accepted under e2");
+    assert_rows(&v, Some(late), Some(h.at("terminal-1")));
+}
+
+#[test]
+fn repay_bound_catches_a_repay_without_an_interrupted_tenure() {
+    let mut h = clean();
+    h.insert_after("ckpt-e1", |x| {
+        x.lease_call("w1", Surface::Release, &a1(), 40);
+    });
+    let v = only(&h, &h.store(), "repay-bound");
+    assert_says(&v, "call turn 1 of r1 dispatch running=1 paid 2 times, bound 1 (1 + 0 interrupted tenures)");
+    assert_rows(&v, Some(h.at("pay-e2")), Some(h.at("pay-e1")));
+}
+
+#[test]
+fn liveness_catches_a_run_still_running() {
+    let mut h = clean();
+    h.remove(&["settle-e3", "meta-ok-e3", "release-e3", "outcome-e3"]);
+    let snapshot = h.store();
+    let v = only(&h, &snapshot, "liveness");
+    assert_says(&v, "r1 still running after quiescence");
+    assert_rows(&v, Some(h.at("meta-running-e3")), None);
+    assert!(!settled_or_waiting(&snapshot));
+}
+
+#[test]
+fn liveness_judges_each_run_state() {
+    use super::outcomes::run_liveness;
+    let run = RunId::new("r9");
+    let with = |journal: Vec<JournalEntry>, status: Option<RunStatus>| RunState {
+        journal,
+        meta: status.map(|s| RunMeta::new("r9", s)),
+        blobs: BTreeMap::from([("r9/t1".to_owned(), b"left over".to_vec())]),
+    };
+    assert!(run_liveness(&run, &with(vec![], None)).is_ok(), "a deleted run with a blob left is fine");
+    assert!(run_liveness(&run, &with(vec![], Some(RunStatus::Ok))).is_ok(), "an empty journal settles without one");
+    let no_meta = run_liveness(&run, &with(vec![running(1)], None)).unwrap_err();
+    assert!(no_meta.contains("1 journal entries but no meta"), "{no_meta}");
+    let closed = vec![suspension(1), resolution(2, 1), settle(3, RunStatus::Suspended, 1)];
+    let waiting = run_liveness(&run, &with(closed, Some(RunStatus::Suspended))).unwrap_err();
+    assert!(waiting.contains("no open suspension"), "{waiting}");
+    let open = vec![suspension(1), settle(2, RunStatus::Suspended, 1)];
+    assert!(run_liveness(&run, &with(open, Some(RunStatus::Suspended))).is_ok());
+    let trailing = vec![settle(1, RunStatus::Ok, 1), running(2)];
+    let after = run_liveness(&run, &with(trailing, Some(RunStatus::Ok))).unwrap_err();
+    assert!(after.contains("1 entries follow its last run_settle (seq=1)"), "{after}");
+    let differs = run_liveness(&run, &with(vec![settle(1, RunStatus::Error, 1)], Some(RunStatus::Ok))).unwrap_err();
+    assert!(differs.contains("last run_settle says error"), "{differs}");
+}
+
+#[test]
+fn honest_outcome_catches_a_status_its_settle_does_not_say() {
+    let mut h = clean();
+    let pos = h.at("outcome-e2");
+    h.rows[pos].event = Event::Outcome { run: RunId::new("r1"), result: "ok".into() };
+    let v = only(&h, &h.store(), "honest-outcome");
+    assert_says(&v, "w2 reported r1 ok, but its accepted run_settle at row");
+    assert_rows(&v, Some(pos), Some(h.at("settle-e2")));
+}
+
+#[test]
+fn honest_outcome_catches_a_superseded_segment_reporting_green() {
+    let mut h = clean();
+    let refused = h.insert_after("release-e2", |x| {
+        x.append("w2", &b2(), 1545, settle(5, RunStatus::Suspended, 2));
+        x.call_mut_last().outcome = CallOutcome::Stale;
+    });
+    let v = only(&h, &h.store(), "honest-outcome");
+    assert_says(&v, "w2 reported r1 suspended, but its run_settle append at row");
+    assert_says(&v, "was rejected (stale)");
+    assert_rows(&v, Some(h.at("outcome-e2")), Some(refused));
+}
+
+#[test]
+fn honest_outcome_checks_a_pure_replay_against_the_journal() {
+    let mut h = clean();
+    h.insert_after("outcome-e3", |x| {
+        x.outcome("w3", "r1", "ok");
+    });
+    assert_eq!(check(&h.rows, &h.store(), &CFG), Vec::new(), "replaying a settled run is fine");
+    let wrong = h.insert_after("outcome-e3", |x| {
+        x.outcome("w3", "r1", "error");
+    });
+    let v = only(&h, &h.store(), "honest-outcome");
+    assert_says(&v, "w3 reported r1 error without a run_settle, but the journal's last run_settle");
+    assert_rows(&v, Some(wrong), Some(h.at("settle-e3")));
+}
+
+#[test]
+fn honest_outcome_accepts_a_pure_replay_of_the_journal_it_read() {
+    let mut h = clean();
+    h.insert_after("release-e2", |x| {
+        x.call("w3", 1550, Surface::Load, "r1", None, Payload::None, CallOutcome::Ok);
+    });
+    let late = h.insert_after("outcome-e3", |x| {
+        x.outcome("w3", "r1", "suspended");
+    });
+    assert_eq!(check(&h.rows, &h.store(), &CFG), Vec::new(), "it read a suspended journal, then stalled");
+    h.insert_after("outcome-e3", |x| {
+        x.call("w3", 3060, Surface::Load, "r1", None, Payload::None, CallOutcome::Ok);
+        x.outcome("w3", "r1", "ok");
+    });
+    let v = only(&h, &h.store(), "honest-outcome");
+    assert_says(&v, "w3 reported r1 suspended without a run_settle");
+    assert_rows(&v, Some(late + 2), Some(h.at("settle-e3")));
+}
+
+#[test]
+fn typed_rejections_catch_a_wrong_class_and_an_untyped_error() {
+    let mut h = clean();
+    h.call_mut("held").outcome = CallOutcome::Stale;
+    let v = only(&h, &h.store(), "typed-rejections");
+    assert_says(&v, "acquire of r1 rejected with stale, expected held-by");
+    assert_rows(&v, Some(h.at("held")), None);
+
+    let mut h = clean();
+    h.call_mut("stale").outcome = CallOutcome::Error("storage");
+    let v = only(&h, &h.store(), "typed-rejections");
+    assert_says(&v, "unexpected error storage on put_meta of r1");
+    assert_rows(&v, Some(h.at("stale")), None);
+}
+
+#[test]
+fn typed_rejections_catch_the_seq_guard_before_the_fence() {
+    let mut h = clean();
+    let refused = h.insert_after("release-e2", |x| {
+        x.append("w2", &b2(), 1545, running(4));
+        x.call_mut_last().outcome = CallOutcome::JournalOrder;
+    });
+    let v = only(&h, &h.store(), "typed-rejections");
+    assert_says(&v, "rejected journal-order, but its lease was not the live holder");
+    assert_rows(&v, Some(refused), None);
+}
+
+#[test]
+fn check_caps_each_checker_and_orders_by_row() {
+    let mut h = clean();
+    let from = h.at("grant-r2-e2") + 1;
+    for pos in from..h.rows.len() {
+        if let Event::Call(call) = &mut h.rows[pos].event {
+            call.lease = None;
+        }
+    }
+    let found: Vec<Violation> =
+        check(&h.rows, &h.store(), &CFG).into_iter().filter(|v| v.checker == "no-stale-acceptance").collect();
+    assert_eq!(found.len(), MAX_PER_CHECKER);
+    let rows: Vec<Option<usize>> = found.iter().map(|v| v.row).collect();
+    assert_eq!(rows, [Some(from), Some(from + 1), Some(from + 3)]);
+}
+
+#[test]
+fn arbitrary_input_does_not_panic() {
+    let mut snapshot = Snapshot::default();
+    let odd = RunState {
+        journal: vec![settle(3, RunStatus::Ok, 1), settle(3, RunStatus::Ok, 1), running(1)],
+        meta: Some(RunMeta::new("ghost", RunStatus::Ok)),
+        blobs: BTreeMap::from([("ghost/ckpt/x".to_owned(), vec![0xff])]),
+    };
+    snapshot.runs.insert(RunId::new("ghost"), odd);
+    let found = check(&[], &snapshot, &CFG);
+    assert!(names(&found).is_superset(&BTreeSet::from(["serial-history", "journal-seq-order", "liveness"])));
+    let mut h = clean();
+    for row in &mut h.rows {
+        row.index = 7;
+    }
+    let _ = check(&h.rows, &Snapshot::default(), &CFG);
+}

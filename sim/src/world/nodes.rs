@@ -5,8 +5,8 @@
 //! supervisor's zombie probes every write surface with a superseded lease.
 
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 
 use fencesim_engine::audit::{audit_runs, reconcile_run_meta};
 use fencesim_engine::entries;
@@ -52,11 +52,12 @@ impl Ctx {
         let label = shared.incarnate(name);
         let clock = shared.clock(name);
         let mut recorder = shared.connect(name, &label, &clock)?;
-        if let Some(busy) = shared.plan.fault("busy") {
-            let rng = Arc::new(Mutex::new(shared.root.fork(&format!("busy/{label}"))));
-            recorder = recorder.with_busy(BusyInjector { rng, rate: busy.rate, quiet: shared.quiet.clone() });
+        if let Some(busy) = shared.plan.fault("busy").filter(|f| f.hits(name)) {
+            let rng = shared.root.fork(&format!("busy/{label}"));
+            let burst = (busy.burst.0, busy.burst.1);
+            recorder = recorder.with_busy(BusyInjector::new(rng, busy.rate, burst, shared.quiet.clone()));
         }
-        if let Some(takeover) = shared.plan.fault("takeover") {
+        if let Some(takeover) = shared.plan.fault("takeover").filter(|f| f.hits(name)) {
             install_takeover(shared, &recorder, &label, &clock, takeover)?;
         }
         let store: Rc<dyn Store> = Rc::new(recorder);
@@ -205,6 +206,15 @@ impl ClientState {
 /// suspensions, deletes and recreates settled runs, cancels and double-drives as planned.
 async fn client(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
     let ctx = Rc::new(Ctx::open(shared, name)?);
+    // A restarted client reattaches to the runs it started that are still running, racing the
+    // workers for them (on the first start nothing is started yet).
+    let metas = ctx.store.list_runs(&RunFilter::all()).unwrap_or_default();
+    for (i, run) in shared.plan.runs.iter().enumerate() {
+        let running = metas.iter().any(|m| m.run_id == run.id && m.status == RunStatus::Running);
+        if running && lock(&shared.client).runs[i].started {
+            reattach(&ctx, run);
+        }
+    }
     loop {
         let now = elapsed_ms();
         let metas = ctx.store.list_runs(&RunFilter::all()).unwrap_or_default();
@@ -282,10 +292,21 @@ fn drive(ctx: &Rc<Ctx>, run: &super::plan::RunPlan) {
     });
 }
 
+/// Resume a run the client started, as its own task.
+fn reattach(ctx: &Rc<Ctx>, run: &super::plan::RunPlan) {
+    let Some(workflow) = Workflow::builtin(&run.workflow) else { return };
+    let (ctx, id) = (ctx.clone(), run.id.clone());
+    madsim::task::spawn_local(async move {
+        let result = ctx.engine.resume(&id, &workflow, RunOptions::default()).await;
+        ctx.outcome(&id, &result);
+    });
+}
+
 /// The fault-point classes a point belongs to, for a fault kind's `sites`.
 fn site_class(point: &Point<'_>) -> &'static str {
     match point.site {
-        Site::Acquiring | Site::Owned => "acquire",
+        Site::Acquiring => "acquire",
+        Site::Owned => "owned",
         Site::Call { .. } => "call",
         Site::Tool { .. } => "tool",
         Site::Write { write: Write::Append(e), .. } if entries::as_settle(e).is_some() => "settle",
@@ -315,8 +336,8 @@ fn effect_of(point: &Point<'_>) -> Option<Effect> {
 /// history row for every paid effect that goes ahead.
 fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -> crate::env::FaultScript {
     let mut rng = shared.root.fork(&format!("faults/{label}"));
-    let crash = shared.plan.fault("crash").cloned();
-    let stall = shared.plan.fault("stall").cloned();
+    let crash = shared.plan.fault("crash").filter(|f| f.hits(&name)).cloned();
+    let stall = shared.plan.fault("stall").filter(|f| f.hits(&name)).cloned();
     let ttl = f64::from(shared.plan.ttl_ms);
     Box::new(move |point: &Point<'_>| -> LocalFuture<'static, Fault> {
         let history = shared.history.clone();

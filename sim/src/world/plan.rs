@@ -20,9 +20,16 @@ pub struct Applied {
     pub factor: Range,
     pub restart_ms: Span,
     pub max_ms: u32,
+    pub burst: Span,
+    pub nodes: Vec<String>,
 }
 
 impl Applied {
+    /// Whether it hits the node `name` (`w1`, `client`, ...).
+    pub fn hits(&self, name: &str) -> bool {
+        self.nodes.iter().any(|n| n == "any" || n == name || (n == "worker" && name.starts_with('w')))
+    }
+
     /// The rate when on, else 0.
     pub fn rate(&self) -> f64 {
         if self.on { self.rate } else { 0.0 }
@@ -36,6 +43,7 @@ impl Applied {
             "stall" => format!(" factor=[{}, {}]x ttl", self.factor.0, self.factor.1),
             "crash" | "restart" => format!(" restart_ms={}", self.restart_ms),
             "clock" => format!(" max_ms={}", self.max_ms),
+            "busy" => format!(" burst={}", self.burst),
             _ => String::new(),
         };
         let sites = if matches!(self.kind, "stall" | "crash") {
@@ -43,7 +51,12 @@ impl Applied {
         } else {
             String::new()
         };
-        format!("{:<8} on  rate={:.4}{sites}{extra}", self.kind, self.rate)
+        let nodes = if self.nodes.iter().any(|n| n == "any") {
+            String::new()
+        } else {
+            format!(" nodes={}", self.nodes.join(","))
+        };
+        format!("{:<8} on  rate={:.4}{sites}{nodes}{extra}", self.kind, self.rate)
     }
 }
 
@@ -250,6 +263,8 @@ fn applied(swarm: &mut Stream, kind: &'static str, ranges: &FaultKind) -> Applie
         factor: ranges.factor,
         restart_ms: ranges.restart_ms,
         max_ms: ranges.max_ms,
+        burst: ranges.burst,
+        nodes: ranges.nodes.clone(),
     }
 }
 

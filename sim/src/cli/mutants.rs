@@ -1,0 +1,175 @@
+//! `fencesim mutants`: the kill matrix. One row per planted defect of store and engine: caught
+//! or not, tries to the first catch, where and by which checker, and the repro command; then the
+//! clean baseline (the same seeds of every scenario with no defect). Exit 0 only when every
+//! defect is caught and the baseline is clean.
+
+use anyhow::Context;
+use fencesim::catalogue::{self, Defect};
+use fencesim::mutants::{self, Catch, Detector, Hunt};
+use fencesim::report;
+use fencesim::stores::DbKind;
+use fencesim::world::{self, WorldConfig};
+use fencesim_store::conformance::{self, Outcome, SqliteTarget};
+use fencesim_store::{Defects, StoreDefect};
+use serde_json::json;
+
+use super::par::{self, Progress, Stopwatch};
+use super::{CmdResult, Format, Verdict};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Seeds per scenario before a defect counts as not caught; also the baseline's seeds.
+    #[arg(long, default_value_t = 10)]
+    seeds: u64,
+    /// Worlds run at once (default: the machine's cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    #[arg(long, default_value = "memdb", value_parser = super::parse_db)]
+    db: DbKind,
+    #[arg(long, value_enum, default_value_t)]
+    format: Format,
+}
+
+/// A clean-baseline world that found a violation.
+struct Dirty {
+    scenario: String,
+    seed: u64,
+    first: String,
+    repro: String,
+}
+
+pub fn run(args: &Args) -> CmdResult {
+    anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
+    anyhow::ensure!(args.jobs != Some(0), "--jobs must be at least 1");
+    let jobs = args.jobs.unwrap_or_else(par::default_jobs);
+    let clock = Stopwatch::start();
+    let defects = Defect::all();
+    let progress = Progress::new("mutants", defects.len());
+    let hunts = par::map(&defects, jobs, &progress, |&d| hunt(d, args));
+    let hunts: Vec<Hunt> = hunts.into_iter().collect::<anyhow::Result<_>>()?;
+
+    let worlds: Vec<(&str, u64)> =
+        catalogue::SCENARIOS.iter().flat_map(|(name, _)| (1..=args.seeds).map(move |seed| (*name, seed))).collect();
+    let progress = Progress::new("baseline", worlds.len());
+    let baseline = par::map(&worlds, jobs, &progress, |&(name, seed)| -> anyhow::Result<Option<Dirty>> {
+        let scenario = catalogue::scenario(name)?;
+        let cfg = WorldConfig {
+            scenario,
+            seed,
+            db: args.db,
+            store_defects: Defects::NONE,
+            engine_defects: Default::default(),
+            keep_db: None,
+        };
+        let outcome = world::run(&cfg)?;
+        Ok(outcome.violations.first().map(|v| Dirty {
+            scenario: name.to_owned(),
+            seed,
+            first: format!("{}: {}", v.checker, v.explanation),
+            repro: report::repro(&outcome, &[]),
+        }))
+    });
+    let dirty: Vec<Dirty> = baseline.into_iter().collect::<anyhow::Result<Vec<_>>>()?.into_iter().flatten().collect();
+    let seconds = clock.seconds();
+    let missed = hunts.iter().filter(|h| h.catch.is_none()).count();
+
+    match args.format {
+        Format::Text => {
+            println!("{:<30} {:<7} {:>5}  {:<32} {:<22} repro", "defect", "caught", "tries", "where", "checker");
+            for h in &hunts {
+                match &h.catch {
+                    Some(c) => println!(
+                        "{:<30} {:<7} {:>5}  {:<32} {:<22} {}",
+                        h.defect,
+                        "yes",
+                        h.tries,
+                        format!("{} seed {}", c.scenario, c.seed),
+                        c.checker,
+                        c.repro
+                    ),
+                    None => println!(
+                        "{:<30} {:<7} {:>5}  {:<32} {:<22} -",
+                        h.defect,
+                        "NO",
+                        h.tries,
+                        h.hunted_in.join(","),
+                        "-"
+                    ),
+                }
+            }
+            for d in &dirty {
+                println!("BASELINE FAIL {} seed {}: {}\n  repro: {}", d.scenario, d.seed, d.first, d.repro);
+            }
+            println!(
+                "{} of {} defects caught; clean baseline: {} worlds, {} with violations; {seconds:.1} s",
+                hunts.len() - missed,
+                hunts.len(),
+                worlds.len(),
+                dirty.len()
+            );
+        }
+        Format::Json => {
+            let doc = json!({
+                "seeds": args.seeds,
+                "db": args.db.as_str(),
+                "defects": hunts,
+                "caught": hunts.len() - missed,
+                "missed": missed,
+                "baseline": {
+                    "worlds": worlds.len(),
+                    "dirty": dirty.iter().map(|d| json!({"scenario": d.scenario, "seed": d.seed, "first": d.first, "repro": d.repro})).collect::<Vec<_>>(),
+                },
+            });
+            println!("{doc}");
+        }
+    }
+    Ok(if missed == 0 && dirty.is_empty() { Verdict::Pass } else { Verdict::Fail })
+}
+
+fn hunt(defect: Defect, args: &Args) -> anyhow::Result<Hunt> {
+    let caught = |hunted_in: &str, broken: Vec<String>, repro: String| Hunt {
+        defect: defect.name(),
+        story: defect.story(),
+        hunted_in: vec![hunted_in.to_owned()],
+        tries: 1,
+        catch: broken.first().map(|first| Catch {
+            scenario: hunted_in.to_owned(),
+            seed: 0,
+            checker: hunted_in.to_owned(),
+            explanation: first.clone(),
+            repro,
+        }),
+    };
+    Ok(match mutants::detector(defect) {
+        Detector::Worlds => mutants::hunt(defect, args.seeds, args.db)?,
+        Detector::Probe(name) => caught(
+            &format!("probe:{name}"),
+            mutants::probe(name, defect),
+            format!("cargo test -p fencesim --lib probes::tests::{}", name.replace('-', "_")),
+        ),
+        Detector::BootRace => {
+            let Defect::Store(store_defect) = defect else { anyhow::bail!("{defect} is not a store defect") };
+            caught(
+                "boot-race",
+                boot_race(store_defect)?,
+                format!("fencesim conformance --store sqlite-file --defect {defect}"),
+            )
+        }
+    })
+}
+
+/// Conformance B2 with the defect planted: OS processes boot one fresh file at the same instant.
+fn boot_race(defect: StoreDefect) -> anyhow::Result<Vec<String>> {
+    let dir =
+        tempfile::Builder::new().prefix("fencesim-mutants-").tempdir().context("cannot create a temporary folder")?;
+    let exe = std::env::current_exe().context("cannot locate the fencesim binary for the boot race")?;
+    let target = SqliteTarget::file(dir.path())
+        .defects(Defects::of(&[defect]))
+        .boot_with(move |db, start_at| super::conformance::boot_command(&exe, db, start_at, &[defect]));
+    let check = conformance::checks().into_iter().find(|c| c.id == "B2").context("conformance kit has no B2 check")?;
+    Ok(match conformance::run_check(&check, &target).outcome {
+        Outcome::Fail(why) => vec![why],
+        Outcome::Error(why) => anyhow::bail!("the boot race could not run: {why}"),
+        Outcome::Pass | Outcome::Skip(_) => Vec::new(),
+    })
+}
