@@ -388,20 +388,21 @@ pub struct Recorder {
 }
 
 /// Fails a share of store calls with [`StoreError::Busy`] before they run (nothing committed),
-/// while faults are on. Each firing starts a burst: that many consecutive calls of the
-/// connection fail (another process holding the write lock for a while).
+/// while faults are on. Each firing may hold the connection busy for a while (another process
+/// holding the write lock): every call until then fails too.
 #[derive(Clone, Debug)]
 pub struct BusyInjector {
-    state: Arc<Mutex<(Stream, u32)>>,
+    /// The stream, and the virtual ms until which the connection stays busy.
+    state: Arc<Mutex<(Stream, i64)>>,
     rate: f64,
-    burst: (u32, u32),
+    hold_ms: (u32, u32),
     /// Set at quiescence: no more injected faults.
     quiet: Arc<AtomicBool>,
 }
 
 impl BusyInjector {
-    pub fn new(rng: Stream, rate: f64, burst: (u32, u32), quiet: Arc<AtomicBool>) -> Self {
-        Self { state: Arc::new(Mutex::new((rng, 0))), rate, burst, quiet }
+    pub fn new(rng: Stream, rate: f64, hold_ms: (u32, u32), quiet: Arc<AtomicBool>) -> Self {
+        Self { state: Arc::new(Mutex::new((rng, i64::MIN))), rate, hold_ms, quiet }
     }
 
     fn fires(&self) -> bool {
@@ -409,14 +410,14 @@ impl BusyInjector {
             return false;
         }
         let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let (rng, left) = &mut *state;
-        if *left > 0 {
-            *left -= 1;
+        let (rng, until) = &mut *state;
+        let now = virtual_ms();
+        if now < *until {
             return true;
         }
         if rng.chance(self.rate) {
-            let burst = rng.range(u64::from(self.burst.0), u64::from(self.burst.1));
-            *left = u32::try_from(burst.saturating_sub(1)).unwrap_or(0);
+            let hold = rng.range(u64::from(self.hold_ms.0), u64::from(self.hold_ms.1));
+            *until = now.saturating_add(i64::try_from(hold).unwrap_or(0));
             return true;
         }
         false

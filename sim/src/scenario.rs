@@ -72,7 +72,7 @@ impl Default for WorldShape {
             workers: Span(3, 5),
             concurrency: Span(1, 3),
             ttl_ms: 1_000,
-            poll_ms: Span(100, 400),
+            poll_ms: Span(500, 1500),
             runs: Span(15, 25),
             start_ms: 4_000,
             workflows: vec!["happy".into(), "limit".into(), "approval".into()],
@@ -81,7 +81,7 @@ impl Default for WorldShape {
             cancel: Ratio(0.0),
             double_drive: Ratio(0.0),
             retention_ms: 0,
-            operator_ms: 3_000,
+            operator_ms: 5_000,
             boot_storm: 0,
             fault_ms: 10_000,
             liveness_ms: 30_000,
@@ -129,8 +129,8 @@ pub struct FaultKind {
     pub restart_ms: Span,
     /// Clock skew bound and jump size.
     pub max_ms: u32,
-    /// Busy: consecutive calls of a connection that fail once it fires.
-    pub burst: Span,
+    /// Busy: how long the connection stays busy once it fires (every call fails meanwhile).
+    pub hold_ms: Span,
     /// Nodes it hits: `any`, `worker` (every queue worker), or a node name (`w1`, `client`,
     /// `sweeper`, `operator`).
     pub nodes: Vec<String>,
@@ -145,7 +145,7 @@ impl Default for FaultKind {
             factor: Range(1.1, 3.0),
             restart_ms: Span(200, 3_000),
             max_ms: 0,
-            burst: Span(1, 1),
+            hold_ms: Span(0, 0),
             nodes: vec!["any".into()],
         }
     }

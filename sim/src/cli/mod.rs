@@ -5,6 +5,7 @@ mod conformance;
 mod killpoints;
 mod mutants;
 mod par;
+mod replay;
 mod run;
 mod runs;
 mod sweep;
@@ -57,6 +58,12 @@ enum Command {
     /// Exit 0 only when every defect is caught and the baseline is clean, 1 otherwise, 2 on bad
     /// input.
     Mutants(mutants::Args),
+    /// Replay a seed corpus (`scenario seed` per line): every entry twice, in parallel, which
+    /// must agree; writes replay.json and junit.xml to the report folder.
+    ///
+    /// Exit 0 when every entry passes deterministically, 1 when any fails or is
+    /// nondeterministic, 2 on bad input (a malformed corpus line is named by FILE:LINE).
+    Replay(replay::Args),
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -89,6 +96,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(&args),
         Command::Sweep(args) => sweep::run(&args),
         Command::Mutants(args) => mutants::run(&args),
+        Command::Replay(args) => replay::run(&args),
     };
     match result {
         Ok(Verdict::Pass) => ExitCode::SUCCESS,

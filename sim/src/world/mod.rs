@@ -95,9 +95,16 @@ pub struct WorldError {
 /// Run one world to its verdict.
 pub fn run(cfg: &WorldConfig) -> Result<WorldReport, WorldError> {
     let fail = |message: String| WorldError { scenario: cfg.scenario.name.clone(), seed: cfg.seed, message };
-    let db = Db::new(cfg.db).map_err(|e| fail(format!("cannot create the world's database: {e}")))?;
     let runtime = Runtime::with_seed_and_config(cfg.seed, madsim::Config::default());
-    runtime.block_on(supervise(cfg.clone(), db)).map_err(fail)
+    runtime.block_on(run_in_runtime(cfg.clone())).map_err(fail)
+}
+
+/// Run one world inside the current madsim runtime (which the caller seeded with `cfg.seed`):
+/// what [`run`] does inside the runtime it makes, exposed so that a test can wrap it in
+/// `Runtime::check_determinism`.
+pub async fn run_in_runtime(cfg: WorldConfig) -> Result<WorldReport, String> {
+    let db = Db::new(cfg.db).map_err(|e| format!("cannot create the world's database: {e}"))?;
+    supervise(cfg, db).await
 }
 
 /// State every node of a world shares (nodes' init closures must be `Send + Sync`).
@@ -290,7 +297,7 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
             }
         }
         if now >= fault_ms
-            && now % 250 < tick as i64
+            && now % 500 < tick as i64
             && lock(&shared.restarts).is_empty()
             && lock(&shared.client).done()
         {

@@ -54,8 +54,8 @@ impl Ctx {
         let mut recorder = shared.connect(name, &label, &clock)?;
         if let Some(busy) = shared.plan.fault("busy").filter(|f| f.hits(name)) {
             let rng = shared.root.fork(&format!("busy/{label}"));
-            let burst = (busy.burst.0, busy.burst.1);
-            recorder = recorder.with_busy(BusyInjector::new(rng, busy.rate, burst, shared.quiet.clone()));
+            let hold = (busy.hold_ms.0, busy.hold_ms.1);
+            recorder = recorder.with_busy(BusyInjector::new(rng, busy.rate, hold, shared.quiet.clone()));
         }
         if let Some(takeover) = shared.plan.fault("takeover").filter(|f| f.hits(name)) {
             install_takeover(shared, &recorder, &label, &clock, takeover)?;
@@ -202,6 +202,9 @@ impl ClientState {
     }
 }
 
+/// How often the client looks at its runs (to start, resolve or recreate them).
+const CLIENT_TICK_MS: u64 = 250;
+
 /// The client: starts each run at its time (driving its first segment itself), resolves
 /// suspensions, deletes and recreates settled runs, cancels and double-drives as planned.
 async fn client(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
@@ -260,7 +263,7 @@ async fn client(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
                 }
             }
         }
-        ctx.env.sleep(100).await;
+        ctx.env.sleep(CLIENT_TICK_MS).await;
     }
 }
 

@@ -20,7 +20,7 @@ pub struct Applied {
     pub factor: Range,
     pub restart_ms: Span,
     pub max_ms: u32,
-    pub burst: Span,
+    pub hold_ms: Span,
     pub nodes: Vec<String>,
 }
 
@@ -43,7 +43,7 @@ impl Applied {
             "stall" => format!(" factor=[{}, {}]x ttl", self.factor.0, self.factor.1),
             "crash" | "restart" => format!(" restart_ms={}", self.restart_ms),
             "clock" => format!(" max_ms={}", self.max_ms),
-            "busy" => format!(" burst={}", self.burst),
+            "busy" => format!(" hold_ms={}", self.hold_ms),
             _ => String::new(),
         };
         let sites = if matches!(self.kind, "stall" | "crash") {
@@ -263,7 +263,7 @@ fn applied(swarm: &mut Stream, kind: &'static str, ranges: &FaultKind) -> Applie
         factor: ranges.factor,
         restart_ms: ranges.restart_ms,
         max_ms: ranges.max_ms,
-        burst: ranges.burst,
+        hold_ms: ranges.hold_ms,
         nodes: ranges.nodes.clone(),
     }
 }

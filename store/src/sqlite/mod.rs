@@ -8,9 +8,19 @@
 //! One `SqliteStore` is one connection. It is `Send` but not `Sync`: give every node or thread its
 //! own. Runtime calls never wait for a lock unless a busy timeout is configured: a competing
 //! writer surfaces as [`StoreError::Busy`] with nothing committed (B3). Opening lives in `boot`.
+//!
+//! Hot statements write a parameter the query planner could look at as `+?N`. The bundled SQLite
+//! is built with STAT4, under which a statement whose plan consulted a bound value (an `ORDER BY`
+//! or `MAX` over an index prefix) is re-prepared at every rebind; the unary plus keeps the value
+//! out of the planner's sight without changing the plan (same index search). Measured: re-parsing
+//! was 12% of a simulated world's time. `hot_statements_are_never_reprepared` guards it.
 
 mod boot;
 mod schema;
+
+const LOAD_SQL: &str = "SELECT payload FROM entries WHERE run_id = +?1 ORDER BY id";
+const TAIL_SQL: &str = "SELECT MAX(seq) FROM entries WHERE run_id = +?1";
+const LIST_BLOBS_SQL: &str = "SELECT ref FROM blobs WHERE run_id = +?1 AND ref <> +?1 ORDER BY ref";
 
 use std::cell::RefCell;
 use std::fmt;
@@ -294,9 +304,7 @@ impl SqliteStore {
         }
         // The tail is for the message only: a failed read must not change the error's class.
         let tail = self
-            .query_opt(Op::Append, run, "SELECT MAX(seq) FROM entries WHERE run_id = ?1", [run.as_str()], |r| {
-                r.get::<_, Option<i64>>(0)
-            })
+            .query_opt(Op::Append, run, TAIL_SQL, [run.as_str()], |r| r.get::<_, Option<i64>>(0))
             .ok()
             .flatten()
             .flatten()
@@ -366,7 +374,7 @@ impl JournalStore for SqliteStore {
     }
 
     fn load(&self, run: &RunId) -> StoreResult<Vec<JournalEntry>> {
-        let sql = "SELECT payload FROM entries WHERE run_id = ?1 ORDER BY id";
+        let sql = LOAD_SQL;
         let rows = self.query_rows(Op::Load, Some(run), sql, [run.as_str()], |r| r.get::<_, String>(0))?;
         rows.iter().map(|p| from_json(Op::Load, run, p)).collect()
     }
@@ -389,11 +397,11 @@ impl JournalStore for SqliteStore {
         let mut sql = "SELECT run_id, payload FROM meta WHERE 1".to_owned();
         let mut args: Vec<&str> = Vec::new();
         if let Some(set) = &statuses {
-            sql += &format!(" AND status IN ({})", vec!["?"; set.len()].join(", "));
+            sql += &format!(" AND status IN ({})", vec!["+?"; set.len()].join(", "));
             args.extend(set.iter().map(|s| s.as_str()));
         }
         if let Some(name) = &filter.name {
-            sql += " AND name = ?";
+            sql += " AND name = +?";
             args.push(name);
         }
         sql += " ORDER BY run_id";
@@ -536,7 +544,7 @@ impl TranscriptStore for SqliteStore {
     }
 
     fn list_blobs(&self, run: &RunId) -> StoreResult<Vec<String>> {
-        let sql = "SELECT ref FROM blobs WHERE run_id = ?1 AND ref <> ?1 ORDER BY ref";
+        let sql = LIST_BLOBS_SQL;
         self.query_rows(Op::BlobList, Some(run), sql, [run.as_str()], |r| r.get(0))
     }
 
@@ -573,5 +581,41 @@ fn sql_error(op: Op, run: Option<&RunId>, e: rusqlite::Error) -> StoreError {
     } else {
         let run = run.map_or(String::new(), |r| format!(" run={r}"));
         StoreError::storage(op, format!("{e}{run}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::types::{JournalEntry, RunFilter, RunId};
+
+    /// What `list_runs` with no filter prepares.
+    const LIST_ALL_RUNS_SQL: &str = "SELECT run_id, payload FROM meta WHERE 1 ORDER BY run_id";
+
+    #[test]
+    fn hot_statements_are_never_reprepared() {
+        let clock = Arc::new(ManualClock::new(1_000));
+        let store = SqliteStore::open(SqliteOptions::memdb("hot-statements", clock)).expect("opens");
+        let run = RunId::new("r");
+        let control = "SELECT payload FROM entries WHERE run_id = ?1 ORDER BY id";
+        for seq in 1..=3 {
+            store.append(&run, &JournalEntry::new(seq, "k", "s"), None).expect("append");
+            let refused = store.append(&run, &JournalEntry::new(seq, "k", "s"), None);
+            assert!(refused.is_err_and(|e| e.is_journal_order()), "the tail query runs on a refusal");
+            store.load(&run).expect("load");
+            let mut stmt = store.raw_connection().prepare_cached(control).expect("control");
+            stmt.query_map([run.as_str()], |_| Ok(())).expect("control runs").for_each(drop);
+            store.list_blobs(&run).expect("list blobs");
+            store.list_runs(&RunFilter::all()).expect("list runs");
+        }
+        // The measurement can fail: the same query with a bare parameter is re-prepared.
+        let stmt = store.raw_connection().prepare_cached(control).expect("cached");
+        assert!(stmt.get_status(rusqlite::StatementStatus::RePrepare) > 0, "the control re-prepares");
+        drop(stmt);
+        for sql in [LOAD_SQL, TAIL_SQL, LIST_BLOBS_SQL, LIST_ALL_RUNS_SQL] {
+            let stmt = store.raw_connection().prepare_cached(sql).expect("cached");
+            assert_eq!(stmt.get_status(rusqlite::StatementStatus::RePrepare), 0, "{sql}");
+        }
     }
 }

@@ -1,0 +1,369 @@
+//! `fencesim replay CORPUS`: the CI gate over a seed corpus (`seeds/ci.txt`,
+//! `seeds/regressions.txt`). A corpus is one `scenario seed` per line, `#` comments; it is parsed
+//! whole before anything runs, and a malformed line exits 2 naming `FILE:LINE`. Every entry runs
+//! twice, in parallel, and must give the same fingerprint and verdict both times. Prints one line
+//! per failing or nondeterministic entry (with its repro command) and a summary; writes
+//! `replay.json` (schema `reports/replay.schema.json`) and `junit.xml` into the report folder.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use fencesim::catalogue;
+use fencesim::report::{self, Case};
+use fencesim::scenario::Scenario;
+use fencesim::stores::DbKind;
+use fencesim::world::{self, WorldConfig, WorldReport};
+use fencesim_store::Defects;
+use serde_json::{Value, json};
+
+use super::par::{self, Progress, Stopwatch};
+use super::{CmdResult, Verdict};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The corpus: one `scenario seed` per line (a built-in scenario or a path to a `.toml`
+    /// file, relative to the current folder; a u64 seed); `#` starts a comment.
+    corpus: PathBuf,
+    /// The folder `replay.json` and `junit.xml` are written to (created if needed).
+    #[arg(long, value_name = "DIR", default_value = "reports")]
+    report: PathBuf,
+    /// Worlds run at once (default: the machine's cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Every world's database: memdb (fast) or file (a WAL file in a fresh temporary folder).
+    #[arg(long, default_value = "memdb", value_parser = super::parse_db)]
+    db: DbKind,
+}
+
+/// One line of a corpus.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// 1-based line number in the corpus file.
+    pub line: usize,
+    /// The scenario as written: a built-in name or a `.toml` path.
+    pub name: String,
+    pub scenario: Scenario,
+    pub seed: u64,
+}
+
+/// A corpus that cannot be replayed: the first malformed line, and how many more there are.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}:{line}: {message}{}", if *more == 0 { String::new() } else { format!(" (and {more} more malformed line(s))") })]
+pub struct CorpusError {
+    pub file: String,
+    pub line: usize,
+    pub message: String,
+    pub more: usize,
+}
+
+/// Parse a corpus's text; `file` names it in errors. Every scenario named is loaded (once), so an
+/// unknown scenario or a malformed scenario file is refused here, before anything runs.
+pub fn parse_corpus(file: &str, text: &str) -> Result<Vec<Entry>, CorpusError> {
+    let mut scenarios: BTreeMap<String, Scenario> = BTreeMap::new();
+    let mut entries = Vec::new();
+    let mut errors: Vec<(usize, String)> = Vec::new();
+    for (index, raw) in text.lines().enumerate() {
+        let line = index + 1;
+        let content = raw.split('#').next().unwrap_or_default();
+        let fields: Vec<&str> = content.split_whitespace().collect();
+        let (name, seed) = match fields.as_slice() {
+            [] => continue,
+            [name, seed] => (*name, *seed),
+            [name] => {
+                errors.push((line, format!("'{name}' has no seed (expected `scenario seed`)")));
+                continue;
+            }
+            [_, _, extra @ ..] => {
+                errors.push((
+                    line,
+                    format!("{} fields, expected 2 (`scenario seed`); extra: '{}'", fields.len(), extra.join(" ")),
+                ));
+                continue;
+            }
+        };
+        let Ok(seed) = seed.parse::<u64>() else {
+            errors.push((line, format!("seed '{seed}' is not a number from 0 to {}", u64::MAX)));
+            continue;
+        };
+        let scenario = match scenarios.get(name) {
+            Some(s) => s.clone(),
+            None => match catalogue::scenario(name) {
+                Ok(s) => {
+                    scenarios.insert(name.to_owned(), s.clone());
+                    s
+                }
+                Err(e) => {
+                    errors.push((line, format!("bad scenario: {e}")));
+                    continue;
+                }
+            },
+        };
+        entries.push(Entry { line, name: name.to_owned(), scenario, seed });
+    }
+    match errors.first() {
+        None => Ok(entries),
+        Some((line, message)) => {
+            Err(CorpusError { file: file.to_owned(), line: *line, message: message.clone(), more: errors.len() - 1 })
+        }
+    }
+}
+
+/// What two runs of one entry concluded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Judgement {
+    Passed,
+    /// Deterministic, with violations.
+    Failed,
+    /// The two runs disagree on the fingerprint or the verdict (whatever either verdict was).
+    Nondeterministic,
+}
+
+pub fn judge(first: &WorldReport, second: &WorldReport) -> Judgement {
+    if first.fingerprint != second.fingerprint || first.passed() != second.passed() {
+        Judgement::Nondeterministic
+    } else if first.passed() {
+        Judgement::Passed
+    } else {
+        Judgement::Failed
+    }
+}
+
+/// Why an entry failed, in one line (empty for a pass).
+pub fn failure_line(first: &WorldReport, second: &WorldReport) -> Option<String> {
+    let verdict = |r: &WorldReport| if r.passed() { "pass" } else { "fail" };
+    match judge(first, second) {
+        Judgement::Passed => None,
+        Judgement::Nondeterministic => Some(format!(
+            "nondeterministic: fingerprints {:016x} vs {:016x}, verdicts {} vs {}",
+            first.fingerprint,
+            second.fingerprint,
+            verdict(first),
+            verdict(second)
+        )),
+        Judgement::Failed => {
+            let v = &first.violations[0];
+            Some(format!("{} violation(s), first {}: {}", first.violations.len(), v.checker, v.explanation))
+        }
+    }
+}
+
+/// An entry after both runs.
+struct Replayed<'a> {
+    entry: &'a Entry,
+    first: WorldReport,
+    second: WorldReport,
+    seconds: f64,
+}
+
+pub fn run(args: &Args) -> CmdResult {
+    anyhow::ensure!(args.jobs != Some(0), "--jobs must be at least 1");
+    let file = args.corpus.display().to_string();
+    let text = std::fs::read_to_string(&args.corpus).with_context(|| format!("cannot read corpus {file}"))?;
+    let entries = parse_corpus(&file, &text)?;
+    // Refuse an unwritable report folder before the worlds run, not after.
+    std::fs::create_dir_all(&args.report)
+        .with_context(|| format!("cannot create the report folder {}", args.report.display()))?;
+
+    let clock = Stopwatch::start();
+    let jobs = args.jobs.unwrap_or_else(par::default_jobs);
+    // Both runs of an entry are separate items, so with two jobs or more they run at the same
+    // time on different threads.
+    let items: Vec<(usize, u8)> = (0..entries.len()).flat_map(|i| [(i, 0), (i, 1)]).collect();
+    let progress = Progress::new(format!("replay {file}"), items.len());
+    let outcomes = par::map(&items, jobs, &progress, |&(i, _)| {
+        let entry = &entries[i];
+        let cfg = WorldConfig {
+            scenario: entry.scenario.clone(),
+            seed: entry.seed,
+            db: args.db,
+            store_defects: Defects::NONE,
+            engine_defects: Default::default(),
+            keep_db: None,
+        };
+        let watch = Stopwatch::start();
+        world::run(&cfg).map(|report| (report, watch.seconds()))
+    });
+    let seconds = clock.seconds();
+
+    let mut replayed = Vec::with_capacity(entries.len());
+    let mut outcomes = outcomes.into_iter();
+    for entry in &entries {
+        let mut next = || -> anyhow::Result<(WorldReport, f64)> {
+            let outcome = outcomes.next().context("a world of the replay did not report")?;
+            outcome.with_context(|| format!("{file}:{}", entry.line))
+        };
+        let (first, a) = next()?;
+        let (second, b) = next()?;
+        replayed.push(Replayed { entry, first, second, seconds: a + b });
+    }
+
+    let (mut passed, mut failed, mut nondeterministic) = (0, 0, 0);
+    let mut cases = Vec::with_capacity(replayed.len());
+    let mut worlds = Vec::with_capacity(replayed.len());
+    for r in &replayed {
+        match judge(&r.first, &r.second) {
+            Judgement::Passed => passed += 1,
+            Judgement::Failed => failed += 1,
+            Judgement::Nondeterministic => nondeterministic += 1,
+        }
+        let name = format!("{} {}", r.entry.name, r.entry.seed);
+        let failure = failure_line(&r.first, &r.second).map(|why| {
+            let repro = report::repro(&r.first, &[]);
+            println!("FAIL {name} ({file}:{}): {why}; repro: {repro}", r.entry.line);
+            let mut message = format!("{why}\n{}", report::text(&r.first, &[], false));
+            if r.first.passed() {
+                // `text` ends with the repro only when the world failed.
+                let _ = writeln!(message, "  repro: {repro}");
+            }
+            message
+        });
+        cases.push(Case { name: name.clone(), seconds: r.seconds, failure });
+        let mut doc = report::world_json(&r.first, &[]);
+        doc["entry"] = json!(name);
+        doc["line"] = json!(r.entry.line);
+        doc["deterministic"] = json!(judge(&r.first, &r.second) != Judgement::Nondeterministic);
+        doc["rerun_fingerprint"] = json!(format!("{:016x}", r.second.fingerprint));
+        doc["seconds"] = json!(r.seconds);
+        worlds.push(doc);
+    }
+
+    let verdict = if failed + nondeterministic == 0 { Verdict::Pass } else { Verdict::Fail };
+    let doc = json!({
+        "schema": report::REPLAY_SCHEMA,
+        "corpus": file,
+        "commit": git_commit(),
+        "summary": {
+            "verdict": if matches!(verdict, Verdict::Pass) { "pass" } else { "fail" },
+            "worlds": replayed.len(),
+            "passed": passed,
+            "failed": failed,
+            "nondeterministic": nondeterministic,
+            "db": args.db.as_str(),
+            "jobs": jobs,
+            "seconds": seconds,
+        },
+        "worlds": worlds,
+    });
+    write_reports(&args.report, &doc, &report::junit(&format!("fencesim replay {file}"), &cases))?;
+    println!(
+        "replayed {} worlds from {file}: {passed} passed, {failed} failed, {nondeterministic} nondeterministic in {seconds:.2} s",
+        replayed.len()
+    );
+    Ok(verdict)
+}
+
+fn write_reports(dir: &Path, doc: &Value, junit: &str) -> anyhow::Result<()> {
+    let json_path = dir.join("replay.json");
+    let text = serde_json::to_string_pretty(doc).context("cannot encode replay.json")? + "\n";
+    std::fs::write(&json_path, text).with_context(|| format!("cannot write {}", json_path.display()))?;
+    let xml_path = dir.join("junit.xml");
+    std::fs::write(&xml_path, junit).with_context(|| format!("cannot write {}", xml_path.display()))?;
+    Ok(())
+}
+
+/// The commit of the repository in the current folder, if git is there to say.
+fn git_commit() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let commit = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+    (out.status.success() && commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit())).then_some(commit)
+}
+
+#[cfg(test)]
+mod tests {
+    use fencesim::oracle::Violation;
+
+    use super::*;
+
+    fn parse(text: &str) -> Result<Vec<Entry>, CorpusError> {
+        parse_corpus("c.txt", text)
+    }
+
+    fn error(text: &str) -> String {
+        parse(text).map(|e| format!("parsed {} entries", e.len())).unwrap_or_else(|e| e.to_string())
+    }
+
+    #[test]
+    fn comments_blank_lines_and_crlf_are_skipped() {
+        let entries =
+            parse("# header\n\nswarm 1\r\n  boot-storm   18446744073709551615  # trailing\n#x 2\n").expect("parses");
+        let got: Vec<(usize, &str, u64)> = entries.iter().map(|e| (e.line, e.name.as_str(), e.seed)).collect();
+        assert_eq!(got, [(3, "swarm", 1), (4, "boot-storm", u64::MAX)]);
+        assert_eq!(entries[1].scenario.name, "boot-storm");
+        assert!(parse("# nothing yet\n\n").expect("parses").is_empty());
+        assert!(parse("").expect("parses").is_empty());
+    }
+
+    #[test]
+    fn a_malformed_line_is_named_by_file_and_line() {
+        assert!(error("swarm 1\nswarm\n").starts_with("c.txt:2: 'swarm' has no seed"), "{}", error("swarm\n"));
+        assert!(error("swarm x1\n").starts_with("c.txt:1: seed 'x1' is not a number"));
+        assert!(error("swarm -1\n").starts_with("c.txt:1: seed '-1' is not a number"));
+        assert!(error("swarm 18446744073709551616\n").starts_with("c.txt:1: seed '18446744073709551616'"));
+        assert!(error("\nswarm 1 2 3\n").starts_with("c.txt:2: 4 fields, expected 2"), "{}", error("swarm 1 2 3"));
+        let unknown = error("# c\nswam 1\n");
+        assert!(unknown.starts_with("c.txt:2: bad scenario: swam: unknown scenario"), "{unknown}");
+        let missing = error("nowhere/x.toml 1\n");
+        assert!(missing.starts_with("c.txt:1: bad scenario: nowhere/x.toml: cannot read scenario"), "{missing}");
+        assert_eq!(error("swam 1\nswarm\nswarm 1\n"), format!("{} (and 1 more malformed line(s))", error("swam 1")));
+    }
+
+    /// The CI corpus covers every built-in scenario with seeds 1 to 5 at least, and the
+    /// regressions corpus parses (it may be empty).
+    #[test]
+    fn the_shipped_corpora_parse() {
+        let ci = parse_corpus("seeds/ci.txt", include_str!("../../../seeds/ci.txt")).unwrap_or_else(|e| panic!("{e}"));
+        for (name, _) in catalogue::SCENARIOS {
+            for seed in 1..=5 {
+                assert!(ci.iter().any(|e| e.name == name && e.seed == seed), "seeds/ci.txt lacks {name} {seed}");
+            }
+        }
+        parse_corpus("seeds/regressions.txt", include_str!("../../../seeds/regressions.txt"))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn world(fingerprint: u64, violations: usize) -> WorldReport {
+        WorldReport {
+            scenario: "swarm".into(),
+            seed: 3,
+            db: DbKind::Memdb,
+            config: Vec::new(),
+            rows: Vec::new(),
+            violations: (0..violations)
+                .map(|i| Violation {
+                    checker: "liveness",
+                    explanation: format!("run r{i} never settled"),
+                    row: None,
+                    cause: None,
+                })
+                .collect(),
+            fingerprint,
+            counters: Default::default(),
+            settled_early: true,
+        }
+    }
+
+    #[test]
+    fn two_runs_must_agree_on_fingerprint_and_verdict() {
+        assert_eq!(judge(&world(7, 0), &world(7, 0)), Judgement::Passed);
+        assert_eq!(failure_line(&world(7, 0), &world(7, 0)), None);
+        assert_eq!(judge(&world(7, 2), &world(7, 2)), Judgement::Failed);
+        assert_eq!(
+            failure_line(&world(7, 2), &world(7, 2)).as_deref(),
+            Some("2 violation(s), first liveness: run r0 never settled")
+        );
+        assert_eq!(judge(&world(7, 0), &world(8, 0)), Judgement::Nondeterministic);
+        assert_eq!(judge(&world(7, 1), &world(8, 1)), Judgement::Nondeterministic);
+        assert_eq!(judge(&world(7, 0), &world(7, 1)), Judgement::Nondeterministic);
+        assert_eq!(
+            failure_line(&world(7, 0), &world(8, 1)).as_deref(),
+            Some("nondeterministic: fingerprints 0000000000000007 vs 0000000000000008, verdicts pass vs fail")
+        );
+    }
+}

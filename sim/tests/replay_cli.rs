@@ -1,0 +1,166 @@
+//! `fencesim replay` end to end: a small corpus replays twice per entry, passes, and writes a
+//! `replay.json` (whose worlds are the same reports `fencesim run --format json` prints) and a
+//! `junit.xml`; an empty corpus passes with 0 worlds; a malformed or missing corpus exits 2 with
+//! one line naming `FILE:LINE`, before any world runs or any report is written.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn fencesim<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).output().expect("run fencesim")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn assert_exit(out: &Output, code: i32) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "stdout: {}\nstderr: {err}", stdout(out));
+    assert!(!err.contains("panic"), "{err}");
+}
+
+/// A corpus file in a temporary folder, and a report folder beside it (not created yet).
+struct Corpus {
+    dir: tempfile::TempDir,
+    path: String,
+}
+
+impl Corpus {
+    fn new(text: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("corpus.txt");
+        std::fs::write(&path, text).unwrap();
+        Corpus { path: path.to_str().unwrap().to_owned(), dir }
+    }
+
+    fn report_dir(&self) -> PathBuf {
+        self.dir.path().join("out").join("replay")
+    }
+
+    fn replay(&self, extra: &[&str]) -> Output {
+        let report = self.report_dir();
+        let args: Vec<&str> = ["replay", self.path.as_str(), "--report", report.to_str().unwrap()]
+            .into_iter()
+            .chain(extra.iter().copied())
+            .collect();
+        fencesim(&args)
+    }
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("the report exists")).expect("valid JSON")
+}
+
+/// The replay's own fields removed: what remains is a world report.
+fn world_part(world: &Value) -> Value {
+    let mut world = world.clone();
+    for key in ["entry", "line", "deterministic", "rerun_fingerprint", "seconds"] {
+        world.as_object_mut().unwrap().remove(key).unwrap_or_else(|| panic!("no {key} in {world}"));
+    }
+    world
+}
+
+#[test]
+fn a_small_corpus_replays_deterministically_and_writes_both_reports() {
+    let corpus = Corpus::new("# two entries\n\nswarm 1\nmid-call-takeover 2   # trailing comment\n");
+    let out = corpus.replay(&["--jobs", "2"]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let summary = format!("replayed 2 worlds from {}: 2 passed, 0 failed, 0 nondeterministic in ", corpus.path);
+    assert!(text.starts_with(&summary) && text.trim_end().ends_with(" s"), "{text}");
+
+    let doc = read_json(&corpus.report_dir().join("replay.json"));
+    assert_eq!(doc["schema"], "fencesim.replay/1");
+    assert_eq!(doc["corpus"], corpus.path.as_str());
+    assert!(doc["commit"].is_null() || doc["commit"].as_str().is_some_and(|c| c.len() == 40), "{}", doc["commit"]);
+    let s = &doc["summary"];
+    assert_eq!(
+        (&s["worlds"], &s["passed"], &s["failed"], &s["nondeterministic"]),
+        (&2.into(), &2.into(), &0.into(), &0.into())
+    );
+    assert_eq!((&s["verdict"], &s["db"], &s["jobs"]), (&"pass".into(), &"memdb".into(), &2.into()));
+    let worlds = doc["worlds"].as_array().expect("worlds");
+    assert_eq!(worlds.len(), 2);
+    for (world, (entry, line)) in worlds.iter().zip([("swarm 1", 3), ("mid-call-takeover 2", 4)]) {
+        assert_eq!(world["deterministic"], true, "{world}");
+        assert_eq!(world["fingerprint"], world["rerun_fingerprint"]);
+        assert_eq!((&world["entry"], &world["line"]), (&entry.into(), &line.into()));
+        assert_eq!((&world["schema"], &world["verdict"]), (&"fencesim.world/1".into(), &"pass".into()));
+        // The same report a separate `fencesim run` process prints.
+        let (scenario, seed) = entry.split_once(' ').unwrap();
+        let run = fencesim(&["run", "--scenario", scenario, "--seed", seed, "--format", "json"]);
+        assert_exit(&run, 0);
+        let alone: Value = serde_json::from_slice(&run.stdout).expect("one JSON document");
+        assert_eq!(world_part(world), alone, "{entry}");
+    }
+
+    let junit = std::fs::read_to_string(corpus.report_dir().join("junit.xml")).expect("junit.xml");
+    assert!(junit.contains("tests=\"2\" failures=\"0\""), "{junit}");
+    assert!(junit.contains(" name=\"swarm 1\" ") && junit.contains(" name=\"mid-call-takeover 2\" "), "{junit}");
+    assert_eq!(junit.matches("<testcase ").count(), 2, "{junit}");
+}
+
+#[test]
+fn a_file_database_replays_deterministically_too() {
+    let corpus = Corpus::new("swarm 2\n");
+    let out = corpus.replay(&["--db", "file", "--jobs", "2"]);
+    assert_exit(&out, 0);
+    let doc = read_json(&corpus.report_dir().join("replay.json"));
+    assert_eq!((&doc["summary"]["db"], &doc["worlds"][0]["db"]), (&"file".into(), &"file".into()));
+    assert_eq!(doc["worlds"][0]["deterministic"], true);
+}
+
+#[test]
+fn the_regressions_corpus_replays_even_when_empty() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../seeds/regressions.txt");
+    let dir = tempfile::tempdir().unwrap();
+    let out = fencesim(&[Path::new("replay"), &path, Path::new("--report"), dir.path()]);
+    assert_exit(&out, 0);
+    let worlds = read_json(&dir.path().join("replay.json"))["worlds"].as_array().expect("worlds").len();
+    assert!(stdout(&out).starts_with(&format!("replayed {worlds} worlds from ")), "{}", stdout(&out));
+    assert!(dir.path().join("junit.xml").exists());
+
+    let empty = Corpus::new("# nothing yet\n\n");
+    let out = empty.replay(&[]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out)
+            .starts_with(&format!("replayed 0 worlds from {}: 0 passed, 0 failed, 0 nondeterministic", empty.path))
+    );
+    assert_eq!(read_json(&empty.report_dir().join("replay.json"))["summary"]["verdict"], "pass");
+}
+
+#[test]
+fn a_malformed_corpus_is_refused_naming_file_and_line() {
+    let cases = [
+        ("swarm 1\nswarm\n", 2, "has no seed"),
+        ("# c\n\nswarm one\n", 3, "seed 'one' is not a number"),
+        ("swarm -3\n", 1, "seed '-3' is not a number"),
+        ("swarm 1 2\n", 1, "3 fields, expected 2"),
+        ("swarm 1\nswam 2 # typo\n", 2, "unknown scenario"),
+        ("missing/scenario.toml 1\n", 1, "cannot read scenario"),
+    ];
+    for (text, line, why) in cases {
+        let corpus = Corpus::new(text);
+        let out = corpus.replay(&[]);
+        assert_exit(&out, 2);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with(&format!("fencesim: error: {}:{line}: ", corpus.path)), "{text:?}: {err}");
+        assert!(err.contains(why), "{text:?}: expected {why:?} in {err}");
+        assert!(out.stdout.is_empty(), "{}", stdout(&out));
+        assert!(!corpus.report_dir().exists(), "a report was written for a corpus that was refused");
+    }
+
+    let missing = Corpus::new("");
+    let path = missing.dir.path().join("nope.txt");
+    let out = fencesim(&[Path::new("replay"), &path]);
+    assert_exit(&out, 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("cannot read corpus") && err.contains("nope.txt"), "{err}");
+}
