@@ -112,6 +112,10 @@ pub struct RunOptions {
     /// Genesis token of a fresh run; minted deterministically when absent.
     pub genesis: Option<String>,
     pub name: Option<String>,
+    /// Meta and journal the caller read under the supplied `lease`, after acquiring it (a
+    /// worker's candidacy check): the segment starts from them instead of reading again. Ignored
+    /// without a supplied lease, where the engine must own before it reads (contracts 3.7).
+    pub snapshot: Option<(Option<RunMeta>, Vec<JournalEntry>)>,
 }
 
 /// A durably settled segment.
@@ -210,7 +214,13 @@ impl<E: Env> Engine<E> {
         self.segment(run, workflow, opts, false).await
     }
 
-    async fn segment(&self, run: &RunId, workflow: &Workflow, opts: RunOptions, fresh: bool) -> EngineResult<Outcome> {
+    async fn segment(
+        &self,
+        run: &RunId,
+        workflow: &Workflow,
+        mut opts: RunOptions,
+        fresh: bool,
+    ) -> EngineResult<Outcome> {
         if let Some(lease) = &opts.lease
             && &lease.run != run
         {
@@ -243,7 +253,8 @@ impl<E: Env> Engine<E> {
         if self.env.fault(&Point { run, epoch, site: Site::Owned }).await == Fault::Crash {
             return Err(EngineError::Crashed);
         }
-        let snapshot = match early {
+        let supplied = opts.snapshot.take().filter(|_| opts.lease.is_some());
+        let snapshot = match early.or(supplied) {
             Some(snapshot) => Ok(snapshot),
             None => self.read(run).await,
         };

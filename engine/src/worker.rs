@@ -365,7 +365,14 @@ impl<E: Env> Worker<E> {
             return release(skip::STOPPING);
         }
 
-        let opts = RunOptions { lease: Some(lease.clone()), cancel: Some(token.clone()), ..RunOptions::default() };
+        // The candidacy read happened under this lease: the segment starts from it.
+        let length = journal.len();
+        let opts = RunOptions {
+            lease: Some(lease.clone()),
+            cancel: Some(token.clone()),
+            snapshot: Some((Some(meta), journal)),
+            ..RunOptions::default()
+        };
         let body = self.engine.resume(&run, workflow, opts);
         let result = with_keeper(body, self.keep(&lease, &token, report)).await;
         match &result {
@@ -376,10 +383,9 @@ impl<E: Env> Worker<E> {
                 return;
             }
             Ok(outcome) if outcome.status == RunStatus::Suspended => {
-                let store = self.engine.store();
-                if let Ok(entries) = self.engine.retry_busy(|| store.load(&run)).await {
-                    self.settled_suspended.borrow_mut().insert(run.clone(), (entries.len(), genesis));
-                }
+                // Still under the lease: the journal is what was read plus what the segment added.
+                let length = length + outcome.appended as usize;
+                self.settled_suspended.borrow_mut().insert(run.clone(), (length, genesis));
             }
             Ok(_) => {
                 self.settled_suspended.borrow_mut().remove(&run);

@@ -29,7 +29,11 @@ pub fn scenario(name_or_path: &str) -> Result<Scenario, ScenarioError> {
         return Scenario::load(Path::new("."), name_or_path);
     }
     match SCENARIOS.iter().find(|(name, _)| *name == name_or_path) {
-        Some((name, text)) => Scenario::parse(Path::new(&format!("scenarios/{name}.toml")), text),
+        Some((name, text)) => {
+            let mut scenario = Scenario::parse(Path::new(&format!("scenarios/{name}.toml")), text)?;
+            scenario.source = (*name).to_owned();
+            Ok(scenario)
+        }
         None => Err(ScenarioError {
             path: name_or_path.to_owned(),
             line: None,

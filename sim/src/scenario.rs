@@ -16,6 +16,9 @@ pub struct Scenario {
     /// The scenario's name: its file stem.
     #[serde(skip)]
     pub name: String,
+    /// How `--scenario` names it: a built-in name, or the path of its file.
+    #[serde(skip)]
+    pub source: String,
     /// One line: what the scenario is for.
     pub description: String,
     /// The planted defects this scenario is the targeted hunt for (the kill matrix runs them here).
@@ -234,6 +237,7 @@ impl Scenario {
             fail(line, e.message().trim().replace('\n', " "))
         })?;
         scenario.name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        scenario.source = shown.clone();
         scenario.validate().map_err(|message| fail(None, message))?;
         Ok(scenario)
     }

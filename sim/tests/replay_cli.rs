@@ -1,7 +1,9 @@
 //! `fencesim replay` end to end: a small corpus replays twice per entry, passes, and writes a
 //! `replay.json` (whose worlds are the same reports `fencesim run --format json` prints) and a
-//! `junit.xml`; an empty corpus passes with 0 worlds; a malformed or missing corpus exits 2 with
-//! one line naming `FILE:LINE`, before any world runs or any report is written.
+//! `junit.xml`; a failing entry exits 1 with a repro (naming a scenario file by its path) in the
+//! output and both reports; an empty corpus passes with 0 worlds; a malformed or missing corpus
+//! exits 2 with one line naming `FILE:LINE`, before any world runs or any report is written; and
+//! the CI corpus `seeds/ci.txt` replays clean.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -104,6 +106,45 @@ fn a_small_corpus_replays_deterministically_and_writes_both_reports() {
     assert_eq!(junit.matches("<testcase ").count(), 2, "{junit}");
 }
 
+/// A scenario no run can settle in: every model call outlasts the liveness bound.
+const STUCK: &str = "description = \"every call outlasts the liveness bound\"\n[world]\nruns = 3\nstart_ms = 1\n\
+workflows = [\"happy\"]\ncall_ms = 5000\nfault_ms = 200\nliveness_ms = 100\noperator_ms = 0\n";
+
+#[test]
+fn a_failing_entry_exits_1_with_its_repro_in_every_report() {
+    let corpus = Corpus::new("");
+    let scenario = corpus.dir.path().join("stuck.toml");
+    std::fs::write(&scenario, STUCK).unwrap();
+    let scenario = scenario.to_str().unwrap();
+    std::fs::write(&corpus.path, format!("swarm 1\n{scenario} 4\n")).unwrap();
+    let out = corpus.replay(&[]);
+    assert_exit(&out, 1);
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    let repro = format!("fencesim run --scenario {scenario} --seed 4 --trace");
+    assert!(lines[0].starts_with(&format!("FAIL {scenario} 4 ({}:2): ", corpus.path)), "{text}");
+    assert!(lines[0].contains(" violation(s), first liveness: "), "{text}");
+    assert!(lines[0].ends_with(&format!("; repro: {repro}")), "{text}");
+    assert!(lines[1].contains(": 1 passed, 1 failed, 0 nondeterministic in "), "{text}");
+
+    let doc = read_json(&corpus.report_dir().join("replay.json"));
+    assert_eq!((&doc["summary"]["verdict"], &doc["summary"]["failed"]), (&"fail".into(), &1.into()));
+    let world = &doc["worlds"][1];
+    assert_eq!((&world["verdict"], &world["deterministic"]), (&"fail".into(), &true.into()));
+    assert_eq!(world["repro"], repro.as_str());
+    assert_eq!(world["violations"][0]["checker"], "liveness");
+    let junit = std::fs::read_to_string(corpus.report_dir().join("junit.xml")).expect("junit.xml");
+    assert!(junit.contains("tests=\"2\" failures=\"1\""), "{junit}");
+    assert!(junit.contains("<failure message=\"") && junit.contains(&repro), "{junit}");
+
+    // The printed repro reproduces the failure.
+    let words: Vec<&str> = repro.split(' ').skip(1).collect();
+    let again = fencesim(&words);
+    assert_exit(&again, 1);
+    assert!(stdout(&again).contains("VIOLATION liveness: "), "{}", stdout(&again));
+}
+
 #[test]
 fn a_file_database_replays_deterministically_too() {
     let corpus = Corpus::new("swarm 2\n");
@@ -163,4 +204,18 @@ fn a_malformed_corpus_is_refused_naming_file_and_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("cannot read corpus") && err.contains("nope.txt"), "{err}");
+}
+
+/// The CI corpus itself (every built-in scenario, seeds 1 to 5): about 10 s in a debug build,
+/// most of it the boot-storm worlds, whose bootstrap retries wait in wall-clock time.
+#[test]
+fn the_ci_corpus_replays_clean() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../seeds/ci.txt");
+    let dir = tempfile::tempdir().unwrap();
+    let out = fencesim(&[Path::new("replay"), &path, Path::new("--report"), dir.path()]);
+    assert_exit(&out, 0);
+    let doc = read_json(&dir.path().join("replay.json"));
+    let n = fencesim::catalogue::SCENARIOS.len() as u64 * 5;
+    assert!(doc["summary"]["worlds"].as_u64().is_some_and(|w| w >= n), "{}", doc["summary"]);
+    assert_eq!((&doc["summary"]["failed"], &doc["summary"]["nondeterministic"]), (&0.into(), &0.into()));
 }

@@ -6,7 +6,6 @@
 //! `replay.json` (schema `reports/replay.schema.json`) and `junit.xml` into the report folder.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -209,15 +208,10 @@ pub fn run(args: &Args) -> CmdResult {
             Judgement::Nondeterministic => nondeterministic += 1,
         }
         let name = format!("{} {}", r.entry.name, r.entry.seed);
+        let repro = report::repro(&r.first, &[]);
         let failure = failure_line(&r.first, &r.second).map(|why| {
-            let repro = report::repro(&r.first, &[]);
             println!("FAIL {name} ({file}:{}): {why}; repro: {repro}", r.entry.line);
-            let mut message = format!("{why}\n{}", report::text(&r.first, &[], false));
-            if r.first.passed() {
-                // `text` ends with the repro only when the world failed.
-                let _ = writeln!(message, "  repro: {repro}");
-            }
-            message
+            format!("{why}\n{}", report::text(&r.first, &[], false))
         });
         cases.push(Case { name: name.clone(), seconds: r.seconds, failure });
         let mut doc = report::world_json(&r.first, &[]);

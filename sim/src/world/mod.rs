@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use fencesim_engine::EngineDefects;
-use fencesim_store::{Defects, JournalEntry, RunId, RunMeta, RunStatus, Store};
+use fencesim_store::{Defects, JournalEntry, RunId, RunMeta, RunStatus};
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId;
 
@@ -64,6 +64,8 @@ pub struct Counters {
 #[derive(Clone, Debug)]
 pub struct WorldReport {
     pub scenario: String,
+    /// How `--scenario` names it again (a built-in name or a file path): for repro commands.
+    pub source: String,
     pub seed: u64,
     pub db: DbKind,
     /// The applied configuration, one line each.
@@ -216,12 +218,10 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
         }
     }
     // The supervisor's own view of the store, outside the history.
-    let observer: Box<dyn Store> = Box::new(
-        shared
-            .db
-            .open(Arc::new(SimClock::new(0)), i64::from(shared.plan.ttl_ms), Defects::NONE)
-            .map_err(|e| format!("cannot open the world's database: {e}"))?,
-    );
+    let observer = shared
+        .db
+        .open(Arc::new(SimClock::new(0)), i64::from(shared.plan.ttl_ms), Defects::NONE)
+        .map_err(|e| format!("cannot open the world's database: {e}"))?;
 
     let handle = Handle::current();
     let mut names: Vec<String> = shared.plan.workers.clone();
@@ -301,7 +301,7 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
             && lock(&shared.restarts).is_empty()
             && lock(&shared.client).done()
         {
-            let snapshot = Snapshot::read(observer.as_ref(), shared.plan.runs.iter().map(|r| r.id.clone()))
+            let snapshot = Snapshot::read(&observer, shared.plan.runs.iter().map(|r| r.id.clone()))
                 .map_err(|e| format!("cannot read the store: {e}"))?;
             if oracle::settled_or_waiting(&snapshot) {
                 settled_early = true;
@@ -329,16 +329,17 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
 
     let rows = history.rows();
     let run_ids = rows.iter().filter_map(Row::call).map(|c| c.run.clone()).filter(|r| r.as_str() != "*");
-    let snapshot = Snapshot::read(observer.as_ref(), run_ids).map_err(|e| format!("cannot read the store: {e}"))?;
+    let snapshot = Snapshot::read(&observer, run_ids).map_err(|e| format!("cannot read the store: {e}"))?;
     let violations = oracle::check(&rows, &snapshot, &OracleConfig { ttl_ms: i64::from(shared.plan.ttl_ms) });
     if let Some(path) = &shared.cfg.keep_db {
-        keep(&shared.db, observer.as_ref(), path)?;
+        keep(&observer, path)?;
     }
     let config = shared.plan.describe();
     let fingerprint = fingerprint(&config, &rows, &snapshot);
     let counters = count(&rows, &snapshot);
     Ok(WorldReport {
         scenario: world_name(&shared),
+        source: shared.cfg.scenario.source.clone(),
         seed: shared.cfg.seed,
         db: shared.cfg.db,
         config,
@@ -354,19 +355,16 @@ fn world_name(shared: &Shared) -> String {
     shared.cfg.scenario.name.clone()
 }
 
-/// Save the final state as a SQLite file (`VACUUM INTO`): readable by `fencesim runs audit`.
-fn keep(db: &Db, _observer: &dyn Store, path: &std::path::Path) -> Result<(), String> {
+/// Save the final state as a SQLite file (SQLite's online backup, so a memdb world is written to
+/// disk like a file world): readable by `fencesim runs audit` and any SQLite tool.
+fn keep(observer: &fencesim_store::SqliteStore, path: &std::path::Path) -> Result<(), String> {
     if path.exists() {
         return Err(format!("--keep-db {}: the file exists; refusing to overwrite it", path.display()));
     }
-    let store = db
-        .open(Arc::new(SimClock::new(0)), 1_000, Defects::NONE)
-        .map_err(|e| format!("cannot open the world's database: {e}"))?;
-    store
+    observer
         .raw_connection()
-        .execute("VACUUM INTO ?1", [path.to_string_lossy()])
-        .map_err(|e| format!("--keep-db {}: {e}", path.display()))?;
-    Ok(())
+        .backup(rusqlite::MAIN_DB, path, None::<fn(rusqlite::backup::Progress)>)
+        .map_err(|e| format!("--keep-db {}: {e}", path.display()))
 }
 
 /// FNV over the applied configuration, every trace row and the final store state.

@@ -176,6 +176,10 @@ pub(crate) struct ClientState {
 #[derive(Clone, Copy, Debug, Default)]
 struct ClientRun {
     started: bool,
+    /// The client saw this generation's meta: its start reached the store.
+    seen: bool,
+    /// A start of this run is being driven by the current client incarnation.
+    driving: bool,
     /// Resolved, or nothing (more) to resolve.
     resolved: bool,
     /// Recreated, or not to be.
@@ -189,6 +193,8 @@ impl ClientState {
             .iter()
             .map(|r| ClientRun {
                 started: false,
+                seen: false,
+                driving: false,
                 resolved: !r.resolve || r.workflow != "approval",
                 recreated: !r.recreate,
             })
@@ -203,16 +209,18 @@ impl ClientState {
 }
 
 /// How often the client looks at its runs (to start, resolve or recreate them).
-const CLIENT_TICK_MS: u64 = 250;
+const CLIENT_TICK_MS: u64 = 500;
 
 /// The client: starts each run at its time (driving its first segment itself), resolves
 /// suspensions, deletes and recreates settled runs, cancels and double-drives as planned.
 async fn client(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
     let ctx = Rc::new(Ctx::open(shared, name)?);
     // A restarted client reattaches to the runs it started that are still running, racing the
-    // workers for them (on the first start nothing is started yet).
+    // workers for them (on the first start nothing is started yet). Starts the crashed
+    // incarnation was driving died with it.
     let metas = ctx.store.list_runs(&RunFilter::all()).unwrap_or_default();
     for (i, run) in shared.plan.runs.iter().enumerate() {
+        lock(&shared.client).runs[i].driving = false;
         let running = metas.iter().any(|m| m.run_id == run.id && m.status == RunStatus::Running);
         if running && lock(&shared.client).runs[i].started {
             reattach(&ctx, run);
@@ -226,11 +234,26 @@ async fn client(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
             if !state.started {
                 if now >= i64::from(run.start_ms) {
                     lock(&shared.client).runs[i].started = true;
-                    drive(&ctx, run);
+                    drive(shared, &ctx, i);
                 }
                 continue;
             }
             let status = metas.iter().find(|m| m.run_id == run.id).map(|m| m.status);
+            if status.is_none() && !state.seen && !state.driving {
+                // The start never reached the store (refused, superseded, or its driver
+                // crashed): submit it again.
+                drive(shared, &ctx, i);
+                continue;
+            }
+            if status.is_some() {
+                lock(&shared.client).runs[i].seen = true;
+            } else if state.seen {
+                // Retention deleted it: nothing left to resolve or recreate.
+                let mut client = lock(&shared.client);
+                client.runs[i].resolved = true;
+                client.runs[i].recreated = true;
+                continue;
+            }
             if !state.resolved {
                 match status {
                     Some(RunStatus::Suspended) => {
@@ -253,9 +276,10 @@ async fn client(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
                             ctx.history.push(&ctx.label, Event::Note(format!("client recreates {}", run.id)));
                             let mut client = lock(&shared.client);
                             client.runs[i].recreated = true;
+                            client.runs[i].seen = false;
                             client.runs[i].resolved = !run.resolve || run.workflow != "approval";
                             drop(client);
-                            drive(&ctx, run);
+                            drive(shared, &ctx, i);
                         }
                     }
                     Some(RunStatus::Suspended) if !run.resolve => lock(&shared.client).runs[i].recreated = true,
@@ -267,9 +291,11 @@ async fn client(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
     }
 }
 
-/// Start a fresh run on the client's engine as its own task.
-fn drive(ctx: &Rc<Ctx>, run: &super::plan::RunPlan) {
+/// Start the plan's run `i` fresh on the client's engine, as its own task.
+fn drive(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize) {
+    let run = &shared.plan.runs[i];
     let Some(workflow) = Workflow::builtin(&run.workflow) else { return };
+    lock(&shared.client).runs[i].driving = true;
     let cancel = run.cancel_ms.map(|ms| {
         let token = CancelToken::new();
         let (t, env) = (token.clone(), ctx.env.clone());
@@ -287,11 +313,12 @@ fn drive(ctx: &Rc<Ctx>, run: &super::plan::RunPlan) {
             ctx.outcome(&id, &again);
         });
     }
-    let (ctx, id) = (ctx.clone(), run.id.clone());
+    let (shared, ctx, id) = (shared.clone(), ctx.clone(), run.id.clone());
     madsim::task::spawn_local(async move {
         let opts = RunOptions { cancel, ..RunOptions::default() };
         let result = ctx.engine.run(&id, &workflow, opts).await;
         ctx.outcome(&id, &result);
+        lock(&shared.client).runs[i].driving = false;
     });
 }
 
