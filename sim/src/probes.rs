@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use fencesim_engine::Engine;
 use fencesim_engine::{
-    EngineDefects, EngineError, EngineOptions, Ledger, RunOptions, Step, SuspendKind, Worker, WorkerOptions, Workflow,
-    entries,
+    EngineDefects, EngineError, EngineOptions, EngineResult, Ledger, Outcome, RunOptions, Step, SuspendKind,
+    SweepReport, Worker, WorkerOptions, Workflow, entries,
 };
 use fencesim_store::{Defects, MemoryStore, RunId, RunStatus, Seq, Store};
 use serde_json::json;
@@ -67,61 +67,85 @@ pub fn wait_workflow() -> Workflow {
     Workflow { name: "wait".into(), steps: vec![gate] }
 }
 
-/// D18: a worker caches (length, genesis) of a run it settled suspended. The run is deleted and
-/// recreated; the new generation parks, is resolved, and has the old length. The worker must
-/// drive it to `ok`, not skip it as unchanged.
-pub fn recreated_generation(defects: EngineDefects) -> Vec<String> {
-    let Ok(db) = Db::new(DbKind::Memdb) else { return vec!["the probe's database could not be created".into()] };
-    runtime(async move {
-        let node = |owner: &str, defects| {
-            let clock = SimClock::new(0);
-            let store: Rc<dyn Store> = Rc::new(db.open(Arc::new(clock.clone()), 1_000, Defects::NONE).ok()?);
-            let opts = EngineOptions { owner: owner.into(), defects, ..EngineOptions::default() };
-            let engine = Engine::new(store.clone(), SimEnv::new(clock), Ledger::new(), opts).ok()?;
-            Some((store, Rc::new(engine)))
-        };
-        let (Some((host_store, host)), Some((w_store, w))) = (node("host", EngineDefects::NONE), node("w", defects))
-        else {
-            return vec!["the probe's nodes could not be opened".into()];
-        };
-        let Ok(worker) =
-            Worker::new(w, &w_store, vec![wait_workflow(), Workflow::approval()], WorkerOptions::default())
-        else {
-            return vec!["the probe's worker options were refused".into()];
-        };
-        let run = RunId::new("r-gen");
-        let genesis = |g: &str| RunOptions { genesis: Some(g.into()), ..RunOptions::default() };
-        let step = |what: &str, ok: bool| if ok { None } else { Some(format!("probe set-up failed: {what}")) };
+/// What the D18 probe saw: the worker's three sweeps and the recreated run's final status.
+#[derive(Debug)]
+pub struct Generations {
+    /// Generation 1, parked with a late no-op resolution (length 3), replayed by the worker.
+    pub first: SweepReport,
+    /// After generation 2 (same id, same length, resolved) was created.
+    pub second: SweepReport,
+    pub third: SweepReport,
+    pub final_status: Option<RunStatus>,
+}
 
-        // Generation 1 parks; a late no-op resolution lands; the worker replays it (length 3).
-        let parked = host.run(&run, &wait_workflow(), genesis("g1")).await;
-        let journal = host_store.load(&run).unwrap_or_default();
-        let late = entries::resolution(entries::next_seq(&journal), Seq(999), json!(null));
-        let mut setup = vec![
-            step("generation 1 parks", matches!(parked, Ok(ref o) if o.status == RunStatus::Suspended)),
-            step("a late resolution lands", host_store.append(&run, &late, None).is_ok()),
-        ];
-        let _ = worker.sweep().await;
-        // Generation 2 of the same id parks, is resolved, and has the same length.
-        setup.push(step("generation 1 is deleted", host.delete_run(&run, None).await.is_ok()));
-        let parked = host.run(&run, &Workflow::approval(), genesis("g2")).await;
-        setup.push(step("generation 2 parks", matches!(parked, Ok(ref o) if o.status == RunStatus::Suspended)));
-        setup.push(step(
-            "generation 2 is resolved",
-            host.resolve(&run, Seq(1), json!("approved"), "resolver").await.is_ok(),
-        ));
-        let setup: Vec<String> = setup.into_iter().flatten().collect();
-        if !setup.is_empty() {
-            return setup;
-        }
-        let _ = worker.sweep().await;
-        let _ = worker.sweep().await;
-        match host_store.get_meta(&run) {
-            Ok(Some(meta)) if meta.status == RunStatus::Ok => Vec::new(),
-            other => vec![format!(
-                "the resolved generation 2 of {run} was never driven: meta {:?} after two sweeps",
-                other.ok().flatten().map(|m| m.status)
-            )],
-        }
-    })
+/// D18's set-up, inside a madsim runtime: a worker caches (length, genesis) of a run it settled
+/// suspended; the run is deleted and recreated; the new generation parks, is resolved, and has
+/// the old length. A correct worker drives it to `ok` at its next sweep.
+pub async fn generations(defects: EngineDefects) -> Result<Generations, String> {
+    let db = Db::new(DbKind::Memdb).map_err(|e| format!("the probe's database: {e}"))?;
+    type Node = (Rc<dyn Store>, Rc<Engine<SimEnv>>);
+    let node = |owner: &str, defects| -> Result<Node, String> {
+        let clock = SimClock::new(0);
+        let store = db.open(Arc::new(clock.clone()), 1_000, Defects::NONE).map_err(|e| e.to_string())?;
+        let store: Rc<dyn Store> = Rc::new(store);
+        let opts = EngineOptions { owner: owner.into(), defects, ..EngineOptions::default() };
+        let engine = Engine::new(store.clone(), SimEnv::new(clock), Ledger::new(), opts).map_err(|e| e.to_string())?;
+        Ok((store, Rc::new(engine)))
+    };
+    let (host_store, host) = node("host", EngineDefects::NONE)?;
+    let (w_store, w) = node("w", defects)?;
+    let worker = Worker::new(w, &w_store, vec![wait_workflow(), Workflow::approval()], WorkerOptions::default())
+        .map_err(|e| e.to_string())?;
+    let run = RunId::new("r-gen");
+    let genesis = |g: &str| RunOptions { genesis: Some(g.into()), ..RunOptions::default() };
+    let parked = |r: &EngineResult<Outcome>| matches!(r, Ok(o) if o.status == RunStatus::Suspended);
+    let setup = |what: &str, ok: bool| if ok { Ok(()) } else { Err(format!("probe set-up failed: {what}")) };
+
+    // Generation 1 parks; a late no-op resolution (a bogus target) lands; the worker replays it.
+    setup("generation 1 parks", parked(&host.run(&run, &wait_workflow(), genesis("g1")).await))?;
+    let journal = host_store.load(&run).map_err(|e| e.to_string())?;
+    let late = entries::resolution(entries::next_seq(&journal), Seq(999), json!(null));
+    setup("a late resolution lands", host_store.append(&run, &late, None).is_ok())?;
+    let first = worker.sweep().await.map_err(|e| e.to_string())?;
+    // Generation 2 of the same id parks, is resolved, and has the same length.
+    setup("generation 1 is deleted", host.delete_run(&run, None).await.is_ok())?;
+    setup("generation 2 parks", parked(&host.run(&run, &Workflow::approval(), genesis("g2")).await))?;
+    setup("generation 2 is resolved", host.resolve(&run, Seq(1), json!("approved"), "resolver").await.is_ok())?;
+    let same_length = host_store.load(&run).map_err(|e| e.to_string())?.len() == journal.len() + 1;
+    setup("generation 2 has generation 1's length", same_length)?;
+    let second = worker.sweep().await.map_err(|e| e.to_string())?;
+    let third = worker.sweep().await.map_err(|e| e.to_string())?;
+    let final_status = host_store.get_meta(&run).map_err(|e| e.to_string())?.map(|m| m.status);
+    Ok(Generations { first, second, third, final_status })
+}
+
+/// D18 as a verdict: the promises [`generations`] saw broken.
+pub fn recreated_generation(defects: EngineDefects) -> Vec<String> {
+    match runtime(generations(defects)) {
+        Err(setup) => vec![setup],
+        Ok(g) if g.final_status == Some(RunStatus::Ok) => Vec::new(),
+        Ok(g) => vec![format!(
+            "the resolved generation 2 of r-gen was never driven: meta {:?} after two sweeps",
+            g.final_status
+        )],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fencesim_engine::{EngineDefect, EngineDefects};
+
+    #[test]
+    fn second_segment() {
+        assert_eq!(super::second_segment(EngineDefects::NONE), Vec::<String>::new());
+        let broken = super::second_segment(EngineDefects::of(&[EngineDefect::SecondLiveSegment]));
+        assert!(broken.iter().any(|b| b.contains("second live segment")), "{broken:?}");
+    }
+
+    #[test]
+    fn recreated_generation() {
+        assert_eq!(super::recreated_generation(EngineDefects::NONE), Vec::<String>::new());
+        let broken = super::recreated_generation(EngineDefects::of(&[EngineDefect::SkipCacheByLength]));
+        assert!(broken.iter().any(|b| b.contains("never driven")), "{broken:?}");
+    }
 }

@@ -9,17 +9,17 @@ mod common;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use common::{Delay, Node, TTL, delay_once, node, over, sim, sleep_ms, world};
+use common::{Delay, Node, TTL, delay_once, node, sim, sleep_ms, world};
 use fencesim::env::SimEnv;
 use fencesim::stores::DbKind;
 use fencesim_engine::audit::{self, AuditVerdict};
 use fencesim_engine::checkpoint::Checkpoint;
 use fencesim_engine::entries::{self, status};
 use fencesim_engine::{
-    CancelToken, EngineDefect, EngineDefects, EngineError, EngineOptions, Fault, Phase, Point, RunOptions, SettleStage,
-    Site, Workflow, Write,
+    CancelToken, EngineDefect, EngineDefects, EngineError, Fault, Phase, Point, RunOptions, SettleStage, Site,
+    Workflow, Write,
 };
-use fencesim_store::{MemoryStore, Op, RunId, RunStatus, Seq, Store, StoreError};
+use fencesim_store::{Op, RunId, RunStatus, Seq, Store, StoreError};
 
 type Violations = Vec<String>;
 
@@ -227,28 +227,10 @@ fn cancel_mid_call(defects: EngineDefects, db: DbKind) -> Violations {
 }
 
 /// D10: over a store without leases, a second segment of a live run in the same engine is
-/// refused; otherwise it redispatches the in-flight call and pays it twice.
+/// refused; otherwise it redispatches the in-flight call and pays it twice. The probe is the kill
+/// matrix's detector too (a fenced world cannot reach this defect).
 fn second_segment(defects: EngineDefects, _db: DbKind) -> Violations {
-    sim(|| async move {
-        let mut v = Violations::new();
-        let store: Rc<dyn Store> = Rc::new(MemoryStore::new());
-        let opts = EngineOptions { owner: "host".into(), call_ms: 100, defects, ..EngineOptions::default() };
-        let a = over(store, SimEnv::default(), opts);
-        let run = RunId::new("r");
-        let first = spawn_run(&a, &run, Workflow::happy(), RunOptions::default());
-        sleep_ms(50).await;
-        let second = a.engine.resume(&run, &Workflow::happy(), RunOptions::default()).await;
-        let _ = first.await.expect("task");
-        if !matches!(second, Err(EngineError::Config(_))) {
-            v.push(format!("a second live segment was admitted: {second:?}"));
-        }
-        for ((_, seq), paid) in a.ledger.entries() {
-            if paid.calls > 1 {
-                v.push(format!("dispatch {seq} paid {} times", paid.calls));
-            }
-        }
-        v
-    })
+    fencesim::probes::second_segment(defects)
 }
 
 /// Contracts 3.7: a resume whose window between reading and acquiring sees another owner finish

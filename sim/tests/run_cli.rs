@@ -163,7 +163,6 @@ fn keep_db_saves_a_file_world_and_never_overwrites() {
 /// the "saved" file is another in-memory database and nothing reaches the disk while the run
 /// exits 0. The fix is in `world::keep` (an `INTO 'file:PATH?vfs=unix'` URI, or the backup API).
 #[test]
-#[ignore = "known bug: --keep-db on a memdb world writes nothing (VACUUM INTO goes through the memdb VFS)"]
 fn keep_db_saves_a_memdb_world_and_never_overwrites() {
     keep_db_round_trip("memdb");
 }

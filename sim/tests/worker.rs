@@ -8,13 +8,14 @@
 use std::rc::{Rc, Weak};
 
 use fencesim::env::SimEnv;
+use fencesim::probes::wait_workflow as wait;
 use fencesim::stores::{Db, DbKind};
 use fencesim_engine::audit::{AuditVerdict, audit_run};
 use fencesim_engine::entries;
 use fencesim_engine::worker::skip;
 use fencesim_engine::{
     Engine, EngineDefect, EngineDefects, EngineError, EngineOptions, Fault, Ledger, Outcome, Phase, Point, Retention,
-    RunOptions, Site, Step, SuspendKind, SweepReport, Worker, WorkerOptions, Workflow, Write,
+    RunOptions, Site, SweepReport, Worker, WorkerOptions, Workflow, Write,
 };
 use fencesim_store::{Epoch, MemoryStore, RunId, RunStatus, Seq, Store};
 use serde_json::json;
@@ -43,12 +44,6 @@ fn world() -> Db {
 
 fn worker(node: &Node, workflows: Vec<Workflow>, opts: WorkerOptions) -> Rc<Worker<SimEnv>> {
     Rc::new(Worker::new(node.engine.clone(), &node.store, workflows, opts).expect("valid worker options"))
-}
-
-/// A workflow that parks on one external suspension.
-fn wait() -> Workflow {
-    let gate = Step::Suspend { key: "gate".into(), kind: SuspendKind::External, output: Some("gate".into()) };
-    Workflow::new("wait", vec![gate]).expect("a valid workflow")
 }
 
 fn genesis(g: &str) -> RunOptions {
@@ -263,52 +258,13 @@ fn d4_retention_without_lease_is_caught_deleting_a_live_run() {
     });
 }
 
-// 4. D18: the suspended-skip cache is keyed by (length, genesis).
-
-struct RecreateFacts {
-    first: SweepReport,
-    second: SweepReport,
-    third: SweepReport,
-    final_status: Option<RunStatus>,
-}
-
-async fn recreate_scenario(defects: &[EngineDefect]) -> RecreateFacts {
-    let db = world();
-    let ledger = Ledger::new();
-    let host = node(&db, &ledger, "host", 20, &[]);
-    let w = node(&db, &ledger, "w", 20, defects);
-    let worker = worker(&w, vec![wait(), Workflow::approval()], WorkerOptions::default());
-    let run = RunId::new("r-gen");
-
-    // Generation 1 parks, then a late no-op resolution (a bogus target) lands without a lease.
-    let parked = host.engine.run(&run, &wait(), genesis("g1")).await;
-    assert_eq!(status_of(&parked), Some(RunStatus::Suspended));
-    let journal = host.store.load(&run).unwrap();
-    assert_eq!(journal.len(), 2, "suspension, settle");
-    let late = entries::resolution(entries::next_seq(&journal), Seq(999), json!(null));
-    host.store.append(&run, &late, None).unwrap();
-    assert_eq!(host.store.load(&run).unwrap().len(), 3);
-    // The worker resumes it once: still parked, and it records (3, g1).
-    let first = worker.sweep().await.unwrap();
-    assert_eq!(host.store.load(&run).unwrap().len(), 3, "a pure replay appends nothing");
-
-    // Generation 2 of the same id: parks, gets resolved, and has the same length.
-    host.engine.delete_run(&run, None).await.unwrap();
-    let parked = host.engine.run(&run, &Workflow::approval(), genesis("g2")).await;
-    assert_eq!(status_of(&parked), Some(RunStatus::Suspended));
-    host.engine.resolve(&run, Seq(1), json!("approved"), "resolver").await.unwrap();
-    assert_eq!(host.store.load(&run).unwrap().len(), 3, "suspension, settle, resolution");
-
-    let second = worker.sweep().await.unwrap();
-    let third = worker.sweep().await.unwrap();
-    let final_status = host.store.get_meta(&run).unwrap().map(|m| m.status);
-    RecreateFacts { first, second, third, final_status }
-}
+// 4. D18: the suspended-skip cache is keyed by (length, genesis). The set-up is the kill
+// matrix's probe (`fencesim::probes::generations`).
 
 #[test]
 fn d18_a_recreated_run_of_the_same_length_is_resumed() {
     sim(4, || async {
-        let facts = recreate_scenario(&[]).await;
+        let facts = fencesim::probes::generations(EngineDefects::NONE).await.expect("set-up");
         assert_eq!(facts.first.driven.len(), 1);
         assert_eq!(status_of(&facts.first.driven[0].1), Some(RunStatus::Suspended));
         assert_eq!(facts.second.driven.len(), 1, "{:?}", facts.second);
@@ -323,7 +279,8 @@ fn d18_a_recreated_run_of_the_same_length_is_resumed() {
 #[test]
 fn d18_skip_cache_by_length_is_caught_skipping_the_new_generation_forever() {
     sim(4, || async {
-        let facts = recreate_scenario(&[EngineDefect::SkipCacheByLength]).await;
+        let facts =
+            fencesim::probes::generations(EngineDefects::of(&[EngineDefect::SkipCacheByLength])).await.expect("set-up");
         assert_eq!(status_of(&facts.first.driven[0].1), Some(RunStatus::Suspended));
         let skipped = vec![(RunId::new("r-gen"), skip::SUSPENDED_UNCHANGED)];
         assert_eq!(facts.second.skipped, skipped);

@@ -325,6 +325,7 @@ mod tests {
     fn world(fingerprint: u64, violations: usize) -> WorldReport {
         WorldReport {
             scenario: "swarm".into(),
+            source: "swarm".into(),
             seed: 3,
             db: DbKind::Memdb,
             config: Vec::new(),
