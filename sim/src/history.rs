@@ -154,8 +154,8 @@ impl Payload {
     pub fn digest(&self) -> u64 {
         match self {
             Payload::None => 0,
-            Payload::Entry(entry) => digest(&serde_json::to_vec(entry).unwrap_or_default()),
-            Payload::Meta(meta) => digest(&serde_json::to_vec(meta).unwrap_or_default()),
+            Payload::Entry(entry) => digest_json(entry),
+            Payload::Meta(meta) => digest_json(meta),
             Payload::Blob(bytes) => digest(bytes),
         }
     }
@@ -163,7 +163,51 @@ impl Payload {
 
 /// FNV-1a, 64 bits: stable across builds and platforms, unlike the std hasher.
 pub fn digest(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+    let mut h = Fnv::default();
+    h.eat(bytes);
+    h.0
+}
+
+/// [`digest`] of a value's JSON encoding, without building the encoding.
+pub fn digest_json<T: serde::Serialize>(value: &T) -> u64 {
+    let mut h = Fnv::default();
+    // Writing into a hasher cannot fail; a value serde cannot encode digests what was written.
+    let _ = serde_json::to_writer(&mut h, value);
+    h.0
+}
+
+/// An FNV-1a hasher that text and bytes can be written into.
+#[derive(Clone, Copy, Debug)]
+pub struct Fnv(pub u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv {
+    fn eat(&mut self, bytes: &[u8]) {
+        self.0 = bytes.iter().fold(self.0, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+    }
+}
+
+impl std::io::Write for Fnv {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.eat(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl fmt::Write for Fnv {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.eat(s.as_bytes());
+        Ok(())
+    }
 }
 
 /// One store call.
@@ -361,9 +405,9 @@ impl History {
         self.len() == 0
     }
 
-    /// A copy of every row so far.
-    pub fn rows(&self) -> Vec<Row> {
-        self.lock().rows.clone()
+    /// Every row, leaving the history empty: the world's end, without copying it.
+    pub fn take_rows(&self) -> Vec<Row> {
+        std::mem::take(&mut self.lock().rows)
     }
 
     /// Leases granted so far, in grant order.

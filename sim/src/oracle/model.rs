@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use fencesim_store::{Epoch, JournalEntry, RunId, RunMeta, RunStatus, Seq};
 
-use crate::history::{Call, Payload, Row, Surface};
+use crate::history::{Call, Payload, Row, Surface, digest, digest_json};
 
 /// One lease row of the model: who holds the run, under which epoch, until when.
 #[derive(Clone, Debug)]
@@ -173,15 +173,15 @@ pub(super) fn is_checkpoint(blob_ref: &str) -> bool {
 }
 
 pub(super) fn entry_digest(entry: &JournalEntry) -> u64 {
-    Payload::Entry(entry.clone()).digest()
+    digest_json(entry)
 }
 
 pub(super) fn meta_digest(meta: &RunMeta) -> u64 {
-    Payload::Meta(meta.clone()).digest()
+    digest_json(meta)
 }
 
 pub(super) fn blob_digest(bytes: &[u8]) -> u64 {
-    Payload::Blob(bytes.to_vec()).digest()
+    digest(bytes)
 }
 
 /// `seq=5 decision/ok #0123456789abcdef`.

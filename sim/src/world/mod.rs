@@ -22,7 +22,7 @@ use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId;
 
 use crate::env::{EPOCH_MS, SimClock, virtual_ms};
-use crate::history::{Event, History, Recorder, Row, Snapshot, digest};
+use crate::history::{Event, Fnv, History, Recorder, Row, Snapshot, digest, digest_json};
 use crate::oracle::{self, OracleConfig, Violation};
 use crate::rng::Stream;
 use crate::scenario::Scenario;
@@ -126,6 +126,8 @@ pub(crate) struct Shared {
     /// Workers asked to stop gracefully.
     stop_requests: Mutex<BTreeSet<String>>,
     pub client: Mutex<nodes::ClientState>,
+    /// The connection that attempts mid-call takeovers, with its clock (when takeovers are on).
+    pub usurper: Mutex<Option<(Recorder, SimClock)>>,
     /// Harness errors nodes ran into (a connection that would not open).
     errors: Mutex<Vec<String>>,
 }
@@ -200,6 +202,7 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
         restarts: Mutex::default(),
         stop_requests: Mutex::default(),
         client: Mutex::new(client),
+        usurper: Mutex::default(),
         errors: Mutex::default(),
         cfg,
     });
@@ -223,6 +226,11 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
         .open(Arc::new(SimClock::new(0)), i64::from(shared.plan.ttl_ms), Defects::NONE)
         .map_err(|e| format!("cannot open the world's database: {e}"))?;
 
+    let mut zombie = nodes::Zombie::new(&shared)?;
+    if shared.plan.fault("takeover").is_some() {
+        let clock = SimClock::new(0);
+        *lock(&shared.usurper) = Some((shared.connect("usurper", "usurper", &clock)?, clock));
+    }
     let handle = Handle::current();
     let mut names: Vec<String> = shared.plan.workers.clone();
     if world.retention_ms > 0 {
@@ -238,7 +246,6 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
         lock(&shared.node_ids).insert(name.clone(), node.id());
     }
 
-    let mut zombie = nodes::Zombie::new(&shared)?;
     let mut events = shared.plan.events.clone().into_iter().peekable();
     let fault_ms = i64::from(world.fault_ms);
     let deadline = fault_ms + i64::from(world.liveness_ms);
@@ -327,7 +334,7 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
         return Err(error.clone());
     }
 
-    let rows = history.rows();
+    let rows = history.take_rows();
     let run_ids = rows.iter().filter_map(Row::call).map(|c| c.run.clone()).filter(|r| r.as_str() != "*");
     let snapshot = Snapshot::read(&observer, run_ids).map_err(|e| format!("cannot read the store: {e}"))?;
     let violations = oracle::check(&rows, &snapshot, &OracleConfig { ttl_ms: i64::from(shared.plan.ttl_ms) });
@@ -369,22 +376,26 @@ fn keep(observer: &fencesim_store::SqliteStore, path: &std::path::Path) -> Resul
 
 /// FNV over the applied configuration, every trace row and the final store state.
 fn fingerprint(config: &[String], rows: &[Row], snapshot: &Snapshot) -> u64 {
-    let mut text = String::new();
+    use std::fmt::Write as _;
+    let mut h = Fnv::default();
     for line in config {
-        text.push_str(line);
-        text.push('\n');
+        let _ = writeln!(h, "{line}");
     }
     for row in rows {
-        text.push_str(&row.to_string());
-        text.push('\n');
+        let _ = writeln!(h, "{row}");
     }
     for (run, state) in &snapshot.runs {
-        let journal: Vec<String> = state.journal.iter().map(|e| serde_json::to_string(e).unwrap_or_default()).collect();
-        let meta = state.meta.as_ref().map(|m| serde_json::to_string(m).unwrap_or_default()).unwrap_or_default();
-        let blobs: Vec<String> = state.blobs.iter().map(|(r, b)| format!("{r}:{:016x}", digest(b))).collect();
-        text.push_str(&format!("{run} {} {meta} {}\n", journal.join(","), blobs.join(",")));
+        let _ = write!(h, "{run}");
+        for entry in &state.journal {
+            let _ = write!(h, " {:016x}", digest_json(entry));
+        }
+        let _ = write!(h, " meta {:016x}", state.meta.as_ref().map_or(0, digest_json));
+        for (blob_ref, bytes) in &state.blobs {
+            let _ = write!(h, " {blob_ref}:{:016x}", digest(bytes));
+        }
+        let _ = writeln!(h);
     }
-    digest(text.as_bytes())
+    h.0
 }
 
 fn count(rows: &[Row], snapshot: &Snapshot) -> Counters {

@@ -58,7 +58,7 @@ impl Ctx {
             recorder = recorder.with_busy(BusyInjector::new(rng, busy.rate, hold, shared.quiet.clone()));
         }
         if let Some(takeover) = shared.plan.fault("takeover").filter(|f| f.hits(name)) {
-            install_takeover(shared, &recorder, &label, &clock, takeover)?;
+            install_takeover(shared, &recorder, &label, &clock, takeover);
         }
         let store: Rc<dyn Store> = Rc::new(recorder);
         let env = SimEnv::new(clock);
@@ -117,7 +117,8 @@ async fn worker(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
         owner: ctx.label.clone(),
         concurrency: if sweeper { 1 } else { plan.concurrency },
         ttl_ms: Some(plan.ttl_ms),
-        poll_ms: plan.poll_ms,
+        // Retention has no hurry: the sweeper looks a third as often as a worker.
+        poll_ms: if sweeper { plan.poll_ms * 3 } else { plan.poll_ms },
         retention: sweeper.then(|| Retention { keep_ms: i64::from(shared.cfg.scenario.world.retention_ms) }),
     };
     let worker = Rc::new(
@@ -414,40 +415,27 @@ fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -
     })
 }
 
-/// At the store's fence-check hook of this connection, while faults are on, another connection
-/// (the usurper, whose clock is past the holder's lease: the holder paused mid-call) tries to
-/// take the run over. Over a correct store it fails busy; over a non-atomic fence it lands.
-fn install_takeover(
-    shared: &Arc<Shared>,
-    recorder: &Recorder,
-    label: &str,
-    clock: &SimClock,
-    takeover: &Applied,
-) -> Result<(), String> {
-    let usurper_clock = SimClock::new(0);
-    let usurper = shared.connect("usurper", &format!("usurper/{label}"), &usurper_clock)?;
+/// At the store's fence-check hook of this connection, while faults are on, the world's usurper
+/// (another connection, whose clock reads past the holder's lease: the holder paused mid-call)
+/// tries to take the run over. Over a correct store it fails busy; over a non-atomic fence it
+/// lands between the check and the mutation.
+fn install_takeover(shared: &Arc<Shared>, recorder: &Recorder, label: &str, clock: &SimClock, takeover: &Applied) {
     let mut rng = shared.root.fork(&format!("takeover/{label}"));
-    let (rate, quiet, history, holder) = (takeover.rate, shared.quiet.clone(), shared.history.clone(), clock.clone());
+    let (shared, rate, holder, label) = (shared.clone(), takeover.rate, clock.clone(), label.to_owned());
     let ttl = i64::from(shared.plan.ttl_ms);
-    let label = label.to_owned();
     let hook = Box::new(move |site: &FaultSite<'_>| {
-        if site.point != FaultPoint::FenceChecked || quiet.load(Ordering::SeqCst) || !rng.chance(rate) {
+        if site.point != FaultPoint::FenceChecked || shared.quiet.load(Ordering::SeqCst) || !rng.chance(rate) {
             return;
         }
-        usurper_clock.set_skew_ms(holder.skew_ms() + ttl + 1);
-        history.push(
-            &format!("usurper/{label}"),
-            Event::Fault {
-                kind: "takeover".into(),
-                run: Some(site.run.clone()),
-                epoch: None,
-                detail: format!("mid-{} of {label}", site.op.as_str()),
-            },
-        );
-        let _ = usurper.acquire(site.run, "usurper");
+        let usurper = lock(&shared.usurper);
+        let Some((store, clock)) = usurper.as_ref() else { return };
+        clock.set_skew_ms(holder.skew_ms() + ttl + 1);
+        let detail = format!("mid-{} of {label}", site.op.as_str());
+        let event = Event::Fault { kind: "takeover".into(), run: Some(site.run.clone()), epoch: None, detail };
+        shared.history.push("usurper", event);
+        let _ = store.acquire(site.run, "usurper");
     });
     recorder.set_fault_hook(Some(hook));
-    Ok(())
 }
 
 /// A superseded holder that wakes and probes every write surface with its dead lease; then, with

@@ -207,7 +207,12 @@ fn bootstrap_schema(conn: &Connection) -> Result<(), Failure> {
             "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
         ))?;
     }
-    conn.execute_batch(schema::DDL)?;
+    let list = schema::OBJECTS.map(|name| format!("'{name}'")).join(", ");
+    let present: i64 =
+        conn.query_row(&format!("SELECT count(*) FROM sqlite_master WHERE name IN ({list})"), [], |r| r.get(0))?;
+    if usize::try_from(present).ok() != Some(schema::OBJECTS.len()) {
+        conn.execute_batch(schema::DDL)?;
+    }
     Ok(())
 }
 

@@ -18,6 +18,9 @@
 mod boot;
 mod schema;
 
+/// Prepared statements kept per connection: above the store's distinct statements (about 30).
+const STATEMENT_CACHE: usize = 64;
+
 const LOAD_SQL: &str = "SELECT payload FROM entries WHERE run_id = +?1 ORDER BY id";
 const TAIL_SQL: &str = "SELECT MAX(seq) FROM entries WHERE run_id = +?1";
 const LIST_BLOBS_SQL: &str = "SELECT ref FROM blobs WHERE run_id = +?1 AND ref <> +?1 ORDER BY ref";
@@ -155,6 +158,9 @@ impl SqliteStore {
     /// not a fencesim database is refused before anything is written to it.
     pub fn open(options: SqliteOptions) -> StoreResult<SqliteStore> {
         let (conn, ttl_ms) = boot::open(&options)?;
+        // Every statement of the store stays prepared: rusqlite's default cache holds 16, fewer
+        // than the store uses, and an evicted statement is parsed again at its next use.
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         Ok(SqliteStore {
             conn,
             location: options.location,
@@ -589,6 +595,19 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use crate::types::{JournalEntry, RunFilter, RunId};
+
+    #[test]
+    fn a_missing_schema_object_is_created_again_at_the_next_open() {
+        let clock = Arc::new(ManualClock::new(1_000));
+        let first = SqliteStore::open(SqliteOptions::memdb("boot-heals", clock.clone())).expect("opens");
+        first.raw_connection().execute_batch("DROP INDEX meta_name").expect("drop");
+        let _second = SqliteStore::open(SqliteOptions::memdb("boot-heals", clock)).expect("opens again");
+        let count: i64 = first
+            .raw_connection()
+            .query_row("SELECT count(*) FROM sqlite_master WHERE name = 'meta_name'", [], |r| r.get(0))
+            .expect("catalog");
+        assert_eq!(count, 1);
+    }
 
     /// What `list_runs` with no filter prepares.
     const LIST_ALL_RUNS_SQL: &str = "SELECT run_id, payload FROM meta WHERE 1 ORDER BY run_id";

@@ -17,6 +17,11 @@ pub const SCHEMA_VERSION: i64 = 1;
 
 pub const TABLES: [&str; 5] = ["entries", "meta", "leases", "epochs", "blobs"];
 
+/// Every object `DDL` creates: when all exist, the bootstrap has nothing to create and skips
+/// parsing `DDL` (opening a connection to a booted database is then one catalog read).
+pub const OBJECTS: [&str; 9] =
+    ["entries", "entries_run_seq", "meta", "meta_status", "meta_name", "leases", "epochs", "blobs", "blobs_run_id"];
+
 pub const DDL: &str = "
 CREATE TABLE IF NOT EXISTS entries (
     id      INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -50,3 +55,18 @@ CREATE TABLE IF NOT EXISTS blobs (
 );
 CREATE INDEX IF NOT EXISTS blobs_run_id ON blobs (run_id, ref);
 ";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_names_everything_the_ddl_creates() {
+        let mut created: Vec<&str> =
+            DDL.split("IF NOT EXISTS").skip(1).filter_map(|rest| rest.split_whitespace().next()).collect();
+        let mut listed = OBJECTS.to_vec();
+        created.sort_unstable();
+        listed.sort_unstable();
+        assert_eq!(created, listed);
+    }
+}
