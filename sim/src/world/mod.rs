@@ -226,7 +226,10 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
         .open(Arc::new(SimClock::new(0)), i64::from(shared.plan.ttl_ms), Defects::NONE)
         .map_err(|e| format!("cannot open the world's database: {e}"))?;
 
-    let mut zombie = nodes::Zombie::new(&shared)?;
+    let mut zombie = match shared.plan.fault("zombie") {
+        Some(_) => Some(nodes::Zombie::new(&shared)?),
+        None => None,
+    };
     if shared.plan.fault("takeover").is_some() {
         let clock = SimClock::new(0);
         *lock(&shared.usurper) = Some((shared.connect("usurper", "usurper", &clock)?, clock));
@@ -269,7 +272,11 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
                         },
                     );
                 }
-                Scheduled::Zombie => zombie.probe(&shared),
+                Scheduled::Zombie => {
+                    if let Some(zombie) = zombie.as_mut() {
+                        zombie.probe(&shared);
+                    }
+                }
                 Scheduled::Restart { node, after_ms } => {
                     history.push(
                         "world",

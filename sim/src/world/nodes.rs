@@ -373,10 +373,11 @@ fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -
     Box::new(move |point: &Point<'_>| -> LocalFuture<'static, Fault> {
         let history = shared.history.clone();
         let effect = effect_of(point);
+        // A paid effect is recorded when its point lets it go ahead.
         let paid = {
-            let (history, label) = (history.clone(), label.clone());
+            let (history, label) = (history.clone(), effect.as_ref().map(|_| label.clone()));
             move || {
-                if let Some(effect) = effect {
+                if let (Some(effect), Some(label)) = (effect, label) {
                     history.push(&label, Event::Effect(effect));
                 }
                 Fault::Continue
