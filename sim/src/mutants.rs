@@ -48,8 +48,10 @@ pub fn probe(name: &str, defect: Defect) -> Vec<String> {
 /// The first world that caught a defect.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Catch {
+    /// The scenario (or, for a defect worlds cannot reach, the detector) that caught it.
     pub scenario: String,
-    pub seed: u64,
+    /// The seed of the catching world; none for a probe or the boot race.
+    pub seed: Option<u64>,
     pub checker: String,
     pub explanation: String,
     pub repro: String,
@@ -99,7 +101,7 @@ pub fn hunt(defect: Defect, seeds: u64, db: DbKind) -> Result<Hunt, WorldError> 
             if let Some(first) = outcome.violations.first() {
                 let catch = Catch {
                     scenario: name.clone(),
-                    seed,
+                    seed: Some(seed),
                     checker: first.checker.to_owned(),
                     explanation: first.explanation.clone(),
                     repro: report::repro(&outcome, &[defect]),

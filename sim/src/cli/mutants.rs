@@ -75,27 +75,16 @@ pub fn run(args: &Args) -> CmdResult {
 
     match args.format {
         Format::Text => {
-            println!("{:<30} {:<7} {:>5}  {:<32} {:<22} repro", "defect", "caught", "tries", "where", "checker");
+            println!("{:<28} {:<6} {:>5}  {:<40} {:<22} repro", "defect", "caught", "tries", "where", "checker");
             for h in &hunts {
-                match &h.catch {
-                    Some(c) => println!(
-                        "{:<30} {:<7} {:>5}  {:<32} {:<22} {}",
-                        h.defect,
-                        "yes",
-                        h.tries,
-                        format!("{} seed {}", c.scenario, c.seed),
-                        c.checker,
-                        c.repro
-                    ),
-                    None => println!(
-                        "{:<30} {:<7} {:>5}  {:<32} {:<22} -",
-                        h.defect,
-                        "NO",
-                        h.tries,
-                        h.hunted_in.join(","),
-                        "-"
-                    ),
-                }
+                let (caught, place, checker, repro) = match &h.catch {
+                    Some(c) => {
+                        let place = c.seed.map_or(c.scenario.clone(), |seed| format!("{} seed {seed}", c.scenario));
+                        ("yes", place, c.checker.as_str(), c.repro.as_str())
+                    }
+                    None => ("NO", h.hunted_in.join(","), "-", "-"),
+                };
+                println!("{:<28} {caught:<6} {:>5}  {place:<40} {checker:<22} {repro}", h.defect, h.tries);
             }
             for d in &dirty {
                 println!("BASELINE FAIL {} seed {}: {}\n  repro: {}", d.scenario, d.seed, d.first, d.repro);
@@ -127,15 +116,15 @@ pub fn run(args: &Args) -> CmdResult {
 }
 
 fn hunt(defect: Defect, args: &Args) -> anyhow::Result<Hunt> {
-    let caught = |hunted_in: &str, broken: Vec<String>, repro: String| Hunt {
+    let caught = |detector: &str, checker: &str, broken: Vec<String>, repro: String| Hunt {
         defect: defect.name(),
         story: defect.story(),
-        hunted_in: vec![hunted_in.to_owned()],
+        hunted_in: vec![detector.to_owned()],
         tries: 1,
         catch: broken.first().map(|first| Catch {
-            scenario: hunted_in.to_owned(),
-            seed: 0,
-            checker: hunted_in.to_owned(),
+            scenario: detector.to_owned(),
+            seed: None,
+            checker: checker.to_owned(),
             explanation: first.clone(),
             repro,
         }),
@@ -143,17 +132,15 @@ fn hunt(defect: Defect, args: &Args) -> anyhow::Result<Hunt> {
     Ok(match mutants::detector(defect) {
         Detector::Worlds => mutants::hunt(defect, args.seeds, args.db)?,
         Detector::Probe(name) => caught(
-            &format!("probe:{name}"),
+            &format!("probe {name}"),
+            "probe",
             mutants::probe(name, defect),
             format!("cargo test -p fencesim --lib probes::tests::{}", name.replace('-', "_")),
         ),
         Detector::BootRace => {
             let Defect::Store(store_defect) = defect else { anyhow::bail!("{defect} is not a store defect") };
-            caught(
-                "boot-race",
-                boot_race(store_defect)?,
-                format!("fencesim conformance --store sqlite-file --defect {defect}"),
-            )
+            let repro = format!("fencesim conformance --store sqlite-file --defect {defect}");
+            caught("boot race, 8 OS processes", "conformance B2", boot_race(store_defect)?, repro)
         }
     })
 }
