@@ -253,7 +253,7 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
     let fault_ms = i64::from(world.fault_ms);
     let deadline = fault_ms + i64::from(world.liveness_ms);
     let mut settled_early = false;
-    let tick = 50;
+    let tick = 100;
     loop {
         sleep_ms(tick).await;
         let now = elapsed_ms();

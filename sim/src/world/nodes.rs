@@ -107,6 +107,9 @@ fn workflows() -> Vec<Workflow> {
     Workflow::BUILTIN.iter().filter_map(|name| Workflow::builtin(name)).collect()
 }
 
+/// How often a worker looks for a graceful-stop request of the supervisor's.
+const STOP_CHECK_MS: u64 = 200;
+
 /// A queue worker (or, named `sweeper`, the retention sweeper): sweep, report, sleep, until a
 /// graceful stop is requested.
 async fn worker(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
@@ -129,7 +132,7 @@ async fn worker(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
         let (worker, shared, name) = (worker.clone(), shared.clone(), name.to_owned());
         madsim::task::spawn_local(async move {
             while !shared.stop_requested(&name) {
-                sleep_ms(20).await;
+                sleep_ms(STOP_CHECK_MS).await;
             }
             worker.stop();
         })
