@@ -481,7 +481,7 @@ impl<E: Env> Worker<E> {
     }
 
     /// Sleep `ms`, or less if the worker stops meanwhile.
-    async fn sleep_unless_stopped(&self, ms: u64) {
+    pub async fn sleep_unless_stopped(&self, ms: u64) {
         let mut sleep = pin!(self.engine.env().sleep(ms));
         poll_fn(|cx| {
             if self.stopping.get() || sleep.as_mut().poll(cx).is_ready() {

@@ -23,6 +23,11 @@ pub fn virtual_ms() -> i64 {
     EPOCH_MS + i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// Virtual milliseconds since the world started.
+pub fn elapsed_ms() -> i64 {
+    virtual_ms() - EPOCH_MS
+}
+
 /// A node's clock: virtual time plus a skew that can be changed (a clock jump) at any time.
 /// Clones share the skew.
 #[derive(Clone, Debug, Default)]

@@ -17,7 +17,7 @@ use fencesim_store::{
     RunMeta, Seq, Store, StoreError, StoreResult, TranscriptStore,
 };
 
-use crate::env::{EPOCH_MS, virtual_ms};
+use crate::env::{elapsed_ms, virtual_ms};
 use crate::rng::Stream;
 
 /// The store surface a call went through.
@@ -159,6 +159,12 @@ impl Payload {
             Payload::Blob(bytes) => digest(bytes),
         }
     }
+}
+
+/// Lock a mutex of the harness's. A panic while one was held is a harness bug that already
+/// reported itself; the data behind the lock is still whole, so it is used as is.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// FNV-1a, 64 bits: stable across builds and platforms, unlike the std hasher.
@@ -373,13 +379,12 @@ impl History {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        // A panic while holding the lock is a harness bug; the rows are still consistent.
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.0)
     }
 
     /// Append an event stamped with the current virtual time.
     pub fn push(&self, node: &str, event: Event) {
-        let at_ms = virtual_ms() - EPOCH_MS;
+        let at_ms = elapsed_ms();
         let mut inner = self.lock();
         let index = inner.rows.len();
         inner.rows.push(Row { index, at_ms, node: node.to_owned(), event });
@@ -453,7 +458,7 @@ impl BusyInjector {
         if self.quiet.load(Ordering::SeqCst) {
             return false;
         }
-        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = lock(&self.state);
         let (rng, until) = &mut *state;
         let now = virtual_ms();
         if now < *until {
@@ -480,6 +485,8 @@ impl Recorder {
         self
     }
 
+    /// Run one store call and record it. `lease` is what the call carried; an acquire records
+    /// the lease it was granted instead (`granted`), and who asked (`owner`).
     #[allow(clippy::too_many_arguments, reason = "one row's fields, named at every call site")]
     fn record<T>(
         &self,
@@ -489,6 +496,7 @@ impl Recorder {
         lease: Option<&Lease>,
         payload: Payload,
         call: impl FnOnce() -> StoreResult<T>,
+        granted: impl FnOnce(&T) -> Option<Lease>,
     ) -> StoreResult<T> {
         let clock_ms = self.clock.now_ms();
         let result = if self.busy.as_ref().is_some_and(BusyInjector::fires) {
@@ -496,10 +504,14 @@ impl Recorder {
         } else {
             call()
         };
+        let (lease, owner) = match surface {
+            Surface::Acquire => (result.as_ref().ok().and_then(granted), lease.map(|l| l.owner.clone())),
+            _ => (lease.cloned(), None),
+        };
         let row = Call {
             clock_ms,
-            lease: lease.cloned(),
-            owner: None,
+            lease,
+            owner,
             counter: 0,
             surface,
             run: run.clone(),
@@ -510,35 +522,52 @@ impl Recorder {
         self.history.push_call(&self.node, row);
         result
     }
+
+    /// [`Recorder::record`] for every call but acquire.
+    fn plain<T>(
+        &self,
+        surface: Surface,
+        run: &RunId,
+        blob_ref: Option<&str>,
+        lease: Option<&Lease>,
+        payload: Payload,
+        call: impl FnOnce() -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        self.record(surface, run, blob_ref, lease, payload, call, |_| None)
+    }
+
+    fn leasable(&self) -> StoreResult<&dyn LeasableStore> {
+        self.inner.leases().ok_or_else(|| StoreError::Config("store has no leases".into()))
+    }
 }
 
 impl JournalStore for Recorder {
     fn append(&self, run: &RunId, entry: &JournalEntry, lease: Option<&Lease>) -> StoreResult<()> {
-        self.record(Surface::Append, run, None, lease, Payload::Entry(entry.clone()), || {
+        self.plain(Surface::Append, run, None, lease, Payload::Entry(entry.clone()), || {
             self.inner.append(run, entry, lease)
         })
     }
 
     fn load(&self, run: &RunId) -> StoreResult<Vec<JournalEntry>> {
-        self.record(Surface::Load, run, None, None, Payload::None, || self.inner.load(run))
+        self.plain(Surface::Load, run, None, None, Payload::None, || self.inner.load(run))
     }
 
     fn put_meta(&self, meta: &RunMeta, lease: Option<&Lease>) -> StoreResult<()> {
-        self.record(Surface::PutMeta, &meta.run_id, None, lease, Payload::Meta(meta.clone()), || {
+        self.plain(Surface::PutMeta, &meta.run_id, None, lease, Payload::Meta(meta.clone()), || {
             self.inner.put_meta(meta, lease)
         })
     }
 
     fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<RunMeta>> {
-        self.record(Surface::ListRuns, &RunId::new("*"), None, None, Payload::None, || self.inner.list_runs(filter))
+        self.plain(Surface::ListRuns, &RunId::new("*"), None, None, Payload::None, || self.inner.list_runs(filter))
     }
 
     fn get_meta(&self, run: &RunId) -> StoreResult<Option<RunMeta>> {
-        self.record(Surface::GetMeta, run, None, None, Payload::None, || self.inner.get_meta(run))
+        self.plain(Surface::GetMeta, run, None, None, Payload::None, || self.inner.get_meta(run))
     }
 
     fn delete(&self, run: &RunId, lease: Option<&Lease>) -> StoreResult<()> {
-        self.record(Surface::Delete, run, None, lease, Payload::None, || self.inner.delete(run, lease))
+        self.plain(Surface::Delete, run, None, lease, Payload::None, || self.inner.delete(run, lease))
     }
 
     fn fenced_writes(&self) -> bool {
@@ -548,36 +577,28 @@ impl JournalStore for Recorder {
 
 impl LeasableStore for Recorder {
     fn acquire(&self, run: &RunId, owner: &str) -> StoreResult<Lease> {
-        let leases = self.inner.leases().ok_or_else(|| StoreError::Config("store has no leases".into()))?;
-        let clock_ms = self.clock.now_ms();
-        let result = if self.busy.as_ref().is_some_and(BusyInjector::fires) {
-            Err(StoreError::Busy { op: Op::Acquire, run: Some(run.clone()) })
-        } else {
-            leases.acquire(run, owner)
-        };
-        let row = Call {
-            clock_ms,
-            lease: result.as_ref().ok().cloned(),
-            owner: Some(owner.to_owned()),
-            counter: 0,
-            surface: Surface::Acquire,
-            run: run.clone(),
-            blob_ref: None,
-            payload: Payload::None,
-            outcome: CallOutcome::of(&result),
-        };
-        self.history.push_call(&self.node, row);
-        result
+        let leases = self.leasable()?;
+        // The row names the asking owner through a placeholder lease (epoch 0).
+        let asking = Lease { run: run.clone(), owner: owner.to_owned(), epoch: Epoch(0) };
+        self.record(
+            Surface::Acquire,
+            run,
+            None,
+            Some(&asking),
+            Payload::None,
+            || leases.acquire(run, owner),
+            |granted| Some(granted.clone()),
+        )
     }
 
     fn renew(&self, lease: &Lease) -> StoreResult<()> {
-        let leases = self.inner.leases().ok_or_else(|| StoreError::Config("store has no leases".into()))?;
-        self.record(Surface::Renew, &lease.run, None, Some(lease), Payload::None, || leases.renew(lease))
+        let leases = self.leasable()?;
+        self.plain(Surface::Renew, &lease.run, None, Some(lease), Payload::None, || leases.renew(lease))
     }
 
     fn release(&self, lease: &Lease) -> StoreResult<()> {
-        let leases = self.inner.leases().ok_or_else(|| StoreError::Config("store has no leases".into()))?;
-        self.record(Surface::Release, &lease.run, None, Some(lease), Payload::None, || leases.release(lease))
+        let leases = self.leasable()?;
+        self.plain(Surface::Release, &lease.run, None, Some(lease), Payload::None, || leases.release(lease))
     }
 
     fn lease_ttl_ms(&self) -> u32 {
@@ -588,23 +609,23 @@ impl LeasableStore for Recorder {
 impl TranscriptStore for Recorder {
     fn put_blob(&self, blob_ref: &str, bytes: &[u8], lease: Option<&Lease>) -> StoreResult<()> {
         let run = RunId::of_ref(blob_ref);
-        self.record(Surface::PutBlob, &run, Some(blob_ref), lease, Payload::Blob(bytes.to_vec()), || {
+        self.plain(Surface::PutBlob, &run, Some(blob_ref), lease, Payload::Blob(bytes.to_vec()), || {
             self.inner.put_blob(blob_ref, bytes, lease)
         })
     }
 
     fn get_blob(&self, blob_ref: &str) -> StoreResult<Option<Vec<u8>>> {
         let run = RunId::of_ref(blob_ref);
-        self.record(Surface::GetBlob, &run, Some(blob_ref), None, Payload::None, || self.inner.get_blob(blob_ref))
+        self.plain(Surface::GetBlob, &run, Some(blob_ref), None, Payload::None, || self.inner.get_blob(blob_ref))
     }
 
     fn list_blobs(&self, run: &RunId) -> StoreResult<Vec<String>> {
-        self.record(Surface::ListBlobs, run, None, None, Payload::None, || self.inner.list_blobs(run))
+        self.plain(Surface::ListBlobs, run, None, None, Payload::None, || self.inner.list_blobs(run))
     }
 
     fn delete_blob(&self, blob_ref: &str, lease: Option<&Lease>) -> StoreResult<()> {
         let run = RunId::of_ref(blob_ref);
-        self.record(Surface::DeleteBlob, &run, Some(blob_ref), lease, Payload::None, || {
+        self.plain(Surface::DeleteBlob, &run, Some(blob_ref), lease, Payload::None, || {
             self.inner.delete_blob(blob_ref, lease)
         })
     }

@@ -17,6 +17,11 @@ fn main() -> ExitCode {
             .map(|s| (*s).to_owned())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_default();
+        // A reader that went away (`fencesim run ... | head`) is not our error: stop quietly,
+        // with the exit status a shell gives a process killed by SIGPIPE.
+        if message.contains("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
         let at = info.location().map_or(String::new(), |l| format!(" at {}:{}", l.file(), l.line()));
         eprintln!("fencesim: panic: {}{at}", message.split_whitespace().collect::<Vec<_>>().join(" "));
     }));

@@ -51,9 +51,6 @@ pub struct WorldShape {
     pub recreate: Ratio,
     /// Share of its runs the client cancels while driving them.
     pub cancel: Ratio,
-    /// Share of its runs the client, impatient, tries to drive a second time while the first
-    /// segment is still live (the engine must refuse).
-    pub double_drive: Ratio,
     /// A retention sweeper deleting settled runs older than this; 0 for none.
     pub retention_ms: u32,
     /// The operator runs `audit --repair` this often; 0 for never.
@@ -82,7 +79,6 @@ impl Default for WorldShape {
             resolve: Ratio(0.8),
             recreate: Ratio(0.1),
             cancel: Ratio(0.0),
-            double_drive: Ratio(0.0),
             retention_ms: 0,
             operator_ms: 8_000,
             boot_storm: 0,
@@ -238,7 +234,7 @@ impl Scenario {
         })?;
         scenario.name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         scenario.source = shown.clone();
-        scenario.validate().map_err(|message| fail(None, message))?;
+        scenario.validate().map_err(|(section, key, message)| fail(line_of(text, section, key), message))?;
         Ok(scenario)
     }
 
@@ -273,39 +269,83 @@ impl Scenario {
         paths.iter().map(|p| Scenario::load(dir, &p.to_string_lossy())).collect()
     }
 
-    fn validate(&self) -> Result<(), String> {
+    /// Check what serde cannot: a failure names the offending key as (section, key) so the
+    /// caller can point at its line.
+    fn validate(&self) -> Result<(), (&'static str, &'static str, String)> {
         let w = &self.world;
-        if w.ttl_ms == 0 {
-            return Err("world.ttl_ms must be positive, got 0".into());
+        let world = |key: &'static str, message: String| Err(("world", key, format!("world.{key}: {message}")));
+        if w.ttl_ms < 3 {
+            return world("ttl_ms", format!("must be at least 3 (leases renew every ttl/3 ms), got {}", w.ttl_ms));
         }
-        if w.workers.0 == 0 || w.concurrency.0 == 0 || w.poll_ms.0 == 0 {
-            return Err("world.workers, world.concurrency and world.poll_ms must be at least 1".into());
+        for (key, span, max) in
+            [("workers", w.workers, 64), ("concurrency", w.concurrency, 64), ("runs", w.runs, 10_000)]
+        {
+            if span.1 > max {
+                return world(key, format!("at most {max}, got {span}"));
+            }
+        }
+        for (key, span) in [("workers", w.workers), ("concurrency", w.concurrency), ("poll_ms", w.poll_ms)] {
+            if span.0 == 0 {
+                return world(key, format!("must be at least 1, got {span}"));
+            }
         }
         if w.workflows.is_empty() {
-            return Err("world.workflows must name at least one workflow".into());
+            return world("workflows", "must name at least one workflow".into());
         }
         if let Some(bad) = w.workflows.iter().find(|name| !["happy", "limit", "approval"].contains(&name.as_str())) {
-            return Err(format!("world.workflows: unknown workflow '{bad}' (known: happy, limit, approval)"));
+            return world("workflows", format!("unknown workflow '{bad}' (known: happy, limit, approval)"));
         }
         if w.liveness_ms == 0 {
-            return Err("world.liveness_ms must be positive, got 0".into());
+            return world("liveness_ms", "must be positive, got 0".into());
         }
         for (kind, f) in self.faults.kinds() {
+            let fault =
+                |key: &'static str, message: String| Err((kind, key, format!("faults.{kind}.{key}: {message}")));
+            let per_point = matches!(kind, "stall" | "takeover" | "crash" | "busy");
+            if per_point && f.rate.1 > 1.0 {
+                return fault("rate", format!("is a probability per call or fault point, at most 1, got {}", f.rate.1));
+            }
+            if !per_point && f.rate.1 > 50.0 {
+                return fault("rate", format!("is events per second, at most 50, got {}", f.rate.1));
+            }
             if let Some(bad) = f.sites.iter().find(|s| !SITES.contains(&s.as_str())) {
-                return Err(format!("faults.{kind}.sites: unknown site '{bad}' (known: {})", SITES.join(", ")));
+                return fault("sites", format!("unknown site '{bad}' (known: {})", SITES.join(", ")));
+            }
+            let any = |list: &[String]| list.iter().all(|x| x == "any");
+            if !matches!(kind, "stall" | "crash") && !any(&f.sites) {
+                return fault("sites", format!("{kind} faults do not fire at engine fault points; remove it"));
             }
             let known_node = |n: &str| {
                 ["any", "worker", "client", "sweeper", "operator"].contains(&n)
                     || n.strip_prefix('w').is_some_and(|i| i.parse::<u32>().is_ok_and(|i| i >= 1))
             };
             if let Some(bad) = f.nodes.iter().find(|n| !known_node(n)) {
-                return Err(format!(
-                    "faults.{kind}.nodes: unknown node '{bad}' (known: any, worker, w1, w2, ..., client, sweeper, operator)"
-                ));
+                return fault(
+                    "nodes",
+                    format!("unknown node '{bad}' (known: any, worker, w1, w2, ..., client, sweeper, operator)"),
+                );
+            }
+            if matches!(kind, "clock" | "zombie" | "restart") && !any(&f.nodes) {
+                return fault("nodes", format!("{kind} events choose their own nodes; remove it"));
             }
         }
         Ok(())
     }
+}
+
+/// The line of `key` in `[section]` (or `[faults.section]`) of a scenario's text, if written.
+fn line_of(text: &str, section: &str, key: &str) -> Option<usize> {
+    let headers = [format!("[{section}]"), format!("[faults.{section}]")];
+    let mut inside = false;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            inside = headers.iter().any(|h| line == h);
+        } else if inside && line.split('=').next().is_some_and(|k| k.trim() == key) {
+            return Some(i + 1);
+        }
+    }
+    None
 }
 
 impl FaultRanges {
@@ -362,7 +402,11 @@ mod tests {
         assert_eq!(e.line, Some(4), "{e}");
         assert!(e.to_string().starts_with("scenarios/x.toml:4: "), "{e}");
         let e = parse("description = \"x\"\n[world]\nttl_ms = 0\n").expect_err("ttl 0");
-        assert!(e.to_string().contains("ttl_ms must be positive"), "{e}");
+        assert!(e.to_string().starts_with("scenarios/x.toml:3: world.ttl_ms: must be at least 3"), "{e}");
+        let e = parse("description = \"x\"\n[faults.zombie]\non = 1.0\nrate = 1e9\n").expect_err("rate");
+        assert!(e.to_string().starts_with("scenarios/x.toml:4: faults.zombie.rate: is events per second"), "{e}");
+        let e = parse("description = \"x\"\n[faults.busy]\nsites = [\"meta\"]\n").expect_err("sites");
+        assert!(e.to_string().contains("busy faults do not fire at engine fault points"), "{e}");
         let e = parse("description = \n").expect_err("syntax");
         assert_eq!(e.line, Some(1), "{e}");
         let e = parse("description = \"x\"\n[faults.crash]\nsites = [\"nowhere\"]\n").expect_err("site");

@@ -25,7 +25,8 @@ impl DbKind {
     }
 }
 
-/// Memdb names are process-wide; a counter keeps worlds apart. Names never reach output.
+/// Memdb names are process-wide; a counter keeps worlds apart. Names never reach a trace or a
+/// report; only a harness error (a database that would not open) may show one.
 static NEXT_MEMDB: AtomicU64 = AtomicU64::new(0);
 
 /// One world's database. A file database lives in a temporary folder removed on drop; a memdb

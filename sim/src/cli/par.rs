@@ -9,6 +9,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use fencesim::history::lock;
+
 /// `f` over every item on `jobs` threads; results in item order.
 pub fn map<T: Sync, R: Send>(items: &[T], jobs: usize, progress: &Progress, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let next = AtomicUsize::new(0);
@@ -20,7 +22,7 @@ pub fn map<T: Sync, R: Send>(items: &[T], jobs: usize, progress: &Progress, f: i
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(item) = items.get(i) else { break };
                     let result = f(item);
-                    results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(result);
+                    lock(&results)[i] = Some(result);
                     progress.tick();
                 }
             });

@@ -46,21 +46,21 @@ pub fn run(args: &Args) -> CmdResult {
         world::run(&cfg)
     });
     let seconds = clock.seconds();
-    let mut failed = 0;
-    let mut virtual_ms = 0;
+    let (mut failed, mut errors, mut virtual_ms) = (0, Vec::new(), 0);
     for outcome in outcomes {
-        let outcome = outcome?;
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                println!("ERROR seed {}: {}", e.seed, e.message);
+                errors.push(e);
+                continue;
+            }
+        };
         virtual_ms += outcome.counters.virtual_ms;
-        if !outcome.passed() {
+        if let Some(first) = outcome.violations.first() {
             failed += 1;
-            let first = &outcome.violations[0];
-            println!(
-                "FAIL seed {}: {} violation(s), first {}: {}",
-                outcome.seed,
-                outcome.violations.len(),
-                first.checker,
-                first.explanation
-            );
+            let n = outcome.violations.len();
+            println!("FAIL seed {}: {n} violation(s), first {}: {}", outcome.seed, first.checker, first.explanation);
             println!("  repro: {}", report::repro(&outcome, &args.defects));
         }
     }
@@ -70,9 +70,12 @@ pub fn run(args: &Args) -> CmdResult {
         scenario.name,
         args.start,
         args.db.as_str(),
-        n - failed,
+        n - failed - errors.len(),
         n as f64 / seconds.max(1e-9),
         virtual_ms as f64 / 1000.0 / seconds.max(1e-9)
     );
+    if let Some(first) = errors.first() {
+        anyhow::bail!("{} world(s) could not run; the first: {first}", errors.len());
+    }
     Ok(if failed == 0 { Verdict::Pass } else { Verdict::Fail })
 }

@@ -7,20 +7,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use fencesim_store::{Epoch, JournalEntry, RunId, Seq};
 
-use super::Violation;
-use super::model::{
-    Writers, blob_digest, effective_epochs, entry_label, from_row, holder, is_checkpoint, last_settle, settle_status,
-};
-use crate::history::{Payload, Row, Snapshot, Surface};
+use super::model::{blob_digest, entry_label, from_row, holder, index_of, is_checkpoint, last_settle, settle_status};
+use super::{Context, Violation};
+use crate::history::{Payload, Row, Surface};
 
 pub(super) const JOURNAL_SEQ_ORDER: &str = "journal-seq-order";
 pub(super) const ONE_SETTLE_PER_SEGMENT: &str = "one-settle-per-segment";
 pub(super) const META_NOT_AHEAD: &str = "meta-not-ahead";
 pub(super) const NO_CHECKPOINT_REGRESSION: &str = "no-checkpoint-regression";
-
-fn index_of(rows: &[Row], pos: Option<usize>) -> Option<usize> {
-    pos.and_then(|p| rows.get(p)).map(|r| r.index)
-}
 
 /// An accepted append, its run and entry.
 fn accepted_append(row: &Row) -> Option<(&RunId, &JournalEntry)> {
@@ -38,7 +32,8 @@ fn accepted_delete(row: &Row) -> Option<&RunId> {
 
 /// Stored seqs strictly increase, and every accepted append was above the tail of its run's
 /// journal (the current generation's accepted appends) when it was accepted.
-pub(super) fn journal_seq_order(rows: &[Row], snapshot: &Snapshot) -> Vec<Violation> {
+pub(super) fn journal_seq_order(ctx: &Context) -> Vec<Violation> {
+    let (rows, snapshot, writers) = (ctx.rows, ctx.snapshot, &ctx.writers);
     let mut tails: BTreeMap<&RunId, (Seq, usize)> = BTreeMap::new();
     let mut found = Vec::new();
     let mut reported = BTreeSet::new();
@@ -65,7 +60,6 @@ pub(super) fn journal_seq_order(rows: &[Row], snapshot: &Snapshot) -> Vec<Violat
             }
         }
     }
-    let writers = Writers::new(rows);
     for (run, state) in &snapshot.runs {
         let Some(i) = (1..state.journal.len()).find(|&i| state.journal[i].seq <= state.journal[i - 1].seq) else {
             continue;
@@ -88,7 +82,8 @@ pub(super) fn journal_seq_order(rows: &[Row], snapshot: &Snapshot) -> Vec<Violat
 
 /// Per (run, epoch) at most one accepted `run_settle`, and no accepted append after it; in the
 /// final journal nothing follows the last `run_settle` that its own tenure wrote.
-pub(super) fn one_settle_per_segment(rows: &[Row], snapshot: &Snapshot) -> Vec<Violation> {
+pub(super) fn one_settle_per_segment(ctx: &Context) -> Vec<Violation> {
+    let (rows, snapshot, writers) = (ctx.rows, ctx.snapshot, &ctx.writers);
     let mut settles: BTreeMap<(&RunId, Epoch), usize> = BTreeMap::new();
     let mut found = Vec::new();
     let mut reported = BTreeSet::new();
@@ -118,7 +113,6 @@ pub(super) fn one_settle_per_segment(rows: &[Row], snapshot: &Snapshot) -> Vec<V
             None => {}
         }
     }
-    let writers = Writers::new(rows);
     let epoch_of = |pos: usize| rows.get(pos).and_then(Row::call).and_then(|c| c.epoch());
     for (run, state) in &snapshot.runs {
         let Some((at, _)) = last_settle(&state.journal) else { continue };
@@ -150,7 +144,8 @@ pub(super) fn one_settle_per_segment(rows: &[Row], snapshot: &Snapshot) -> Vec<V
 /// A terminal put_meta is accepted only over a journal whose last `run_settle` has its status,
 /// and the final terminal meta is backed the same way. An empty journal needs no settle
 /// (contracts 3.6.4: a run that journaled nothing settles without one).
-pub(super) fn meta_not_ahead(rows: &[Row], snapshot: &Snapshot) -> Vec<Violation> {
+pub(super) fn meta_not_ahead(ctx: &Context) -> Vec<Violation> {
+    let (rows, snapshot, writers) = (ctx.rows, ctx.snapshot, &ctx.writers);
     let mut journals: BTreeMap<&RunId, Vec<(usize, &JournalEntry)>> = BTreeMap::new();
     let mut found = Vec::new();
     for row in rows {
@@ -186,7 +181,6 @@ pub(super) fn meta_not_ahead(rows: &[Row], snapshot: &Snapshot) -> Vec<Violation
             cause,
         ));
     }
-    let writers = Writers::new(rows);
     for (run, state) in &snapshot.runs {
         let Some(meta) = state.meta.as_ref().filter(|m| m.status.is_terminal()) else { continue };
         if state.journal.is_empty() {
@@ -210,17 +204,19 @@ pub(super) fn meta_not_ahead(rows: &[Row], snapshot: &Snapshot) -> Vec<Violation
     found
 }
 
-/// What a checkpoint ref has seen: its newest tenure's put, and the last accepted write.
+/// What a checkpoint ref has seen.
 struct Checkpoint {
+    /// The (epoch, position) of its newest accepted put, seeded by its first accepted write: a
+    /// put under an older epoch than this is a regression.
     newest: (Epoch, usize),
     /// The last accepted put's (position, digest); `None` after an accepted delete.
     last: Option<(usize, u64)>,
 }
 
 /// Along row order the epochs of a checkpoint ref's accepted puts never decrease, and the stored
-/// bytes are the last accepted put's.
-pub(super) fn no_checkpoint_regression(rows: &[Row], snapshot: &Snapshot) -> Vec<Violation> {
-    let epochs = effective_epochs(rows);
+/// bytes are the last accepted put's (none after an accepted delete_blob).
+pub(super) fn no_checkpoint_regression(ctx: &Context) -> Vec<Violation> {
+    let (rows, snapshot, writers, epochs) = (ctx.rows, ctx.snapshot, &ctx.writers, &ctx.epochs);
     let mut refs: BTreeMap<&str, Checkpoint> = BTreeMap::new();
     let mut found = Vec::new();
     for (pos, row) in rows.iter().enumerate() {
@@ -251,7 +247,6 @@ pub(super) fn no_checkpoint_regression(rows: &[Row], snapshot: &Snapshot) -> Vec
             _ => {}
         }
     }
-    let writers = Writers::new(rows);
     for (blob_ref, state) in refs {
         let run = RunId::of_ref(blob_ref);
         let stored = snapshot.run(&run).and_then(|s| s.blobs.get(blob_ref));

@@ -1,15 +1,16 @@
 //! The lease checkers: no acceptance under a stale lease (contracts 2.7.1), grants unique and
 //! increasing per run with one node per serial position (2.7.2, 5.9.2-4), at most one live lease
 //! (2.7.3), and rejections typed by class with the fence checked before the seq guard (2.7.7).
-//! All of them replay the lease table of [`Leases`] along the rows.
+//! All but `epochs_increasing` judge each call by the lease table replayed once per check
+//! ([`LeaseReplay`](super::model::LeaseReplay)).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use fencesim_store::{Epoch, RunId};
 
-use super::model::{Fence, Leases, holder, target};
-use super::{OracleConfig, Violation};
-use crate::history::{CallOutcome, Row, Surface};
+use super::model::{Fence, holder, target};
+use super::{Context, Violation};
+use crate::history::{Call, CallOutcome, Surface};
 
 pub(super) const NO_STALE_ACCEPTANCE: &str = "no-stale-acceptance";
 pub(super) const EPOCHS_INCREASING: &str = "epochs-increasing";
@@ -17,60 +18,56 @@ pub(super) const ONE_LIVE_LEASE: &str = "one-live-lease";
 pub(super) const TYPED_REJECTIONS: &str = "typed-rejections";
 
 /// Every accepted mutation, renew and release carried the live holder's lease of its target run.
-pub(super) fn no_stale_acceptance(rows: &[Row], cfg: &OracleConfig) -> Vec<Violation> {
-    let mut leases = Leases::new(cfg.ttl_ms);
+pub(super) fn no_stale_acceptance(ctx: &Context) -> Vec<Violation> {
     let mut found = Vec::new();
-    for row in rows {
-        let Some(call) = row.call() else { continue };
-        let fenced = call.surface.is_mutation() || matches!(call.surface, Surface::Renew | Surface::Release);
-        if fenced && call.outcome.is_ok() {
-            let (op, on, under) = (call.surface.as_str(), target(call), holder(call));
-            let (why, cause) = match leases.fence(call) {
-                Fence::Holder => (None, None),
-                Fence::Unleased => (Some(format!("unleased {op} of {on} accepted")), None),
-                Fence::OtherRun(other) => {
-                    (Some(format!("{op} on {on} accepted under {under}, a lease for run {other}")), None)
-                }
-                Fence::Expired { clock, expires_at } => (
-                    Some(format!(
-                        "{op} on {on} accepted under {under} after it expired (clock {clock} >= expires {expires_at})"
-                    )),
-                    None,
-                ),
-                Fence::Superseded(live) => (
-                    Some(format!("{op} on {on} accepted under {under}, but the live holder was {}", live.label())),
-                    Some(live.granted),
-                ),
-                Fence::NoLiveLease(None) => {
-                    (Some(format!("{op} on {on} accepted under {under}, but {} had no lease row", call.run)), None)
-                }
-                Fence::NoLiveLease(Some(row)) => (
-                    Some(format!(
-                        "{op} on {on} accepted under {under}, but {} had no live lease ({} expired at {})",
-                        call.run,
-                        row.label(),
-                        row.expires_at
-                    )),
-                    Some(row.granted),
-                ),
-            };
-            if let Some(why) = why {
-                found.push(Violation::new(NO_STALE_ACCEPTANCE, why, Some(row.index), cause));
+    for (pos, row) in ctx.rows.iter().enumerate() {
+        let Some(call) = row.call().filter(|c| c.outcome.is_ok()) else { continue };
+        let Some(fence) = ctx.leases.fence(pos) else { continue };
+        let (op, on, under) = (call.surface.as_str(), target(call), holder(call));
+        let (why, cause) = match fence {
+            Fence::Holder => (None, None),
+            Fence::Unleased => (Some(format!("unleased {op} of {on} accepted")), None),
+            Fence::OtherRun(other) => {
+                (Some(format!("{op} on {on} accepted under {under}, a lease for run {other}")), None)
             }
+            Fence::Expired { clock, expires_at } => (
+                Some(format!(
+                    "{op} on {on} accepted under {under} after it expired (clock {clock} >= expires {expires_at})"
+                )),
+                None,
+            ),
+            Fence::Superseded(live) => (
+                Some(format!("{op} on {on} accepted under {under}, but the live holder was {}", live.label())),
+                Some(live.granted),
+            ),
+            Fence::NoLiveLease(None) => {
+                (Some(format!("{op} on {on} accepted under {under}, but {} had no lease row", call.run)), None)
+            }
+            Fence::NoLiveLease(Some(row)) => (
+                Some(format!(
+                    "{op} on {on} accepted under {under}, but {} had no live lease ({} expired at {})",
+                    call.run,
+                    row.label(),
+                    row.expires_at
+                )),
+                Some(row.granted),
+            ),
+        };
+        if let Some(why) = why {
+            found.push(Violation::new(NO_STALE_ACCEPTANCE, why, Some(row.index), cause));
         }
-        leases.apply(row.index, call);
     }
     found
 }
 
 /// Granted epochs strictly increase per run (across delete/recreate), and no two nodes are
 /// accepted under the same (run, epoch): a duplicate serial position.
-pub(super) fn epochs_increasing(rows: &[Row]) -> Vec<Violation> {
+pub(super) fn epochs_increasing(ctx: &Context) -> Vec<Violation> {
     let mut granted: BTreeMap<RunId, (Epoch, usize)> = BTreeMap::new();
     let mut positions: BTreeMap<(RunId, Epoch), (&str, usize)> = BTreeMap::new();
     let mut reported: BTreeSet<(RunId, Epoch)> = BTreeSet::new();
     let mut found = Vec::new();
-    for row in rows {
+    for row in ctx.rows {
         let Some(call) = row.call().filter(|c| c.outcome.is_ok()) else { continue };
         let Some(lease) = &call.lease else { continue };
         if call.surface == Surface::Acquire {
@@ -116,13 +113,12 @@ pub(super) fn epochs_increasing(rows: &[Row]) -> Vec<Violation> {
 }
 
 /// No acquire is granted while another lease row of the run is live at the acquirer's clock.
-pub(super) fn one_live_lease(rows: &[Row], cfg: &OracleConfig) -> Vec<Violation> {
-    let mut leases = Leases::new(cfg.ttl_ms);
+pub(super) fn one_live_lease(ctx: &Context) -> Vec<Violation> {
     let mut found = Vec::new();
-    for row in rows {
+    for (pos, row) in ctx.rows.iter().enumerate() {
         let Some(call) = row.call() else { continue };
         if let (Surface::Acquire, CallOutcome::Ok, Some(lease)) = (call.surface, &call.outcome, &call.lease)
-            && let Some(live) = leases.live(&call.run, call.clock_ms)
+            && let Some(live) = ctx.leases.live_at_acquire(pos)
         {
             found.push(Violation::new(
                 ONE_LIVE_LEASE,
@@ -139,41 +135,78 @@ pub(super) fn one_live_lease(rows: &[Row], cfg: &OracleConfig) -> Vec<Violation>
                 Some(live.granted),
             ));
         }
-        leases.apply(row.index, call);
     }
     found
 }
 
-/// Rejections carry their class: acquire -> held-by (or busy); a fenced mutation, renew or
-/// release -> stale or run-mismatch (or busy; an append may also meet the seq guard, but only
-/// once its fence passed); never an untyped error.
-pub(super) fn typed_rejections(rows: &[Row], cfg: &OracleConfig) -> Vec<Violation> {
-    let mut leases = Leases::new(cfg.ttl_ms);
+/// Rejections carry their class (busy is always fine): an acquire is refused held-by. A fenced
+/// call refused for its lease (stale or run-mismatch) must not have been the live holder of its
+/// target run in the replayed table, and is run-mismatch if its lease names another run, else
+/// stale (an unleased call included). An append may also meet the seq guard (journal-order), but
+/// only if its lease was the live holder or it carried none: the fence comes first. Any other
+/// class, an untyped error above all, is a violation. Reads are not judged.
+pub(super) fn typed_rejections(ctx: &Context) -> Vec<Violation> {
     let mut found = Vec::new();
-    for row in rows {
+    for (pos, row) in ctx.rows.iter().enumerate() {
         let Some(call) = row.call() else { continue };
         let (op, on) = (call.surface.as_str(), target(call));
-        let fenced = call.surface.is_mutation() || matches!(call.surface, Surface::Renew | Surface::Release);
         let why = match (&call.outcome, call.surface) {
             (CallOutcome::Ok | CallOutcome::Busy, _) => None,
-            (_, surface) if !fenced && surface != Surface::Acquire => None,
-            (CallOutcome::Error(code), _) => Some(format!("unexpected error {code} on {op} of {on}")),
             (CallOutcome::HeldBy { .. }, Surface::Acquire) => None,
+            (CallOutcome::Error(code), Surface::Acquire) => Some(format!("unexpected error {code} on {op} of {on}")),
             (other, Surface::Acquire) => Some(format!("acquire of {on} rejected with {other}, expected held-by")),
-            (CallOutcome::Stale | CallOutcome::RunMismatch, _) => None,
-            (CallOutcome::JournalOrder, Surface::Append) => match leases.fence(call) {
-                Fence::Holder | Fence::Unleased => None,
-                _ => Some(format!(
-                    "append to {on} under {} rejected journal-order, but its lease was not the live holder: the fence must be checked first",
-                    holder(call)
-                )),
+            (rejection, _) => match ctx.leases.fence(pos) {
+                Some(fence) => fenced_rejection(call, fence, rejection),
+                None => None,
             },
-            (other, _) => Some(format!("{op} of {on} rejected with {other}, expected stale or run-mismatch")),
         };
         if let Some(why) = why {
             found.push(Violation::new(TYPED_REJECTIONS, why, Some(row.index), None));
         }
-        leases.apply(row.index, call);
     }
     found
+}
+
+/// What is wrong with a fenced call's `rejection` (anything but ok or busy), given how its lease
+/// stood.
+fn fenced_rejection(call: &Call, fence: &Fence, rejection: &CallOutcome) -> Option<String> {
+    let (op, on, under) = (call.surface.as_str(), target(call), holder(call));
+    let expected = |class: &str| {
+        Some(format!(
+            "{op} of {on} under {under} rejected with {rejection}, expected {class} ({})",
+            standing(call, fence)
+        ))
+    };
+    match (rejection, fence) {
+        (CallOutcome::Error(code), _) => Some(format!("unexpected error {code} on {op} of {on}")),
+        (CallOutcome::JournalOrder, Fence::Holder | Fence::Unleased) if call.surface == Surface::Append => None,
+        (CallOutcome::JournalOrder, _) if call.surface == Surface::Append => Some(format!(
+            "append to {on} under {under} rejected journal-order, but its lease was not the live holder: the fence must be checked first"
+        )),
+        (CallOutcome::Stale | CallOutcome::RunMismatch, Fence::Holder) => {
+            Some(format!("the live holder's {op} was rejected as {rejection} ({on} under {under})"))
+        }
+        (_, Fence::Holder) => {
+            Some(format!("the live holder's {op} of {on} under {under} was rejected with {rejection}"))
+        }
+        (CallOutcome::RunMismatch, Fence::OtherRun(_)) => None,
+        (_, Fence::OtherRun(_)) => expected("run-mismatch"),
+        (CallOutcome::Stale, _) => None,
+        _ => expected("stale"),
+    }
+}
+
+/// How a call's lease stood against the replayed table, as [`typed_rejections`] quotes it.
+fn standing(call: &Call, fence: &Fence) -> String {
+    match fence {
+        Fence::Holder => "its lease was the live holder".to_owned(),
+        Fence::Unleased => "it carried no lease".to_owned(),
+        Fence::OtherRun(other) => format!("its lease is for run {other}"),
+        Fence::Expired { clock, expires_at } => format!("its lease expired at {expires_at}, clock {clock}"),
+        Fence::Superseded(live) => format!("the live holder was {}", live.label()),
+        Fence::NoLiveLease(None) => format!("{} had no lease row", call.run),
+        Fence::NoLiveLease(Some(row)) => {
+            format!("{} had no live lease ({} expired at {})", call.run, row.label(), row.expires_at)
+        }
+    }
 }

@@ -6,13 +6,18 @@
 //!
 //! Files: `model` (the replayed lease table, the journal vocabulary, labels), `leases` (lease and
 //! rejection checkers), `serial` (the serial history against the snapshot), `journal` (seq order,
-//! settles, meta, checkpoints), `outcomes` (re-pay bound, liveness, honest outcomes).
+//! settles, meta, checkpoints), `outcomes` (re-pay bound, liveness, honest outcomes). The views
+//! several checkers share (the lease replay, effective epochs, the writers index) are computed once
+//! per [`check`], in a `Context`.
 
 use std::fmt;
 
 use serde::Serialize;
 
+use fencesim_store::{Epoch, RunId};
+
 use crate::history::{Row, Snapshot};
+use model::{LeaseReplay, Writers, effective_epochs};
 
 mod journal;
 mod leases;
@@ -23,10 +28,41 @@ mod serial;
 mod tests;
 
 /// What the oracle needs to know about the world beyond its history.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OracleConfig {
     /// The store's lease ttl: an acquire or renew at clock `c` makes the lease live until `c + ttl`.
     pub ttl_ms: i64,
+    /// The runs the world's client planned to start (may be empty): liveness requires each to
+    /// have reached the store (an accepted mutation of it somewhere in the history).
+    pub planned: Vec<RunId>,
+}
+
+/// What every checker reads: the world's history, its final snapshot and config, and the views of
+/// the history several checkers share, each computed once.
+struct Context<'a> {
+    /// The history, in serialization order.
+    rows: &'a [Row],
+    snapshot: &'a Snapshot,
+    cfg: &'a OracleConfig,
+    /// Accepted mutations by what they wrote.
+    writers: Writers,
+    /// The epoch each row's call is ordered under, by position in `rows`.
+    epochs: Vec<Epoch>,
+    /// The lease table replayed along `rows` with the config's ttl.
+    leases: LeaseReplay,
+}
+
+impl<'a> Context<'a> {
+    fn new(rows: &'a [Row], snapshot: &'a Snapshot, cfg: &'a OracleConfig) -> Self {
+        Self {
+            rows,
+            snapshot,
+            cfg,
+            writers: Writers::new(rows),
+            epochs: effective_epochs(rows),
+            leases: LeaseReplay::new(rows, cfg.ttl_ms),
+        }
+    }
 }
 
 /// One broken invariant.
@@ -83,7 +119,7 @@ pub const CHECKERS: &[(&str, &str)] = &[
     (journal::ONE_SETTLE_PER_SEGMENT, "a tenure appends at most one run_settle and nothing after it (3.6, D14)"),
     (
         journal::META_NOT_AHEAD,
-        "a terminal meta is only ever written and kept over a journal whose last run_settle has its status (3.6, D1)",
+        "a terminal meta is only ever written and kept over an empty journal or one whose last run_settle has its status (3.6, D1)",
     ),
     (
         journal::NO_CHECKPOINT_REGRESSION,
@@ -91,11 +127,11 @@ pub const CHECKERS: &[(&str, &str)] = &[
     ),
     (
         outcomes::REPAY_BOUND,
-        "a dispatch's turn or tool is paid once per tenure, never after its terminal, and at most 1 + interrupted tenures times (3.5, 5.13)",
+        "a dispatch's turn or tool is paid once per tenure, never after its terminal, and at most 1 + (unreleased tenures that paid into that dispatch) times (3.5, 5.13)",
     ),
     (
         outcomes::LIVENESS,
-        "after quiescence every run is settled (terminal meta backed by a final run_settle) or waits on an open suspension",
+        "every planned run reached the store, and after quiescence every run is settled (terminal meta backed by a final run_settle) or waits on an open suspension",
     ),
     (
         outcomes::HONEST_OUTCOME,
@@ -103,7 +139,7 @@ pub const CHECKERS: &[(&str, &str)] = &[
     ),
     (
         leases::TYPED_REJECTIONS,
-        "every rejected fenced call carries the error class of its kind, and the fence is checked before the seq guard (2.7.7)",
+        "a rejected acquire is held-by; a fenced call is never rejected for the live holder's lease, and otherwise run-mismatch for another run's lease, else stale; the fence is checked before the seq guard (2.7.7)",
     ),
 ];
 
@@ -114,23 +150,25 @@ pub const MAX_PER_CHECKER: usize = 3;
 /// store snapshot. Violations come in [`CHECKERS`] order, then row order (violations without a
 /// row last), at most [`MAX_PER_CHECKER`] per checker.
 pub fn check(rows: &[Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Violation> {
-    let per_checker = [
-        leases::no_stale_acceptance(rows, cfg),
-        leases::epochs_increasing(rows),
-        leases::one_live_lease(rows, cfg),
-        serial::serial_history(rows, snapshot),
-        journal::journal_seq_order(rows, snapshot),
-        journal::one_settle_per_segment(rows, snapshot),
-        journal::meta_not_ahead(rows, snapshot),
-        journal::no_checkpoint_regression(rows, snapshot),
-        outcomes::repay_bound(rows),
-        outcomes::liveness(rows, snapshot),
-        outcomes::honest_outcome(rows),
-        leases::typed_rejections(rows, cfg),
+    let ctx = Context::new(rows, snapshot, cfg);
+    let checkers: [fn(&Context) -> Vec<Violation>; CHECKERS.len()] = [
+        leases::no_stale_acceptance,
+        leases::epochs_increasing,
+        leases::one_live_lease,
+        serial::serial_history,
+        journal::journal_seq_order,
+        journal::one_settle_per_segment,
+        journal::meta_not_ahead,
+        journal::no_checkpoint_regression,
+        outcomes::repay_bound,
+        outcomes::liveness,
+        outcomes::honest_outcome,
+        leases::typed_rejections,
     ];
-    per_checker
+    checkers
         .into_iter()
-        .flat_map(|mut found| {
+        .flat_map(|checker| {
+            let mut found = checker(&ctx);
             found.sort_by_key(|v| v.row.unwrap_or(usize::MAX));
             found.truncate(MAX_PER_CHECKER);
             found
@@ -138,8 +176,9 @@ pub fn check(rows: &[Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Viola
         .collect()
 }
 
-/// Whether every run in the snapshot is settled or waits on a suspension: the liveness
-/// checker's predicate, which lets a world stop early once it holds.
+/// Whether every run in the snapshot is settled or waits on a suspension: the liveness checker's
+/// predicate over the snapshot, which lets a world stop early once it holds. It cannot see a
+/// planned run that never reached the store (that takes the history: [`check`] flags it).
 pub fn settled_or_waiting(snapshot: &Snapshot) -> bool {
     snapshot.runs.iter().all(|(run, state)| outcomes::run_liveness(run, state).is_ok())
 }

@@ -1,7 +1,8 @@
-//! What the checkers share: the lease table replayed from the history by the SQLite store's rule
-//! (contracts 1.1, 2.2), the journal vocabulary restated from contracts 1.3 and 4.1 (settles,
-//! suspensions, resolutions), the effective epoch of every call, the index from stored payloads
-//! back to the rows that wrote them, and the one-line labels violations quote.
+//! What the checkers share: the lease table replayed once along the history by the SQLite store's
+//! rule (contracts 1.1, 2.2) and what each call met in it, the journal vocabulary restated from
+//! contracts 1.3 and 4.1 (settles, suspensions, resolutions), the effective epoch of every call,
+//! the index from stored payloads back to the rows that wrote them, and the one-line labels
+//! violations quote.
 
 use std::collections::BTreeMap;
 
@@ -47,25 +48,31 @@ pub(super) enum Fence {
     NoLiveLease(Option<Tenancy>),
 }
 
+/// Whether a call through `surface` is fenced by the lease it carries: every mutation, renew and
+/// release. Reads and acquire are not.
+pub(super) fn is_fenced(surface: Surface) -> bool {
+    surface.is_mutation() || matches!(surface, Surface::Renew | Surface::Release)
+}
+
 /// The lease table, replayed call by call in row order.
 #[derive(Debug)]
-pub(super) struct Leases {
+struct Leases {
     ttl_ms: i64,
     rows: BTreeMap<RunId, Tenancy>,
 }
 
 impl Leases {
-    pub fn new(ttl_ms: i64) -> Self {
+    fn new(ttl_ms: i64) -> Self {
         Self { ttl_ms, rows: BTreeMap::new() }
     }
 
     /// The run's lease row if it is live at `clock`.
-    pub fn live(&self, run: &RunId, clock: i64) -> Option<&Tenancy> {
+    fn live(&self, run: &RunId, clock: i64) -> Option<&Tenancy> {
         self.rows.get(run).filter(|t| clock < t.expires_at)
     }
 
     /// Whether `call`'s lease was the live holder of its target run at the call.
-    pub fn fence(&self, call: &Call) -> Fence {
+    fn fence(&self, call: &Call) -> Fence {
         let Some(lease) = &call.lease else { return Fence::Unleased };
         if lease.run != call.run {
             return Fence::OtherRun(lease.run.clone());
@@ -84,7 +91,7 @@ impl Leases {
     /// Apply an accepted call's effect on the lease table; anything else leaves it unchanged.
     /// Renew and release touch only a row they name by owner and epoch (S3); an accepted delete
     /// removes the row (the epoch high-water mark it keeps is [`effective_epochs`]' business).
-    pub fn apply(&mut self, index: usize, call: &Call) {
+    fn apply(&mut self, index: usize, call: &Call) {
         if !call.outcome.is_ok() {
             return;
         }
@@ -110,6 +117,48 @@ impl Leases {
             }
             _ => {}
         }
+    }
+}
+
+/// The lease table replayed once along the rows, and what each call met in it just before its
+/// own effect was applied: a fenced call ([`is_fenced`]) its [`Fence`], an acquire the lease row
+/// live at the acquirer's clock. Indexed by position in `rows`.
+#[derive(Debug, Default)]
+pub(super) struct LeaseReplay {
+    fences: Vec<Option<Fence>>,
+    live: Vec<Option<Tenancy>>,
+}
+
+impl LeaseReplay {
+    pub fn new(rows: &[Row], ttl_ms: i64) -> Self {
+        let mut leases = Leases::new(ttl_ms);
+        let mut replay = LeaseReplay::default();
+        for row in rows {
+            let (fence, live) = match row.call() {
+                Some(call) if is_fenced(call.surface) => (Some(leases.fence(call)), None),
+                Some(call) if call.surface == Surface::Acquire => {
+                    (None, leases.live(&call.run, call.clock_ms).cloned())
+                }
+                _ => (None, None),
+            };
+            replay.fences.push(fence);
+            replay.live.push(live);
+            if let Some(call) = row.call() {
+                leases.apply(row.index, call);
+            }
+        }
+        replay
+    }
+
+    /// How the lease of the fenced call at `pos` stood; `None` for any other row.
+    pub fn fence(&self, pos: usize) -> Option<&Fence> {
+        self.fences.get(pos)?.as_ref()
+    }
+
+    /// The lease row of its run live at the clock of the acquire at `pos` (whatever the acquire's
+    /// outcome); `None` if there was none, or for any other row.
+    pub fn live_at_acquire(&self, pos: usize) -> Option<&Tenancy> {
+        self.live.get(pos)?.as_ref()
     }
 }
 
@@ -255,7 +304,12 @@ impl Writers {
     }
 }
 
-/// ` from row 12 (w1.1@e2)`, naming the row that wrote something.
+/// The `Row::index` of the row at position `pos` in `rows`.
+pub(super) fn index_of(rows: &[Row], pos: Option<usize>) -> Option<usize> {
+    pos.and_then(|p| rows.get(p)).map(|r| r.index)
+}
+
+/// ` from row 12 (w1.1@e2)`, naming the row at position `pos` in `rows`.
 pub(super) fn from_row(rows: &[Row], pos: usize) -> String {
     match rows.get(pos) {
         Some(row) => match row.call() {

@@ -1,14 +1,20 @@
 //! The checkers over what the engines did beside their store calls: the re-pay bound on paid
-//! effects (contracts 3.5, 5.13), liveness of every run after quiescence (settled or waiting),
-//! and honest segment outcomes (3.6, D12b: a superseded segment never reports a settled run).
+//! effects (contracts 3.5, 5.13), liveness (every planned run reached the store; after
+//! quiescence every run is settled or waiting), and honest segment outcomes (3.6, D12b: a
+//! superseded segment never reports a settled run).
+//!
+//! Honest-outcome pairs a segment's outcome with the last `run_settle` append and the loads of
+//! its run by the same node since that node's previous outcome for the run, keyed by (node, run).
+//! Two concurrent segments of one run on one node would share that key, so one's attempt could
+//! back the other's outcome; the world never drives a run twice on one node.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use fencesim_store::{Epoch, RunId, RunStatus, Seq};
 
-use super::Violation;
 use super::model::{last_settle, open_suspensions, settle_status};
-use crate::history::{CallOutcome, EffectKind, Event, Payload, Row, RunState, Snapshot, Surface};
+use super::{Context, Violation};
+use crate::history::{CallOutcome, EffectKind, Event, Payload, RunState, Surface};
 
 pub(super) const REPAY_BOUND: &str = "repay-bound";
 pub(super) const LIVENESS: &str = "liveness";
@@ -31,33 +37,36 @@ fn epoch_label(epoch: Option<Epoch>) -> String {
 /// (a) a dispatch's call turn or tool is paid at most once per tenure; (b) never by a tenure at
 /// or after the one whose terminal for that dispatch was accepted in the run's generation (an
 /// older tenure still finishing its turn is the at-least-once window that (c) bounds); (c) at
-/// most 1 + (tenures of the run that never had an accepted release) times per generation.
-pub(super) fn repay_bound(rows: &[Row]) -> Vec<Violation> {
+/// most 1 + k times per generation, where k counts the interrupted tenures in the dispatch's
+/// window: epochs of the run that paid any effect of that dispatch (same running seq, same
+/// generation) and never had an accepted release in it. A generation ends at an accepted delete
+/// of the run. Unleased payments belong to no tenure and never raise the bound.
+pub(super) fn repay_bound(ctx: &Context) -> Vec<Violation> {
     let mut generation: BTreeMap<RunId, u32> = BTreeMap::new();
     let mut terminals: BTreeMap<(RunId, u32, Seq), (usize, Option<Epoch>)> = BTreeMap::new();
     let mut per_tenure: BTreeMap<(Dispatch, Option<Epoch>), usize> = BTreeMap::new();
     let mut payments: BTreeMap<Dispatch, Vec<usize>> = BTreeMap::new();
-    let mut tenures: BTreeMap<RunId, BTreeSet<Epoch>> = BTreeMap::new();
-    let mut released: BTreeSet<(RunId, Epoch)> = BTreeSet::new();
+    // (run, generation, running seq) -> the epochs that paid into that dispatch.
+    let mut windows: BTreeMap<(RunId, u32, Seq), BTreeSet<Epoch>> = BTreeMap::new();
+    let mut released: BTreeSet<(RunId, u32, Epoch)> = BTreeSet::new();
     let mut found = Vec::new();
-    for row in rows {
+    for row in ctx.rows {
         match &row.event {
-            Event::Call(call) if call.outcome.is_ok() => match (call.surface, &call.lease, &call.payload) {
-                (Surface::Acquire, Some(lease), _) => {
-                    tenures.entry(call.run.clone()).or_default().insert(lease.epoch);
-                }
-                (Surface::Release, Some(lease), _) => {
-                    released.insert((call.run.clone(), lease.epoch));
-                }
-                (Surface::Delete, _, _) => *generation.entry(call.run.clone()).or_default() += 1,
-                (Surface::Append, _, Payload::Entry(entry)) => {
-                    if let Some(running) = entry.ref_seq {
-                        let gen_ = generation.get(&call.run).copied().unwrap_or_default();
-                        terminals.entry((call.run.clone(), gen_, running)).or_insert((row.index, call.epoch()));
+            Event::Call(call) if call.outcome.is_ok() => {
+                let gen_ = generation.get(&call.run).copied().unwrap_or_default();
+                match (call.surface, &call.lease, &call.payload) {
+                    (Surface::Release, Some(lease), _) => {
+                        released.insert((call.run.clone(), gen_, lease.epoch));
                     }
+                    (Surface::Delete, _, _) => *generation.entry(call.run.clone()).or_default() += 1,
+                    (Surface::Append, _, Payload::Entry(entry)) => {
+                        if let Some(running) = entry.ref_seq {
+                            terminals.entry((call.run.clone(), gen_, running)).or_insert((row.index, call.epoch()));
+                        }
+                    }
+                    _ => {}
                 }
-                _ => {}
-            },
+            }
             Event::Effect(effect) => {
                 let gen_ = generation.get(&effect.run).copied().unwrap_or_default();
                 let dispatch: Dispatch = (effect.run.clone(), gen_, effect.running, effect.kind, effect.n);
@@ -87,23 +96,32 @@ pub(super) fn repay_bound(rows: &[Row]) -> Vec<Violation> {
                         ));
                     }
                 }
+                if let Some(epoch) = effect.epoch {
+                    windows.entry((effect.run.clone(), gen_, effect.running)).or_default().insert(epoch);
+                }
                 payments.entry(dispatch).or_default().push(row.index);
             }
             _ => {}
         }
     }
-    for ((run, _, running, kind, n), paid) in payments {
-        let interrupted = tenures
-            .get(&run)
-            .map_or(0, |epochs| epochs.iter().filter(|e| !released.contains(&(run.clone(), **e))).count());
-        let bound = 1 + interrupted;
+    for ((run, gen_, running, kind, n), paid) in payments {
+        let window = windows.get(&(run.clone(), gen_, running));
+        let interrupted: Vec<String> = window
+            .into_iter()
+            .flatten()
+            .filter(|e| !released.contains(&(run.clone(), gen_, **e)))
+            .map(|e| format!("e{e}"))
+            .collect();
+        let bound = 1 + interrupted.len();
         if paid.len() > bound {
+            let which = if interrupted.is_empty() { String::new() } else { format!(": {}", interrupted.join(", ")) };
             found.push(Violation::new(
                 REPAY_BOUND,
                 format!(
-                    "{} paid {} times, bound {bound} (1 + {interrupted} interrupted tenures)",
+                    "{} paid {} times, bound {bound} (1 + {} interrupted tenures in its window{which})",
                     effect_name(kind, &run, running, n),
-                    paid.len()
+                    paid.len(),
+                    interrupted.len()
                 ),
                 paid.get(bound).copied(),
                 paid.first().copied(),
@@ -146,22 +164,28 @@ pub(super) fn run_liveness(run: &RunId, state: &RunState) -> Result<(), String> 
     }
 }
 
-/// Every run with a journal or meta is settled or waiting, in the final snapshot.
-pub(super) fn liveness(rows: &[Row], snapshot: &Snapshot) -> Vec<Violation> {
+/// Every planned run had an accepted mutation somewhere in the history (else the violation
+/// points at the last call that targeted it, if any), and every run with a journal or meta is
+/// settled or waiting in the final snapshot (pointing at its last accepted mutation).
+pub(super) fn liveness(ctx: &Context) -> Vec<Violation> {
     let mut last_write: BTreeMap<&RunId, usize> = BTreeMap::new();
-    for row in rows {
-        if let Some(call) = row.call().filter(|c| c.is_accepted_mutation()) {
+    let mut last_call: BTreeMap<&RunId, usize> = BTreeMap::new();
+    for row in ctx.rows {
+        let Some(call) = row.call() else { continue };
+        last_call.insert(&call.run, row.index);
+        if call.is_accepted_mutation() {
             last_write.insert(&call.run, row.index);
         }
     }
-    snapshot
-        .runs
-        .iter()
-        .filter_map(|(run, state)| {
-            let why = run_liveness(run, state).err()?;
-            Some(Violation::new(LIVENESS, why, last_write.get(run).copied(), None))
-        })
-        .collect()
+    let unstarted = ctx.cfg.planned.iter().filter(|run| !last_write.contains_key(run)).map(|run| {
+        let why = format!("{run} was planned but never reached the store");
+        Violation::new(LIVENESS, why, last_call.get(run).copied(), None)
+    });
+    let unsettled = ctx.snapshot.runs.iter().filter_map(|(run, state)| {
+        let why = run_liveness(run, state).err()?;
+        Some(Violation::new(LIVENESS, why, last_write.get(run).copied(), None))
+    });
+    unstarted.chain(unsettled).collect()
 }
 
 /// A view of a run's journal (this generation's accepted appends): how many entries, and the
@@ -191,12 +215,13 @@ struct Attempt {
 /// since its previous outcome for R: accepted, with that status. With no such attempt (a pure
 /// replay), the journal N read must already have said so: at one of N's loads of R since its
 /// previous outcome, or now, the journal was empty or its last `run_settle` had that status.
-pub(super) fn honest_outcome(rows: &[Row]) -> Vec<Violation> {
+/// Attempts and loads are keyed by (node, run): see the module doc.
+pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
     let mut journals: BTreeMap<&RunId, Journal> = BTreeMap::new();
     let mut attempts: BTreeMap<(&str, &RunId), Attempt> = BTreeMap::new();
     let mut views: BTreeMap<(&str, &RunId), Vec<Journal>> = BTreeMap::new();
     let mut found = Vec::new();
-    for row in rows {
+    for row in ctx.rows {
         match &row.event {
             Event::Call(call) => match (call.surface, &call.payload) {
                 (Surface::Delete, _) if call.outcome.is_ok() => {

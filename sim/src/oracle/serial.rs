@@ -8,12 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use fencesim_store::{Epoch, JournalEntry, RunId, RunMeta};
 
-use super::Violation;
 use super::model::{
-    Writers, blob_digest, blob_label, effective_epochs, entry_digest, entry_label, from_row, holder, meta_digest,
-    meta_label,
+    Writers, blob_digest, blob_label, entry_digest, entry_label, from_row, holder, index_of, meta_digest, meta_label,
 };
-use crate::history::{Payload, Row, RunState, Snapshot, Surface};
+use super::{Context, Violation};
+use crate::history::{Payload, Row, RunState, Surface};
 
 pub(super) const SERIAL_HISTORY: &str = "serial-history";
 
@@ -25,9 +24,10 @@ struct Model<'a> {
     blobs: BTreeMap<&'a str, (usize, &'a [u8])>,
 }
 
-/// Journal, meta and blobs of every run equal the serial replay of the accepted mutations.
-pub(super) fn serial_history(rows: &[Row], snapshot: &Snapshot) -> Vec<Violation> {
-    let epochs = effective_epochs(rows);
+/// Journal, meta and blobs of every run equal the serial replay of the accepted mutations, and
+/// the epochs of the appends that wrote the stored journal never decrease along it.
+pub(super) fn serial_history(ctx: &Context) -> Vec<Violation> {
+    let (rows, snapshot, epochs, writers) = (ctx.rows, ctx.snapshot, &ctx.epochs, &ctx.writers);
     let mut per_run: BTreeMap<&RunId, Vec<(Epoch, usize)>> = BTreeMap::new();
     for (pos, row) in rows.iter().enumerate() {
         if let Some(call) = row.call().filter(|c| c.is_accepted_mutation()) {
@@ -58,23 +58,18 @@ pub(super) fn serial_history(rows: &[Row], snapshot: &Snapshot) -> Vec<Violation
             }
         }
     }
-    let writers = Writers::new(rows);
     let empty = RunState::default();
     let runs: BTreeSet<&RunId> = models.keys().copied().chain(snapshot.runs.keys()).collect();
     let mut found = Vec::new();
     for run in runs {
         let state = snapshot.run(run).unwrap_or(&empty);
         let model = models.remove(run).unwrap_or_default();
-        found.extend(diff_journal(rows, &writers, run, &state.journal, &model.journal));
-        found.extend(epoch_inversion(rows, &writers, &epochs, run, &state.journal));
-        found.extend(diff_meta(rows, &writers, run, state.meta.as_ref(), model.meta));
-        found.extend(diff_blobs(rows, &writers, run, &state.blobs, &model.blobs));
+        found.extend(diff_journal(rows, writers, run, &state.journal, &model.journal));
+        found.extend(epoch_inversion(rows, writers, epochs, run, &state.journal));
+        found.extend(diff_meta(rows, writers, run, state.meta.as_ref(), model.meta));
+        found.extend(diff_blobs(rows, writers, run, &state.blobs, &model.blobs));
     }
     found
-}
-
-fn index_of(rows: &[Row], pos: Option<usize>) -> Option<usize> {
-    pos.and_then(|p| rows.get(p)).map(|r| r.index)
 }
 
 fn diff_journal(

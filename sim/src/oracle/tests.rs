@@ -1,7 +1,8 @@
 //! Proof that every checker can fail: one hand-written clean history (two runs, a crash and a
 //! takeover, a suspension and its resolution, a delete and a recreate) passes every checker, and
-//! for each checker a tampered copy of it (or of its snapshot) makes exactly that checker fail,
-//! pointing at the right rows. Rows are built directly: `History::push` needs a madsim runtime.
+//! for each checker a tampered copy of it (or of its snapshot, or a config planning a run it never
+//! starts) makes exactly that checker fail, pointing at the right rows. Rows are built directly:
+//! `History::push` needs a madsim runtime.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -11,7 +12,7 @@ use serde_json::json;
 use super::{CHECKERS, MAX_PER_CHECKER, OracleConfig, Violation, check, settled_or_waiting};
 use crate::history::{Call, CallOutcome, Effect, EffectKind, Event, Payload, Row, RunState, Snapshot, Surface};
 
-const CFG: OracleConfig = OracleConfig { ttl_ms: 1_000 };
+const CFG: OracleConfig = OracleConfig { ttl_ms: 1_000, planned: Vec::new() };
 
 fn lease(run: &str, owner: &str, epoch: i64) -> Lease {
     Lease { run: RunId::new(run), owner: owner.to_owned(), epoch: Epoch(epoch) }
@@ -484,7 +485,8 @@ fn serial_history_catches_an_epoch_inversion() {
     let stale = h.insert_after("outcome-e3", |x| {
         x.append("w1", &a1(), 3060, running(7));
     });
-    let found = super::serial::serial_history(&h.rows, &h.store());
+    let snapshot = h.store();
+    let found = super::serial::serial_history(&super::Context::new(&h.rows, &snapshot, &CFG));
     let inversion = found.iter().find(|v| v.explanation.contains("epoch inversion")).expect("an inversion");
     assert_says(inversion, "epoch inversion in journal of r1: seq=7 agent/running");
     assert_rows(inversion, Some(stale), Some(h.at("settle-e3")));
@@ -574,7 +576,7 @@ fn repay_bound_catches_a_turn_paid_twice_in_one_tenure() {
     assert_eq!(found.len(), 2, "twice in a tenure, and over the bound: {found:#?}");
     assert_says(&found[0], "call turn 1 of r1 dispatch running=1 paid twice under e2");
     assert_rows(&found[0], Some(again), Some(h.at("pay-e2")));
-    assert_says(&found[1], "paid 3 times, bound 2 (1 + 1 interrupted tenures)");
+    assert_says(&found[1], "paid 3 times, bound 2 (1 + 1 interrupted tenures in its window: e1)");
     assert_rows(&found[1], Some(again), Some(h.at("pay-e1")));
 }
 
@@ -596,7 +598,10 @@ fn repay_bound_catches_a_repay_without_an_interrupted_tenure() {
         x.lease_call("w1", Surface::Release, &a1(), 40);
     });
     let v = only(&h, &h.store(), "repay-bound");
-    assert_says(&v, "call turn 1 of r1 dispatch running=1 paid 2 times, bound 1 (1 + 0 interrupted tenures)");
+    assert_says(
+        &v,
+        "call turn 1 of r1 dispatch running=1 paid 2 times, bound 1 (1 + 0 interrupted tenures in its window)",
+    );
     assert_rows(&v, Some(h.at("pay-e2")), Some(h.at("pay-e1")));
 }
 
@@ -752,4 +757,115 @@ fn arbitrary_input_does_not_panic() {
         row.index = 7;
     }
     let _ = check(&h.rows, &Snapshot::default(), &CFG);
+}
+
+#[test]
+fn repay_bound_counts_only_interrupted_tenures_in_the_dispatch_window() {
+    // e1 pays turn 1 and releases cleanly, so e2's re-pay is over the bound, however many other
+    // tenures of r1 were interrupted: the usurper's grant that is never released...
+    let mut h = clean();
+    h.insert_after("ckpt-e1", |x| {
+        x.lease_call("w1", Surface::Release, &a1(), 40);
+    });
+    h.insert_after("release-e3", |x| {
+        x.acquire("usurper", &lease("r1", "usurper", 4), 3060);
+    });
+    let v = only(&h, &h.store(), "repay-bound");
+    assert_says(&v, "call turn 1 of r1 dispatch running=1 paid 2 times, bound 1 (1 + 0 interrupted tenures");
+    assert_rows(&v, Some(h.at("pay-e2")), Some(h.at("pay-e1")));
+
+    // ... or a crashed tenure that paid nothing of that dispatch (e3 never releases).
+    let mut h = clean();
+    h.insert_after("ckpt-e1", |x| {
+        x.lease_call("w1", Surface::Release, &a1(), 40);
+    });
+    h.remove(&["release-e3"]);
+    let v = only(&h, &h.store(), "repay-bound");
+    assert_says(&v, "call turn 1 of r1 dispatch running=1 paid 2 times, bound 1 (1 + 0 interrupted tenures");
+    assert_rows(&v, Some(h.at("pay-e2")), Some(h.at("pay-e1")));
+}
+
+#[test]
+fn repay_bound_counts_an_interrupted_tenure_for_every_effect_of_its_dispatch() {
+    // e1 pays turn 1 and tool 1 of dispatch running=1 and crashes; e2 re-pays both: each within
+    // 1 + 1.
+    let mut h = clean();
+    h.insert_after("pay-e1", |x| {
+        x.effect("w1", EffectKind::Tool, &a1(), 1, 1);
+    });
+    h.insert_after("pay-e2", |x| {
+        x.effect("w2", EffectKind::Tool, &b2(), 1, 1);
+    });
+    assert_eq!(check(&h.rows, &h.store(), &CFG), Vec::new(), "e1 crashed after paying both");
+
+    // Had e1 released cleanly, both re-payments would be over a bound of 1.
+    h.insert_after("ckpt-e1", |x| {
+        x.lease_call("w1", Surface::Release, &a1(), 40);
+    });
+    let found = failing(&h, &h.store(), &["repay-bound"]);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert_says(&found[0], "call turn 1 of r1 dispatch running=1 paid 2 times, bound 1");
+    assert_rows(&found[0], Some(h.at("pay-e2")), Some(h.at("pay-e1")));
+    assert_says(&found[1], "tool 1 of r1 dispatch running=1 paid 2 times, bound 1");
+    assert_rows(&found[1], Some(h.at("pay-e2") + 1), Some(h.at("pay-e1") + 1));
+}
+
+#[test]
+fn typed_rejections_judge_the_class_by_the_lease_table() {
+    // A lease of the right run that is not the live holder is stale, never a run mismatch.
+    let mut h = clean();
+    h.call_mut("stale").outcome = CallOutcome::RunMismatch;
+    let v = only(&h, &h.store(), "typed-rejections");
+    assert_says(&v, "put_meta of r1 under w1.1@e1 rejected with run-mismatch, expected stale (r1 had no lease row)");
+    assert_rows(&v, Some(h.at("stale")), None);
+
+    // The live holder is never rejected for its lease.
+    let mut h = clean();
+    let refused = h.insert_after("meta-running-e3", |x| {
+        x.put_meta("w1", &a3(), 3025, RunStatus::Running, 3);
+        x.call_mut_last().outcome = CallOutcome::Stale;
+    });
+    let v = only(&h, &h.store(), "typed-rejections");
+    assert_says(&v, "the live holder's put_meta was rejected as stale (r1 under w1.2@e3)");
+    assert_rows(&v, Some(refused), None);
+
+    // A lease of another run is a run mismatch, even when it is no holder of its own run either.
+    let mut h = clean();
+    let foreign = lease("r2", "w2.2", 1);
+    let mismatched = h.insert_after("meta-running-e3", |x| {
+        let entry = Payload::Entry(running(9));
+        x.call("w1", 3025, Surface::Append, "r1", Some(&foreign), entry, CallOutcome::Stale);
+    });
+    let v = only(&h, &h.store(), "typed-rejections");
+    assert_says(&v, "append of r1 under w2.2@e1 rejected with stale, expected run-mismatch (its lease is for run r2)");
+    assert_rows(&v, Some(mismatched), None);
+    h.call_at(mismatched).outcome = CallOutcome::RunMismatch;
+    assert_eq!(check(&h.rows, &h.store(), &CFG), Vec::new(), "run-mismatch is its class");
+}
+
+#[test]
+fn liveness_catches_a_planned_run_that_never_reached_the_store() {
+    let h = clean();
+    let planned = |runs: &[&str]| OracleConfig { planned: runs.iter().map(|r| RunId::new(*r)).collect(), ..CFG };
+    let found = check(&h.rows, &h.store(), &planned(&["r1", "r2"]));
+    assert_eq!(found, Vec::new(), "both planned runs reached the store");
+
+    let found = check(&h.rows, &h.store(), &planned(&["r1", "r06", "r2"]));
+    assert_eq!(names(&found), BTreeSet::from(["liveness"]), "{found:#?}");
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_says(&found[0], "r06 was planned but never reached the store");
+    assert_rows(&found[0], None, None);
+
+    // A grant and a busy write are not the store holding anything of the run.
+    let mut h = clean();
+    let r3 = lease("r3", "w1.3", 1);
+    let busy = h.insert_after("outcome-e3", |x| {
+        x.acquire("w1", &r3, 3060);
+        let meta = Payload::Meta(RunMeta::new("r3", RunStatus::Running));
+        x.call("w1", 3070, Surface::PutMeta, "r3", Some(&r3), meta, CallOutcome::Busy);
+    }) + 1;
+    let found = check(&h.rows, &h.store(), &planned(&["r1", "r2", "r3"]));
+    assert_eq!(names(&found), BTreeSet::from(["liveness"]), "{found:#?}");
+    assert_says(&found[0], "r3 was planned but never reached the store");
+    assert_rows(&found[0], Some(busy), None);
 }

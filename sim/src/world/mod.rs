@@ -13,7 +13,7 @@ pub mod plan;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fencesim_engine::EngineDefects;
@@ -21,8 +21,8 @@ use fencesim_store::{Defects, JournalEntry, RunId, RunMeta, RunStatus};
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId;
 
-use crate::env::{EPOCH_MS, SimClock, virtual_ms};
-use crate::history::{Event, Fnv, History, Recorder, Row, Snapshot, digest, digest_json};
+use crate::env::{SimClock, elapsed_ms};
+use crate::history::{Event, Fnv, History, Recorder, Row, Snapshot, digest, digest_json, lock};
 use crate::oracle::{self, OracleConfig, Violation};
 use crate::rng::Stream;
 use crate::scenario::Scenario;
@@ -94,11 +94,25 @@ pub struct WorldError {
     pub message: String,
 }
 
-/// Run one world to its verdict.
+/// Run one world to its verdict. A panic inside the world (a harness bug) comes back as a
+/// [`WorldError`] naming the seed, so a sweep can report it and go on.
 pub fn run(cfg: &WorldConfig) -> Result<WorldReport, WorldError> {
     let fail = |message: String| WorldError { scenario: cfg.scenario.name.clone(), seed: cfg.seed, message };
-    let runtime = Runtime::with_seed_and_config(cfg.seed, madsim::Config::default());
-    runtime.block_on(run_in_runtime(cfg.clone())).map_err(fail)
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let runtime = Runtime::with_seed_and_config(cfg.seed, madsim::Config::default());
+        runtime.block_on(run_in_runtime(cfg.clone()))
+    }));
+    match outcome {
+        Ok(result) => result.map_err(fail),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_owned());
+            Err(fail(format!("the world panicked: {what}")))
+        }
+    }
 }
 
 /// Run one world inside the current madsim runtime (which the caller seeded with `cfg.seed`):
@@ -121,8 +135,12 @@ pub(crate) struct Shared {
     pub clocks: BTreeMap<String, SimClock>,
     incarnations: Mutex<BTreeMap<String, u32>>,
     node_ids: Mutex<BTreeMap<String, NodeId>>,
-    /// Nodes to start again, at virtual ms.
-    restarts: Mutex<Vec<(i64, String)>>,
+    /// Nodes to start again: when, and whether it waits for a graceful stop to finish.
+    restarts: Mutex<BTreeMap<String, Restart>>,
+    /// Nodes whose main task is running (a killed node's never returns, so a crash removes it).
+    alive: Mutex<BTreeSet<String>>,
+    /// Virtual ms (since the start) until which some node is stalled: no early stop before.
+    stalled_until: Mutex<i64>,
     /// Workers asked to stop gracefully.
     stop_requests: Mutex<BTreeSet<String>>,
     pub client: Mutex<nodes::ClientState>,
@@ -132,13 +150,12 @@ pub(crate) struct Shared {
     errors: Mutex<Vec<String>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Virtual milliseconds since the world started.
-pub(crate) fn elapsed_ms() -> i64 {
-    virtual_ms() - EPOCH_MS
+/// A pending restart of a node.
+#[derive(Clone, Copy, Debug)]
+struct Restart {
+    at: i64,
+    /// A graceful stop: restart only once the node's main task has returned.
+    graceful: bool,
 }
 
 async fn sleep_ms(ms: u64) {
@@ -172,12 +189,53 @@ impl Shared {
         lock(&self.errors).push(message);
     }
 
-    /// Kill the calling node now (a crash) and start it again `after_ms` later.
+    /// Kill the calling node now (a crash) and start it again `after_ms` later (or sooner, if a
+    /// restart was already due).
     fn crash(&self, name: &str, after_ms: u32) {
         let id = lock(&self.node_ids).get(name).copied();
         if let Some(id) = id {
-            lock(&self.restarts).push((elapsed_ms() + i64::from(after_ms), name.to_owned()));
+            let at = elapsed_ms() + i64::from(after_ms);
+            let mut restarts = lock(&self.restarts);
+            let restart = restarts.entry(name.to_owned()).or_insert(Restart { at, graceful: false });
+            *restart = Restart { at: restart.at.min(at), graceful: false };
+            lock(&self.alive).remove(name);
             Handle::current().kill(id);
+        }
+    }
+
+    /// Ask a worker to stop gracefully and start it again `after_ms` later, once it stopped.
+    fn stop_gracefully(&self, name: &str, after_ms: u32) {
+        lock(&self.stop_requests).insert(name.to_owned());
+        let at = elapsed_ms() + i64::from(after_ms);
+        lock(&self.restarts).entry(name.to_owned()).or_insert(Restart { at, graceful: true });
+    }
+
+    /// Note that a node stalls until `until_ms` (virtual ms since the start).
+    fn stalls_until(&self, until_ms: i64) {
+        let mut stalled = lock(&self.stalled_until);
+        *stalled = (*stalled).max(until_ms);
+    }
+
+    /// Restart every node whose restart is due (a graceful one once the node has stopped).
+    fn restart_due(&self, handle: &Handle, now: i64) {
+        let due: Vec<String> = {
+            let alive = lock(&self.alive);
+            let mut restarts = lock(&self.restarts);
+            let due: Vec<String> = restarts
+                .iter()
+                .filter(|(name, r)| r.at <= now && !(r.graceful && alive.contains(*name)))
+                .map(|(name, _)| name.clone())
+                .collect();
+            for name in &due {
+                restarts.remove(name);
+            }
+            due
+        };
+        for name in due {
+            lock(&self.stop_requests).remove(&name);
+            if let Some(id) = lock(&self.node_ids).get(&name).copied() {
+                handle.restart(id);
+            }
         }
     }
 
@@ -200,6 +258,8 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
         incarnations: Mutex::default(),
         node_ids: Mutex::default(),
         restarts: Mutex::default(),
+        alive: Mutex::default(),
+        stalled_until: Mutex::default(),
         stop_requests: Mutex::default(),
         client: Mutex::new(client),
         usurper: Mutex::default(),
@@ -213,7 +273,9 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
         Event::Note(format!("scenario {} seed {} db {}", world_name(&shared), shared.cfg.seed, shared.cfg.db.as_str())),
     );
 
-    // The boot storm: many connections bootstrap the fresh database at the same instant.
+    // The boot storm: many connections open the fresh database at the same virtual instant, one
+    // after another on this thread (the first bootstraps it; the real race of OS processes is
+    // conformance check B2's).
     for i in 0..world.boot_storm {
         let clock = shared.clock("client");
         if let Err(e) = shared.db.open(Arc::new(clock), i64::from(shared.plan.ttl_ms), shared.cfg.store_defects) {
@@ -257,7 +319,7 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
     loop {
         sleep_ms(tick).await;
         let now = elapsed_ms();
-        while let Some((at, event)) = events.next_if(|(at, _)| i64::from(*at) <= now && now < fault_ms) {
+        while let Some((at, event)) = events.next_if(|(at, _)| i64::from(*at) <= now) {
             match event {
                 Scheduled::Jump { node, delta_ms } => {
                     let clock = shared.clock(&node);
@@ -287,31 +349,22 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
                             detail: format!("{node} stops gracefully, back in {after_ms}ms"),
                         },
                     );
-                    lock(&shared.stop_requests).insert(node.clone());
-                    lock(&shared.restarts).push((now + i64::from(after_ms), node));
+                    shared.stop_gracefully(&node, after_ms);
                 }
             }
         }
         if now >= fault_ms && !shared.quiet.swap(true, Ordering::SeqCst) {
             history.push("world", Event::Note("quiescence: faults stop, crashed nodes restart".into()));
-            for (at, _) in lock(&shared.restarts).iter_mut() {
-                *at = (*at).min(now);
+            for restart in lock(&shared.restarts).values_mut() {
+                restart.at = restart.at.min(now);
             }
         }
-        let due: Vec<String> = {
-            let mut restarts = lock(&shared.restarts);
-            let (due, later): (Vec<_>, Vec<_>) = restarts.drain(..).partition(|(at, _)| *at <= now);
-            *restarts = later;
-            due.into_iter().map(|(_, n)| n).collect()
-        };
-        for name in due {
-            lock(&shared.stop_requests).remove(&name);
-            if let Some(id) = lock(&shared.node_ids).get(&name).copied() {
-                handle.restart(id);
-            }
-        }
+        shared.restart_due(&handle, now);
+        // Stop early once nothing can still happen: faults are over, no node is stalled or
+        // waiting to restart, the client is done, and every run settled or waits.
         if now >= fault_ms
             && now % 500 < tick as i64
+            && now >= *lock(&shared.stalled_until)
             && lock(&shared.restarts).is_empty()
             && lock(&shared.client).done()
         {
@@ -344,7 +397,8 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
     let rows = history.take_rows();
     let run_ids = rows.iter().filter_map(Row::call).map(|c| c.run.clone()).filter(|r| r.as_str() != "*");
     let snapshot = Snapshot::read(&observer, run_ids).map_err(|e| format!("cannot read the store: {e}"))?;
-    let violations = oracle::check(&rows, &snapshot, &OracleConfig { ttl_ms: i64::from(shared.plan.ttl_ms) });
+    let planned = shared.plan.runs.iter().map(|r| r.id.clone()).collect();
+    let violations = oracle::check(&rows, &snapshot, &OracleConfig { ttl_ms: i64::from(shared.plan.ttl_ms), planned });
     if let Some(path) = &shared.cfg.keep_db {
         keep(&observer, path)?;
     }

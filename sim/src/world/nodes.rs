@@ -20,14 +20,16 @@ use fencesim_store::{
 };
 use serde_json::json;
 
+use super::plan::RunPlan;
 use super::plan::{Applied, Plan};
-use super::{Shared, elapsed_ms, lock, sleep_ms, zombie_entry, zombie_meta};
-use crate::env::{SimClock, SimEnv};
-use crate::history::{BusyInjector, Effect, EffectKind, Event, History, Recorder};
+use super::{Shared, sleep_ms, zombie_entry, zombie_meta};
+use crate::env::{SimClock, SimEnv, elapsed_ms};
+use crate::history::{BusyInjector, Effect, EffectKind, Event, History, Recorder, lock};
 use crate::rng::Stream;
 
-/// A node's main task: what runs after every (re)start.
+/// A node's main task: what runs after every (re)start. A killed node's never returns.
 pub(super) async fn main(shared: Arc<Shared>, name: String) {
+    lock(&shared.alive).insert(name.clone());
     let result = match name.as_str() {
         "client" => client(&shared, &name).await,
         "operator" => operator(&shared, &name).await,
@@ -36,6 +38,7 @@ pub(super) async fn main(shared: Arc<Shared>, name: String) {
     if let Err(message) = result {
         shared.harness_error(message);
     }
+    lock(&shared.alive).remove(&name);
 }
 
 /// One incarnation of a node: its connection, clock, env and engine.
@@ -121,7 +124,7 @@ async fn worker(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
         concurrency: if sweeper { 1 } else { plan.concurrency },
         ttl_ms: Some(plan.ttl_ms),
         // Retention has no hurry: the sweeper looks a third as often as a worker.
-        poll_ms: if sweeper { plan.poll_ms * 3 } else { plan.poll_ms },
+        poll_ms: if sweeper { plan.poll_ms.saturating_mul(3) } else { plan.poll_ms },
         retention: sweeper.then(|| Retention { keep_ms: i64::from(shared.cfg.scenario.world.retention_ms) }),
     };
     let worker = Rc::new(
@@ -143,7 +146,7 @@ async fn worker(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
                 ctx.outcome(run, result);
             }
         }
-        ctx.env.sleep(u64::from(plan.poll_ms)).await;
+        worker.sleep_unless_stopped(u64::from(worker.options().poll_ms)).await;
     }
     worker.stopped().await;
     watcher.abort();
@@ -190,108 +193,126 @@ struct ClientRun {
     recreated: bool,
 }
 
+/// Whether the client must resolve a generation of this run: an approval run it means to resolve.
+fn awaits_resolution(run: &RunPlan) -> bool {
+    run.resolve && run.workflow == "approval"
+}
+
 impl ClientState {
     pub(crate) fn new(plan: &Plan) -> Self {
         let runs = plan
             .runs
             .iter()
-            .map(|r| ClientRun {
-                started: false,
-                seen: false,
-                driving: false,
-                resolved: !r.resolve || r.workflow != "approval",
-                recreated: !r.recreate,
-            })
+            .map(|r| ClientRun { resolved: !awaits_resolution(r), recreated: !r.recreate, ..ClientRun::default() })
             .collect();
         Self { runs }
     }
 
-    /// Every run started and every resolve and recreate done or moot.
+    /// Every run started and seen in the store (or seen, then deleted by retention), none still
+    /// being driven by the client, every resolve and recreate done or moot.
     pub(crate) fn done(&self) -> bool {
-        self.runs.iter().all(|r| r.started && r.resolved && r.recreated)
+        self.runs.iter().all(|r| r.started && r.seen && !r.driving && r.resolved && r.recreated)
     }
 }
 
 /// How often the client looks at its runs (to start, resolve or recreate them).
 const CLIENT_TICK_MS: u64 = 500;
 
-/// The client: starts each run at its time (driving its first segment itself), resolves
-/// suspensions, deletes and recreates settled runs, cancels and double-drives as planned.
+/// The client: starts each run at its time (driving its first segment itself), submits again a
+/// start that never reached the store, resolves suspensions, deletes and recreates settled runs,
+/// cancels as planned, and after a restart reattaches to the runs it was driving. A tick whose
+/// listing fails (busy) does nothing: absence is only believed from a listing that succeeded.
 async fn client(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
     let ctx = Rc::new(Ctx::open(shared, name)?);
-    // A restarted client reattaches to the runs it started that are still running, racing the
-    // workers for them (on the first start nothing is started yet). Starts the crashed
-    // incarnation was driving died with it.
-    let metas = ctx.store.list_runs(&RunFilter::all()).unwrap_or_default();
-    for (i, run) in shared.plan.runs.iter().enumerate() {
-        lock(&shared.client).runs[i].driving = false;
-        let running = metas.iter().any(|m| m.run_id == run.id && m.status == RunStatus::Running);
-        if running && lock(&shared.client).runs[i].started {
-            reattach(&ctx, run);
-        }
+    // Starts the crashed incarnation was driving died with it.
+    for run in &mut lock(&shared.client).runs {
+        run.driving = false;
     }
+    let mut reattached = false;
     loop {
+        let Ok(metas) = ctx.store.list_runs(&RunFilter::all()) else {
+            ctx.env.sleep(CLIENT_TICK_MS).await;
+            continue;
+        };
+        if !reattached {
+            // A restarted client reattaches to the runs it started that are still running,
+            // racing the workers for them (on the first start nothing is started yet).
+            reattached = true;
+            for (i, run) in shared.plan.runs.iter().enumerate() {
+                let running = metas.iter().any(|m| m.run_id == run.id && m.status == RunStatus::Running);
+                if running && lock(&shared.client).runs[i].started {
+                    reattach(&ctx, run);
+                }
+            }
+        }
         let now = elapsed_ms();
-        let metas = ctx.store.list_runs(&RunFilter::all()).unwrap_or_default();
         for (i, run) in shared.plan.runs.iter().enumerate() {
-            let state = lock(&shared.client).runs[i];
-            if !state.started {
-                if now >= i64::from(run.start_ms) {
-                    lock(&shared.client).runs[i].started = true;
-                    drive(shared, &ctx, i);
-                }
-                continue;
-            }
             let status = metas.iter().find(|m| m.run_id == run.id).map(|m| m.status);
-            if status.is_none() && !state.seen && !state.driving {
-                // The start never reached the store (refused, superseded, or its driver
-                // crashed): submit it again.
-                drive(shared, &ctx, i);
-                continue;
-            }
-            if status.is_some() {
-                lock(&shared.client).runs[i].seen = true;
-            } else if state.seen {
-                // Retention deleted it: nothing left to resolve or recreate.
-                let mut client = lock(&shared.client);
-                client.runs[i].resolved = true;
-                client.runs[i].recreated = true;
-                continue;
-            }
-            if !state.resolved {
-                match status {
-                    Some(RunStatus::Suspended) => {
-                        let journal = ctx.store.load(&run.id).unwrap_or_default();
-                        if let Some(target) = entries::open_suspensions(&journal).first() {
-                            let resolved = ctx.engine.resolve(&run.id, *target, json!("approved"), &ctx.label).await;
-                            lock(&shared.client).runs[i].resolved = resolved.is_ok();
-                        }
-                    }
-                    Some(s) if s.is_terminal() => lock(&shared.client).runs[i].resolved = true,
-                    _ => {}
-                }
-            }
-            if !state.recreated {
-                match status {
-                    Some(s) if s.is_terminal() => {
-                        if let Ok(lease) = ctx.engine.acquire(&run.id, &ctx.label).await
-                            && ctx.engine.delete_run(&run.id, Some(&lease)).await.is_ok()
-                        {
-                            ctx.history.push(&ctx.label, Event::Note(format!("client recreates {}", run.id)));
-                            let mut client = lock(&shared.client);
-                            client.runs[i].recreated = true;
-                            client.runs[i].seen = false;
-                            client.runs[i].resolved = !run.resolve || run.workflow != "approval";
-                            drop(client);
-                            drive(shared, &ctx, i);
-                        }
-                    }
-                    Some(RunStatus::Suspended) if !run.resolve => lock(&shared.client).runs[i].recreated = true,
-                    _ => {}
-                }
-            }
+            tend(shared, &ctx, i, run, status, now).await;
         }
         ctx.env.sleep(CLIENT_TICK_MS).await;
+    }
+}
+
+/// One tick of the client for one run, given its listed status.
+async fn tend(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize, run: &RunPlan, status: Option<RunStatus>, now: i64) {
+    let state = lock(&shared.client).runs[i];
+    if !state.started {
+        if now >= i64::from(run.start_ms) {
+            lock(&shared.client).runs[i].started = true;
+            drive(shared, ctx, i);
+        }
+        return;
+    }
+    match status {
+        // The start never reached the store (refused, superseded, or its driver crashed):
+        // submit it again.
+        None if !state.seen && !state.driving => return drive(shared, ctx, i),
+        None if state.seen => {
+            // Retention deleted it: nothing left to resolve or recreate.
+            let mut client = lock(&shared.client);
+            client.runs[i].resolved = true;
+            client.runs[i].recreated = true;
+            return;
+        }
+        None => return,
+        Some(_) => lock(&shared.client).runs[i].seen = true,
+    }
+    if !state.resolved {
+        match status {
+            Some(RunStatus::Suspended) => {
+                if let Ok(journal) = ctx.store.load(&run.id)
+                    && let Some(target) = entries::open_suspensions(&journal).first()
+                {
+                    let resolved = ctx.engine.resolve(&run.id, *target, json!("approved"), &ctx.label).await;
+                    lock(&shared.client).runs[i].resolved = resolved.is_ok();
+                }
+            }
+            Some(s) if s.is_terminal() => lock(&shared.client).runs[i].resolved = true,
+            _ => {}
+        }
+    }
+    if !state.recreated {
+        match status {
+            Some(s) if s.is_terminal() => {
+                let Ok(lease) = ctx.engine.acquire(&run.id, &ctx.label).await else { return };
+                if ctx.engine.delete_run(&run.id, Some(&lease)).await.is_err() {
+                    ctx.engine.release_quietly(&lease);
+                    return;
+                }
+                ctx.history.push(&ctx.label, Event::Note(format!("client recreates {}", run.id)));
+                {
+                    let mut client = lock(&shared.client);
+                    let entry = &mut client.runs[i];
+                    entry.recreated = true;
+                    entry.seen = false;
+                    entry.resolved = !awaits_resolution(run);
+                }
+                drive(shared, ctx, i);
+            }
+            Some(RunStatus::Suspended) if !run.resolve => lock(&shared.client).runs[i].recreated = true,
+            _ => {}
+        }
     }
 }
 
@@ -309,14 +330,6 @@ fn drive(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize) {
         });
         token
     });
-    if run.double_drive {
-        let (ctx, id, workflow) = (ctx.clone(), run.id.clone(), workflow.clone());
-        madsim::task::spawn_local(async move {
-            ctx.env.sleep(30).await;
-            let again = ctx.engine.resume(&id, &workflow, RunOptions::default()).await;
-            ctx.outcome(&id, &again);
-        });
-    }
     let (shared, ctx, id) = (shared.clone(), ctx.clone(), run.id.clone());
     madsim::task::spawn_local(async move {
         let opts = RunOptions { cancel, ..RunOptions::default() };
@@ -327,7 +340,7 @@ fn drive(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize) {
 }
 
 /// Resume a run the client started, as its own task.
-fn reattach(ctx: &Rc<Ctx>, run: &super::plan::RunPlan) {
+fn reattach(ctx: &Rc<Ctx>, run: &RunPlan) {
     let Some(workflow) = Workflow::builtin(&run.workflow) else { return };
     let (ctx, id) = (ctx.clone(), run.id.clone());
     madsim::task::spawn_local(async move {
@@ -409,6 +422,7 @@ fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -
         {
             let ms = (ttl * rng.unit_range(stall.factor.0, stall.factor.1)) as u64;
             history.push(&label, fault("stall", format!("{label} stalls {ms}ms")));
+            shared.stalls_until(elapsed_ms().saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
             let wait = env.stall(ms);
             return Box::pin(async move {
                 wait.await;

@@ -30,11 +30,6 @@ impl Applied {
         self.nodes.iter().any(|n| n == "any" || n == name || (n == "worker" && name.starts_with('w')))
     }
 
-    /// The rate when on, else 0.
-    pub fn rate(&self) -> f64 {
-        if self.on { self.rate } else { 0.0 }
-    }
-
     fn describe(&self) -> String {
         if !self.on {
             return format!("{:<8} off", self.kind);
@@ -73,8 +68,6 @@ pub struct RunPlan {
     pub recreate: bool,
     /// Cancel the client's own segment this long after starting it.
     pub cancel_ms: Option<u32>,
-    /// Try to drive it a second time while the first segment is live.
-    pub double_drive: bool,
 }
 
 /// A supervisor event at a virtual time.
@@ -129,16 +122,7 @@ impl Plan {
                 let resolve = load.chance(w.resolve.0);
                 let recreate = load.chance(w.recreate.0);
                 let cancel_ms = load.chance(w.cancel.0).then(|| u32::try_from(load.range(1, 200)).unwrap_or(1));
-                let double_drive = load.chance(w.double_drive.0);
-                RunPlan {
-                    id: RunId::new(format!("r{i:02}")),
-                    workflow,
-                    start_ms,
-                    resolve,
-                    recreate,
-                    cancel_ms,
-                    double_drive,
-                }
+                RunPlan { id: RunId::new(format!("r{i:02}")), workflow, start_ms, resolve, recreate, cancel_ms }
             })
             .collect();
 
@@ -214,9 +198,6 @@ impl Plan {
             }
             if let Some(ms) = r.cancel_ms {
                 f.push(format!("cancel@{ms}ms"));
-            }
-            if r.double_drive {
-                f.push("double-drive".to_owned());
             }
             f.join(",")
         };
