@@ -315,7 +315,7 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
     let fault_ms = i64::from(world.fault_ms);
     let deadline = fault_ms + i64::from(world.liveness_ms);
     let mut settled_early = false;
-    let tick = 100;
+    let tick = 250;
     loop {
         sleep_ms(tick).await;
         let now = elapsed_ms();

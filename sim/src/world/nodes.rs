@@ -216,7 +216,7 @@ impl ClientState {
 }
 
 /// How often the client looks at its runs (to start, resolve or recreate them).
-const CLIENT_TICK_MS: u64 = 500;
+const CLIENT_TICK_MS: u64 = 1000;
 
 /// The client: starts each run at its time (driving its first segment itself), submits again a
 /// start that never reached the store, resolves suspensions, deletes and recreates settled runs,
