@@ -2,13 +2,11 @@
 //! defect makes it fail with the check that names its contract, and bad input exits 2 with one
 //! line. This is how the kit proves each of its checks can fail.
 
-use std::process::{Command, Output};
-
 use serde_json::Value;
 
-fn fencesim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).output().expect("run fencesim")
-}
+mod cli;
+
+use cli::fencesim;
 
 /// Run the kit with JSON output; return the exit code and the ids of the failed checks.
 fn conformance(store: &str, defect: Option<&str>) -> (i32, Vec<String>, Value) {

@@ -60,9 +60,9 @@ fn a_wrong_documented_count_fails_its_row() {
     assert!(report.violations.iter().any(|v| v.contains("differ from the documented")), "{:?}", report.violations);
 }
 
-fn fencesim(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).output().expect("run fencesim")
-}
+mod cli;
+
+use cli::fencesim;
 
 #[test]
 fn the_cli_passes_clean_fails_on_a_defect_with_a_repro_and_refuses_bad_input() {

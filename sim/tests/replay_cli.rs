@@ -6,23 +6,13 @@
 //! the CI corpus `seeds/ci.txt` replays clean.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
-fn fencesim<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).output().expect("run fencesim")
-}
+mod cli;
 
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn assert_exit(out: &Output, code: i32) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "stdout: {}\nstderr: {err}", stdout(out));
-    assert!(!err.contains("panic"), "{err}");
-}
+use cli::{assert_exit, fencesim, stdout};
 
 /// A corpus file in a temporary folder, and a report folder beside it (not created yet).
 struct Corpus {

@@ -3,23 +3,18 @@
 //! planted defect exits 1 with a repro command that reproduces the run; `--keep-db` saves a
 //! database `fencesim runs audit` can open, and never overwrites.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use fencesim::catalogue;
 use fencesim::stores::DbKind;
 use fencesim::world::{self, WorldConfig};
 
-fn fencesim<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).output().expect("run fencesim")
-}
+mod cli;
+
+use cli::{assert_exit, fencesim};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn assert_exit(out: &Output, code: i32) {
-    assert_eq!(out.status.code(), Some(code), "stdout: {}\nstderr: {}", text(&out.stdout), text(&out.stderr));
-    assert!(!text(&out.stderr).contains("panic"), "{}", text(&out.stderr));
 }
 
 /// Exit 2 with exactly one `fencesim: error:` line on stderr mentioning every `needle`.

@@ -1,21 +1,9 @@
 //! `fencesim sweep` end to end: a clean sweep exits 0 with its summary line, a planted defect
 //! exits 1 with one repro command per failing seed, and a sweep of no seeds is refused.
 
-use std::process::{Command, Output};
+mod cli;
 
-fn fencesim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).output().expect("run fencesim")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn assert_exit(out: &Output, code: i32) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "stdout: {}\nstderr: {err}", stdout(out));
-    assert!(!err.contains("panic"), "{err}");
-}
+use cli::{assert_exit, fencesim, stdout};
 
 const SWEEP: [&str; 7] = ["sweep", "--scenario", "mid-call-takeover", "--seeds", "4", "--jobs", "2"];
 

@@ -2,10 +2,10 @@
 //! the crashed write was, the phase, what the child and the resume paid, re-pays, verdict) and
 //! exits 1 when any point fails.
 
+use fencesim::catalogue::Defect;
 use fencesim::killpoints::{self, Config, KillPoint, PointReport};
 use fencesim::stores::DbKind;
-use fencesim_engine::{EngineDefect, EngineDefects, Workflow};
-use fencesim_store::{Defects, StoreDefect};
+use fencesim_engine::Workflow;
 use serde_json::json;
 
 use super::{CmdResult, Format, Verdict};
@@ -19,8 +19,8 @@ pub struct Args {
     #[arg(long, default_value = "memdb", value_parser = super::parse_db)]
     db: DbKind,
     /// Plant an engine or store defect (repeatable); the suite should then fail.
-    #[arg(long = "defect", value_name = "NAME", value_parser = parse_any_defect)]
-    defects: Vec<AnyDefect>,
+    #[arg(long = "defect", value_name = "NAME", value_parser = Defect::parse)]
+    defects: Vec<Defect>,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
 }
@@ -41,33 +41,8 @@ fn parse_workflow(name: &str) -> Result<WorkflowChoice, String> {
     }
 }
 
-/// A planted defect of either crate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AnyDefect {
-    Engine(EngineDefect),
-    Store(StoreDefect),
-}
-
-pub fn parse_any_defect(name: &str) -> Result<AnyDefect, String> {
-    EngineDefect::parse(name)
-        .map(AnyDefect::Engine)
-        .or_else(|| StoreDefect::parse(name).map(AnyDefect::Store))
-        .ok_or_else(|| {
-            let engine: Vec<&str> = EngineDefect::ALL.iter().map(|d| d.name()).collect();
-            format!("unknown defect '{name}' (engine: {}; store: {})", engine.join(", "), super::defect_names())
-        })
-}
-
-pub fn split_defects(defects: &[AnyDefect]) -> (EngineDefects, Defects) {
-    let engine: Vec<EngineDefect> =
-        defects.iter().filter_map(|d| if let AnyDefect::Engine(e) = d { Some(*e) } else { None }).collect();
-    let store: Vec<StoreDefect> =
-        defects.iter().filter_map(|d| if let AnyDefect::Store(s) = d { Some(*s) } else { None }).collect();
-    (EngineDefects::of(&engine), Defects::of(&store))
-}
-
 pub fn run(args: &Args) -> CmdResult {
-    let (engine_defects, store_defects) = split_defects(&args.defects);
+    let (engine_defects, store_defects) = Defect::split(&args.defects);
     let config = Config { db: args.db, engine_defects, store_defects };
     let workflows = match args.workflow {
         WorkflowChoice::Happy => vec![Workflow::happy()],
@@ -127,11 +102,7 @@ fn repro_command(args: &Args) -> String {
     };
     let mut command = format!("fencesim killpoints --workflow {workflow} --db {}", args.db.as_str());
     for d in &args.defects {
-        let name = match d {
-            AnyDefect::Engine(e) => e.name(),
-            AnyDefect::Store(s) => s.name(),
-        };
-        command.push_str(&format!(" --defect {name}"));
+        command.push_str(&format!(" --defect {d}"));
     }
     command
 }

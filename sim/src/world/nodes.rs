@@ -57,7 +57,7 @@ impl Ctx {
         let mut recorder = shared.connect(name, &label, &clock)?;
         if let Some(busy) = shared.plan.fault("busy").filter(|f| f.hits(name)) {
             let rng = shared.root.fork(&format!("busy/{label}"));
-            let hold = (busy.hold_ms.0, busy.hold_ms.1);
+            let hold = (busy.spec.hold_ms.0, busy.spec.hold_ms.1);
             recorder = recorder.with_busy(BusyInjector::new(rng, busy.rate, hold, shared.quiet.clone()));
         }
         if let Some(takeover) = shared.plan.fault("takeover").filter(|f| f.hits(name)) {
@@ -366,7 +366,7 @@ fn site_class(point: &Point<'_>) -> &'static str {
 }
 
 fn aims_at(fault: &Applied, point: &Point<'_>) -> bool {
-    fault.sites.iter().any(|s| s == "any" || s == site_class(point))
+    fault.spec.sites.iter().any(|s| s == "any" || s == site_class(point))
 }
 
 /// The paid effect a point announces, if it is one.
@@ -412,7 +412,8 @@ fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -
             && rng.chance(crash.rate)
         {
             let after =
-                u32::try_from(rng.range(u64::from(crash.restart_ms.0), u64::from(crash.restart_ms.1))).unwrap_or(0);
+                u32::try_from(rng.range(u64::from(crash.spec.restart_ms.0), u64::from(crash.spec.restart_ms.1)))
+                    .unwrap_or(0);
             history.push(&label, fault("crash", format!("{label} killed, restarts in {after}ms")));
             shared.crash(&name, after);
             return Box::pin(std::future::pending());
@@ -420,7 +421,7 @@ fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -
         if let Some(stall) = stall.as_ref().filter(|s| aims_at(s, point))
             && rng.chance(stall.rate)
         {
-            let ms = (ttl * rng.unit_range(stall.factor.0, stall.factor.1)) as u64;
+            let ms = (ttl * rng.unit_range(stall.spec.factor.0, stall.spec.factor.1)) as u64;
             history.push(&label, fault("stall", format!("{label} stalls {ms}ms")));
             shared.stalls_until(elapsed_ms().saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
             let wait = env.stall(ms);

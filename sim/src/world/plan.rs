@@ -8,48 +8,45 @@ use std::collections::BTreeMap;
 use fencesim_store::RunId;
 
 use crate::rng::Stream;
-use crate::scenario::{FaultKind, Range, Scenario, Span};
+use crate::scenario::{FaultKind, Scenario, Span};
 
-/// One fault kind as applied to this seed.
+/// One fault kind as applied to this seed: on or off, and the rate drawn from its range.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Applied {
     pub kind: &'static str,
     pub on: bool,
     pub rate: f64,
-    pub sites: Vec<String>,
-    pub factor: Range,
-    pub restart_ms: Span,
-    pub max_ms: u32,
-    pub hold_ms: Span,
-    pub nodes: Vec<String>,
+    /// The scenario's settings for the kind (sites, nodes, stall factor, restart delay...).
+    pub spec: FaultKind,
 }
 
 impl Applied {
     /// Whether it hits the node `name` (`w1`, `client`, ...).
     pub fn hits(&self, name: &str) -> bool {
-        self.nodes.iter().any(|n| n == "any" || n == name || (n == "worker" && name.starts_with('w')))
+        self.spec.nodes.iter().any(|n| n == "any" || n == name || (n == "worker" && name.starts_with('w')))
     }
 
     fn describe(&self) -> String {
         if !self.on {
             return format!("{:<8} off", self.kind);
         }
+        let spec = &self.spec;
         let extra = match self.kind {
-            "stall" => format!(" factor=[{}, {}]x ttl", self.factor.0, self.factor.1),
-            "crash" | "restart" => format!(" restart_ms={}", self.restart_ms),
-            "clock" => format!(" max_ms={}", self.max_ms),
-            "busy" => format!(" hold_ms={}", self.hold_ms),
+            "stall" => format!(" factor=[{}, {}]x ttl", spec.factor.0, spec.factor.1),
+            "crash" | "restart" => format!(" restart_ms={}", spec.restart_ms),
+            "clock" => format!(" max_ms={}", spec.max_ms),
+            "busy" => format!(" hold_ms={}", spec.hold_ms),
             _ => String::new(),
         };
         let sites = if matches!(self.kind, "stall" | "crash") {
-            format!(" sites={}", self.sites.join(","))
+            format!(" sites={}", spec.sites.join(","))
         } else {
             String::new()
         };
-        let nodes = if self.nodes.iter().any(|n| n == "any") {
+        let nodes = if spec.nodes.iter().any(|n| n == "any") {
             String::new()
         } else {
-            format!(" nodes={}", self.nodes.join(","))
+            format!(" nodes={}", spec.nodes.join(","))
         };
         format!("{:<8} on  rate={:.4}{sites}{nodes}{extra}", self.kind, self.rate)
     }
@@ -133,7 +130,7 @@ impl Plan {
 
         let mut clocks = root.fork("clocks");
         let clock = fault("clock");
-        let skew_bound = clock.as_ref().filter(|c| c.on).map_or(0, |c| i64::from(c.max_ms));
+        let skew_bound = clock.as_ref().filter(|c| c.on).map_or(0, |c| i64::from(c.spec.max_ms));
         let skews = nodes_with_clocks(&workers)
             .into_iter()
             .map(|node| {
@@ -150,8 +147,8 @@ impl Plan {
         let mut timeline = root.fork("events");
         let mut events = Vec::new();
         let window = f64::from(w.fault_ms) / 1000.0;
-        if let Some(clock) = clock.filter(|c| c.on && c.max_ms > 0) {
-            let max = i64::from(clock.max_ms);
+        if let Some(clock) = clock.filter(|c| c.on && c.spec.max_ms > 0) {
+            let max = i64::from(clock.spec.max_ms);
             for at in times(&mut timeline, clock.rate * window, w.fault_ms) {
                 let node = timeline.pick(&workers).cloned().unwrap_or_default();
                 let delta_ms =
@@ -167,7 +164,7 @@ impl Plan {
         if let Some(restart) = fault("restart").filter(|r| r.on) {
             for at in times(&mut timeline, restart.rate * window, w.fault_ms) {
                 let node = timeline.pick(&workers).cloned().unwrap_or_default();
-                let after_ms = span(&mut timeline, restart.restart_ms);
+                let after_ms = span(&mut timeline, restart.spec.restart_ms);
                 events.push((at, Scheduled::Restart { node, after_ms }));
             }
         }
@@ -236,17 +233,7 @@ impl Plan {
 fn applied(swarm: &mut Stream, kind: &'static str, ranges: &FaultKind) -> Applied {
     let on = swarm.chance(ranges.on.0);
     let rate = swarm.unit_range(ranges.rate.0, ranges.rate.1.max(ranges.rate.0));
-    Applied {
-        kind,
-        on,
-        rate,
-        sites: ranges.sites.clone(),
-        factor: ranges.factor,
-        restart_ms: ranges.restart_ms,
-        max_ms: ranges.max_ms,
-        hold_ms: ranges.hold_ms,
-        nodes: ranges.nodes.clone(),
-    }
+    Applied { kind, on, rate, spec: ranges.clone() }
 }
 
 /// `expected` events (the fractional part by chance) at uniform times in `[0, window_ms)`.
