@@ -135,7 +135,7 @@ pub const CHECKERS: &[(&str, &str)] = &[
     ),
     (
         outcomes::HONEST_OUTCOME,
-        "a settled outcome a node reports is backed by its own accepted run_settle, or by the journal's (3.6, D12b)",
+        "a settled outcome a node reports is backed by its own accepted run_settle, by the journal it read, or over an empty journal by its own accepted meta write (3.6, D12b)",
     ),
     (
         leases::TYPED_REJECTIONS,

@@ -3,10 +3,14 @@
 //! quiescence every run is settled or waiting), and honest segment outcomes (3.6, D12b: a
 //! superseded segment never reports a settled run).
 //!
-//! Honest-outcome pairs a segment's outcome with the last `run_settle` append and the loads of
-//! its run by the same node since that node's previous outcome for the run, keyed by (node, run).
-//! Two concurrent segments of one run on one node would share that key, so one's attempt could
-//! back the other's outcome; the world never drives a run twice on one node.
+//! Honest-outcome pairs a segment's outcome with the last `run_settle` append, the last terminal
+//! meta write and the loads of its run by the same node since that node's previous outcome for
+//! the run, keyed by (node, run). A settled outcome is backed by its own accepted settle; without
+//! one, by the journal it read (or the journal now) ending in a settle of that status; over an
+//! empty journal, by its own accepted meta write of that status. Outcomes of segments refused
+//! before any store call (`err:config`, `err:binding`: a second live segment of a run a crashed
+//! or stalled segment still holds, say) take nothing. Two concurrent segments of one run on one
+//! node that both reached the store would share the key; the engine refuses the second.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -197,10 +201,10 @@ struct Journal {
 }
 
 impl Journal {
-    /// Whether a segment that read this journal and appended nothing may report `status`
-    /// (contracts 3.6.4: it appends no settle only over an empty journal or a settle of `status`).
+    /// Whether this journal records `status` as its last settle: what backs the outcome of a
+    /// segment that read it and appended nothing (over an empty journal, its meta write must).
     fn backs(&self, status: RunStatus) -> bool {
-        self.entries == 0 || self.last_settle.is_some_and(|(_, s)| s == status)
+        self.last_settle.is_some_and(|(_, s)| s == status)
     }
 }
 
@@ -219,6 +223,8 @@ struct Attempt {
 pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
     let mut journals: BTreeMap<&RunId, Journal> = BTreeMap::new();
     let mut attempts: BTreeMap<(&str, &RunId), Attempt> = BTreeMap::new();
+    // A node's last non-running meta write per run: what backs an outcome over an empty journal.
+    let mut metas: BTreeMap<(&str, &RunId), Attempt> = BTreeMap::new();
     let mut views: BTreeMap<(&str, &RunId), Vec<Journal>> = BTreeMap::new();
     let mut found = Vec::new();
     for row in ctx.rows {
@@ -226,6 +232,10 @@ pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
             Event::Call(call) => match (call.surface, &call.payload) {
                 (Surface::Delete, _) if call.outcome.is_ok() => {
                     journals.remove(&call.run);
+                }
+                (Surface::PutMeta, Payload::Meta(meta)) if meta.status != RunStatus::Running => {
+                    let attempt = Attempt { row: row.index, outcome: call.outcome.clone(), status: meta.status };
+                    metas.insert((&row.node, &call.run), attempt);
                 }
                 (Surface::Load, _) if call.outcome.is_ok() => {
                     let view = journals.get(&call.run).copied().unwrap_or_default();
@@ -247,9 +257,14 @@ pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
                 }
                 _ => {}
             },
+            // A segment refused before it touched the store (a second live segment of the run,
+            // a run that already exists, a binding refusal) made no calls: its outcome must not
+            // take the attempts of the segment that did.
+            Event::Outcome { result, .. } if matches!(result.as_str(), "err:config" | "err:binding") => {}
             Event::Outcome { run, result } => {
                 let key = (row.node.as_str(), run);
                 let attempt = attempts.remove(&key);
+                let meta = metas.remove(&key);
                 let seen = views.remove(&key).unwrap_or_default();
                 let Some(reported) = RunStatus::parse(result).filter(|s| *s != RunStatus::Running) else { continue };
                 let node = &row.node;
@@ -271,8 +286,26 @@ pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
                     Some(_) => None,
                     None => {
                         let now = journals.get(run).copied().unwrap_or_default();
+                        let empty = now.entries == 0 || seen.iter().any(|view| view.entries == 0);
                         if now.backs(reported) || seen.iter().any(|view| view.backs(reported)) {
                             None
+                        } else if empty {
+                            // Over an empty journal no settle is due (contracts 3.6.4): only the
+                            // segment's own terminal meta write can make the outcome durable.
+                            match meta {
+                                Some(m) if m.outcome.is_ok() && m.status == reported => None,
+                                Some(m) => Some((
+                                    format!(
+                                        "{node} reported {run} {reported} over an empty journal, but its meta write at row {} ({}) was {}",
+                                        m.row, m.status, m.outcome
+                                    ),
+                                    Some(m.row),
+                                )),
+                                None => Some((
+                                    format!("{node} reported {run} {reported} over an empty journal and wrote no meta"),
+                                    None,
+                                )),
+                            }
                         } else {
                             // The journal the node read last (or, if it read none, the current one).
                             let read = seen.last().copied().unwrap_or(now);

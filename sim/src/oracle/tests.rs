@@ -869,3 +869,41 @@ fn liveness_catches_a_planned_run_that_never_reached_the_store() {
     assert_says(&found[0], "r3 was planned but never reached the store");
     assert_rows(&found[0], Some(busy), None);
 }
+
+#[test]
+fn honest_outcome_over_an_empty_journal_needs_its_own_meta_write() {
+    // A fresh segment superseded before its first append: its journal is empty, so only its own
+    // terminal meta write could have made a `cancelled` outcome durable.
+    let mut h = clean();
+    let refused = h.insert_after("outcome-e3", |x| {
+        x.call("w4", 3100, Surface::Load, "r7", None, Payload::None, CallOutcome::Ok);
+        x.put_meta(
+            "w4",
+            &Lease { run: RunId::new("r7"), owner: "w4".into(), epoch: Epoch(1) },
+            3200,
+            RunStatus::Cancelled,
+            1,
+        );
+        x.call_mut_last().outcome = CallOutcome::Stale;
+        x.outcome("w4", "r7", "cancelled");
+    });
+    let v: Vec<_> = check(&h.rows, &h.store(), &CFG).into_iter().filter(|v| v.checker == "honest-outcome").collect();
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_says(&v[0], "w4 reported r7 cancelled over an empty journal, but its meta write at row");
+    assert_says(&v[0], "was stale");
+    assert_eq!(v[0].cause, Some(refused + 1));
+}
+
+#[test]
+fn honest_outcome_ignores_a_segment_refused_before_it_touched_the_store() {
+    // While w2's segment is still unwinding, a second start of the same run on w2 is refused
+    // (a second live segment): that refusal must not take the first segment's settle attempt.
+    // w2 reports late, after e3 settled the run ok: only its own accepted settle backs it.
+    let mut h = clean();
+    h.remove(&["outcome-e2"]);
+    h.insert_after("outcome-e3", |x| {
+        x.outcome("w2", "r1", "err:config");
+        x.outcome("w2", "r1", "suspended");
+    });
+    assert_eq!(check(&h.rows, &h.store(), &CFG), Vec::new());
+}
