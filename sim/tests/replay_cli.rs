@@ -146,7 +146,7 @@ fn a_file_database_replays_deterministically_too() {
 }
 
 #[test]
-fn the_regressions_corpus_replays_even_when_empty() {
+fn the_regressions_corpus_replays_clean_and_an_empty_corpus_passes() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../seeds/regressions.txt");
     let dir = tempfile::tempdir().unwrap();
     let out = fencesim(&[Path::new("replay"), &path, Path::new("--report"), dir.path()]);
