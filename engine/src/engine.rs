@@ -231,7 +231,7 @@ impl<E: Env> Engine<E> {
             None
         } else {
             if !self.active.borrow_mut().insert(run.clone()) {
-                return Err(EngineError::Config(format!("run {run} already has a live segment in this engine")));
+                return Err(EngineError::SegmentLive(run.clone()));
             }
             Some(ActiveGuard { set: &self.active, run })
         };

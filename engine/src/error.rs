@@ -32,8 +32,11 @@ pub enum EngineError {
     /// A non-fencing failure of a settle write (contracts 3.6 step 5-6). Resume re-settles.
     #[error("settlement failed at {}: run={run} status={status}: {cause}", stage.as_str())]
     Settlement { run: RunId, status: RunStatus, stage: SettleStage, cause: StoreError },
-    /// Invalid options, a lease for another run, a second live segment of a run in one engine,
-    /// an unknown workflow, or a store without what the engine needs.
+    /// A second live segment of a run in one engine (E1, D10): refused before any store call.
+    #[error("run {0} already has a live segment in this engine")]
+    SegmentLive(RunId),
+    /// Invalid options, a lease for another run, an unknown workflow, a fresh run over an
+    /// existing one, or a store without what the engine needs.
     #[error("config: {0}")]
     Config(String),
     /// The run is bound to another workflow than the one given to resume it (contracts 3.7's

@@ -49,7 +49,7 @@ pub fn second_segment(defects: EngineDefects) -> Vec<String> {
         madsim::time::sleep(Duration::from_millis(50)).await;
         let second = engine.resume(&run, &Workflow::happy(), RunOptions::default()).await;
         let _ = first.await;
-        if !matches!(second, Err(EngineError::Config(_))) {
+        if !matches!(second, Err(EngineError::SegmentLive(_))) {
             broken.push(format!("a second live segment of {run} was admitted: {second:?}"));
         }
         for ((_, seq), paid) in ledger.entries() {

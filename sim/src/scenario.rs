@@ -274,8 +274,17 @@ impl Scenario {
     fn validate(&self) -> Result<(), (&'static str, &'static str, String)> {
         let w = &self.world;
         let world = |key: &'static str, message: String| Err(("world", key, format!("world.{key}: {message}")));
-        if w.ttl_ms < 3 {
-            return world("ttl_ms", format!("must be at least 3 (leases renew every ttl/3 ms), got {}", w.ttl_ms));
+        /// The engine's timer bound (a JavaScript-safe timeout, as in the reference).
+        const TIMER_MAX: u32 = i32::MAX as u32;
+        if w.ttl_ms < 3 || w.ttl_ms > TIMER_MAX {
+            return world("ttl_ms", format!("must be 3..={TIMER_MAX} (leases renew every ttl/3 ms), got {}", w.ttl_ms));
+        }
+        if w.poll_ms.1 > TIMER_MAX / 3 || w.poll_ms.1 >= w.liveness_ms {
+            let bound = (TIMER_MAX / 3).min(w.liveness_ms.saturating_sub(1));
+            return world(
+                "poll_ms",
+                format!("at most {bound} (below liveness_ms, and the sweeper polls 3x slower), got {}", w.poll_ms),
+            );
         }
         for (key, span, max) in
             [("workers", w.workers, 64), ("concurrency", w.concurrency, 64), ("runs", w.runs, 10_000)]
@@ -402,7 +411,9 @@ mod tests {
         assert_eq!(e.line, Some(4), "{e}");
         assert!(e.to_string().starts_with("scenarios/x.toml:4: "), "{e}");
         let e = parse("description = \"x\"\n[world]\nttl_ms = 0\n").expect_err("ttl 0");
-        assert!(e.to_string().starts_with("scenarios/x.toml:3: world.ttl_ms: must be at least 3"), "{e}");
+        assert!(e.to_string().starts_with("scenarios/x.toml:3: world.ttl_ms: must be 3..="), "{e}");
+        let e = parse("description = \"x\"\n[world]\npoll_ms = 1000000000\n").expect_err("poll");
+        assert!(e.to_string().starts_with("scenarios/x.toml:3: world.poll_ms: at most"), "{e}");
         let e = parse("description = \"x\"\n[faults.zombie]\non = 1.0\nrate = 1e9\n").expect_err("rate");
         assert!(e.to_string().starts_with("scenarios/x.toml:4: faults.zombie.rate: is events per second"), "{e}");
         let e = parse("description = \"x\"\n[faults.busy]\nsites = [\"meta\"]\n").expect_err("sites");

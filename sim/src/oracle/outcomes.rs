@@ -7,10 +7,11 @@
 //! meta write and the loads of its run by the same node since that node's previous outcome for
 //! the run, keyed by (node, run). A settled outcome is backed by its own accepted settle; without
 //! one, by the journal it read (or the journal now) ending in a settle of that status; over an
-//! empty journal, by its own accepted meta write of that status. Outcomes of segments refused
-//! before any store call (`err:config`, `err:binding`: a second live segment of a run a crashed
-//! or stalled segment still holds, say) take nothing. Two concurrent segments of one run on one
-//! node that both reached the store would share the key; the engine refuses the second.
+//! empty journal it did not append to, by its own accepted meta write of that status. The
+//! outcome of a segment refused before any store call (`err:segment-live`: a second live segment
+//! of a run a stalled segment of the same node still holds) takes nothing. Two concurrent
+//! segments of one run on one node that both reached the store would share the key; the engine
+//! refuses the second.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -218,7 +219,8 @@ struct Attempt {
 /// A settled outcome node N reports for run R is backed by N's last `run_settle` append for R
 /// since its previous outcome for R: accepted, with that status. With no such attempt (a pure
 /// replay), the journal N read must already have said so: at one of N's loads of R since its
-/// previous outcome, or now, the journal was empty or its last `run_settle` had that status.
+/// previous outcome, or now, its last `run_settle` had that status; or, when N appended nothing
+/// to a journal it found empty, N's own terminal meta write of that status was accepted.
 /// Attempts and loads are keyed by (node, run): see the module doc.
 pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
     let mut journals: BTreeMap<&RunId, Journal> = BTreeMap::new();
@@ -226,6 +228,8 @@ pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
     // A node's last non-running meta write per run: what backs an outcome over an empty journal.
     let mut metas: BTreeMap<(&str, &RunId), Attempt> = BTreeMap::new();
     let mut views: BTreeMap<(&str, &RunId), Vec<Journal>> = BTreeMap::new();
+    // (node, run) pairs with an accepted append since the node's last outcome for the run.
+    let mut appended: BTreeSet<(&str, &RunId)> = BTreeSet::new();
     let mut found = Vec::new();
     for row in ctx.rows {
         match &row.event {
@@ -248,6 +252,7 @@ pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
                         attempts.insert((&row.node, &call.run), attempt);
                     }
                     if call.outcome.is_ok() {
+                        appended.insert((&row.node, &call.run));
                         let journal = journals.entry(&call.run).or_default();
                         journal.entries += 1;
                         if let Some(status) = status {
@@ -260,11 +265,12 @@ pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
             // A segment refused before it touched the store (a second live segment of the run,
             // a run that already exists, a binding refusal) made no calls: its outcome must not
             // take the attempts of the segment that did.
-            Event::Outcome { result, .. } if matches!(result.as_str(), "err:config" | "err:binding") => {}
+            Event::Outcome { result, .. } if result == "err:segment-live" => {}
             Event::Outcome { run, result } => {
                 let key = (row.node.as_str(), run);
                 let attempt = attempts.remove(&key);
                 let meta = metas.remove(&key);
+                let wrote = appended.remove(&key);
                 let seen = views.remove(&key).unwrap_or_default();
                 let Some(reported) = RunStatus::parse(result).filter(|s| *s != RunStatus::Running) else { continue };
                 let node = &row.node;
@@ -286,7 +292,7 @@ pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
                     Some(_) => None,
                     None => {
                         let now = journals.get(run).copied().unwrap_or_default();
-                        let empty = now.entries == 0 || seen.iter().any(|view| view.entries == 0);
+                        let empty = !wrote && (now.entries == 0 || seen.iter().any(|view| view.entries == 0));
                         if now.backs(reported) || seen.iter().any(|view| view.backs(reported)) {
                             None
                         } else if empty {

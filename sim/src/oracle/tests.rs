@@ -902,8 +902,25 @@ fn honest_outcome_ignores_a_segment_refused_before_it_touched_the_store() {
     let mut h = clean();
     h.remove(&["outcome-e2"]);
     h.insert_after("outcome-e3", |x| {
-        x.outcome("w2", "r1", "err:config");
+        x.outcome("w2", "r1", "err:segment-live");
         x.outcome("w2", "r1", "suspended");
     });
     assert_eq!(check(&h.rows, &h.store(), &CFG), Vec::new());
+}
+
+#[test]
+fn honest_outcome_over_a_journal_it_appended_to_needs_a_settle() {
+    // A fresh segment that appended a dispatch owed a run_settle: its meta write alone does not
+    // back its outcome, even though the journal it first read was empty.
+    let mut h = clean();
+    let lease = Lease { run: RunId::new("r7"), owner: "w4".into(), epoch: Epoch(1) };
+    h.insert_after("outcome-e3", |x| {
+        x.call("w4", 3100, Surface::Load, "r7", None, Payload::None, CallOutcome::Ok);
+        x.append("w4", &lease, 3150, running(1));
+        x.put_meta("w4", &lease, 3200, RunStatus::Cancelled, 1);
+        x.outcome("w4", "r7", "cancelled");
+    });
+    let v: Vec<_> = check(&h.rows, &h.store(), &CFG).into_iter().filter(|v| v.checker == "honest-outcome").collect();
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_says(&v[0], "w4 reported r7 cancelled without a run_settle");
 }

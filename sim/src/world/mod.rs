@@ -94,14 +94,27 @@ pub struct WorldError {
     pub message: String,
 }
 
+thread_local! {
+    /// Whether this thread is inside [`run`], which reports a panic itself.
+    static IN_WORLD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is running a world: a process-wide panic hook should stay quiet
+/// then, because [`run`] turns the panic into the world's error.
+pub fn inside_world() -> bool {
+    IN_WORLD.with(std::cell::Cell::get)
+}
+
 /// Run one world to its verdict. A panic inside the world (a harness bug) comes back as a
 /// [`WorldError`] naming the seed, so a sweep can report it and go on.
 pub fn run(cfg: &WorldConfig) -> Result<WorldReport, WorldError> {
     let fail = |message: String| WorldError { scenario: cfg.scenario.name.clone(), seed: cfg.seed, message };
+    IN_WORLD.with(|w| w.set(true));
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let runtime = Runtime::with_seed_and_config(cfg.seed, madsim::Config::default());
         runtime.block_on(run_in_runtime(cfg.clone()))
     }));
+    IN_WORLD.with(|w| w.set(false));
     match outcome {
         Ok(result) => result.map_err(fail),
         Err(panic) => {
@@ -139,7 +152,8 @@ pub(crate) struct Shared {
     restarts: Mutex<BTreeMap<String, Restart>>,
     /// Nodes whose main task is running (a killed node's never returns, so a crash removes it).
     alive: Mutex<BTreeSet<String>>,
-    /// Virtual ms (since the start) until which some node is stalled: no early stop before.
+    /// Virtual ms (since the start) until which some node is stalled: no early stop until a ttl
+    /// after it, so the woken node's late writes (what a stall exists to provoke) are recorded.
     stalled_until: Mutex<i64>,
     /// Workers asked to stop gracefully.
     stop_requests: Mutex<BTreeSet<String>>,
@@ -195,10 +209,12 @@ impl Shared {
         let id = lock(&self.node_ids).get(name).copied();
         if let Some(id) = id {
             let at = elapsed_ms() + i64::from(after_ms);
-            let mut restarts = lock(&self.restarts);
-            let restart = restarts.entry(name.to_owned()).or_insert(Restart { at, graceful: false });
-            *restart = Restart { at: restart.at.min(at), graceful: false };
             lock(&self.alive).remove(name);
+            {
+                let mut restarts = lock(&self.restarts);
+                let restart = restarts.entry(name.to_owned()).or_insert(Restart { at, graceful: false });
+                *restart = Restart { at: restart.at.min(at), graceful: false };
+            }
             Handle::current().kill(id);
         }
     }
@@ -364,7 +380,7 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
         // waiting to restart, the client is done, and every run settled or waits.
         if now >= fault_ms
             && now % 500 < tick as i64
-            && now >= *lock(&shared.stalled_until)
+            && now >= lock(&shared.stalled_until).saturating_add(i64::from(shared.plan.ttl_ms))
             && lock(&shared.restarts).is_empty()
             && lock(&shared.client).done()
         {

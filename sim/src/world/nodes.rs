@@ -20,8 +20,7 @@ use fencesim_store::{
 };
 use serde_json::json;
 
-use super::plan::RunPlan;
-use super::plan::{Applied, Plan};
+use super::plan::{Applied, Plan, RunPlan};
 use super::{Shared, sleep_ms, zombie_entry, zombie_meta};
 use crate::env::{SimClock, SimEnv, elapsed_ms};
 use crate::history::{BusyInjector, Effect, EffectKind, Event, History, Recorder, lock};
@@ -97,6 +96,7 @@ fn outcome_text(result: &EngineResult<Outcome>) -> String {
                 EngineError::LeaseHeld(_) => "lease-held",
                 EngineError::Superseded { .. } => "superseded",
                 EngineError::Settlement { .. } => "settlement",
+                EngineError::SegmentLive(_) => "segment-live",
                 EngineError::Config(_) => "config",
                 EngineError::Binding(_) => "binding",
                 EngineError::Store(_) => "store",
@@ -292,7 +292,7 @@ async fn tend(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize, run: &RunPlan, stat
             _ => {}
         }
     }
-    if !state.recreated {
+    if !state.recreated && !state.driving {
         match status {
             Some(s) if s.is_terminal() => {
                 let Ok(lease) = ctx.engine.acquire(&run.id, &ctx.label).await else { return };
@@ -335,7 +335,12 @@ fn drive(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize) {
         let opts = RunOptions { cancel, ..RunOptions::default() };
         let result = ctx.engine.run(&id, &workflow, opts).await;
         ctx.outcome(&id, &result);
-        lock(&shared.client).runs[i].driving = false;
+        let mut client = lock(&shared.client);
+        client.runs[i].driving = false;
+        // It reached the store: a later absence is a deletion, not a lost start.
+        if matches!(result, Ok(_) | Err(EngineError::Superseded { .. } | EngineError::Settlement { .. })) {
+            client.runs[i].seen = true;
+        }
     });
 }
 
