@@ -98,7 +98,7 @@ fn a_small_corpus_replays_deterministically_and_writes_both_reports() {
 
 /// A scenario no run can settle in: every model call outlasts the liveness bound.
 const STUCK: &str = "description = \"every call outlasts the liveness bound\"\n[world]\nruns = 3\nstart_ms = 1\n\
-workflows = [\"happy\"]\ncall_ms = 5000\nfault_ms = 200\nliveness_ms = 100\noperator_ms = 0\n";
+workflows = [\"happy\"]\npoll_ms = 50\ncall_ms = 5000\nfault_ms = 200\nliveness_ms = 100\noperator_ms = 0\n";
 
 #[test]
 fn a_failing_entry_exits_1_with_its_repro_in_every_report() {
