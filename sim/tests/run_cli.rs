@@ -1,7 +1,8 @@
 //! `fencesim run` end to end: two processes print the same bytes (text, JSON, a file database);
 //! madsim's own determinism check passes over a whole world; bad input exits 2 with one line; a
 //! planted defect exits 1 with a repro command that reproduces the run; `--keep-db` saves a
-//! database `fencesim runs audit` can open, and never overwrites.
+//! database `fencesim runs audit` can open, and never overwrites; a reader closing the pipe early
+//! ends the run quietly with 141.
 
 use std::process::Output;
 
@@ -160,4 +161,23 @@ fn keep_db_saves_a_file_world_and_never_overwrites() {
 #[test]
 fn keep_db_saves_a_memdb_world_and_never_overwrites() {
     keep_db_round_trip("memdb");
+}
+
+#[test]
+fn a_reader_closing_the_pipe_early_ends_the_run_quietly_with_141() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["run", "--scenario", "boot-storm", "--seed", "1", "--trace"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn fencesim");
+    let mut first = [0u8; 16];
+    child.stdout.take().expect("stdout").read_exact(&mut first).expect("some output");
+    // The pipe's read end is dropped here; the trace (about 500 KB) is far longer than a pipe
+    // buffer (64 KiB), so the writer is still writing when it goes.
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(141), "stderr: {}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "", "nothing on stderr");
 }
