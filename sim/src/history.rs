@@ -402,14 +402,6 @@ impl History {
         self.push(node, Event::Call(call));
     }
 
-    pub fn len(&self) -> usize {
-        self.lock().rows.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Every row, leaving the history empty: the world's end, without copying it.
     pub fn take_rows(&self) -> Vec<Row> {
         std::mem::take(&mut self.lock().rows)
