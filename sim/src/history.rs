@@ -104,6 +104,9 @@ pub enum CallOutcome {
     Busy,
     /// Any other error, by code.
     Error(&'static str),
+    /// The caller died before it learned the outcome (Jepsen's `:info`): the call may or may not
+    /// have taken effect. Only a real process killed mid-call produces it.
+    Indeterminate,
 }
 
 impl CallOutcome {
@@ -136,6 +139,7 @@ impl fmt::Display for CallOutcome {
             CallOutcome::JournalOrder => f.write_str("journal-order"),
             CallOutcome::Busy => f.write_str("busy"),
             CallOutcome::Error(code) => write!(f, "error {code}"),
+            CallOutcome::Indeterminate => f.write_str("indeterminate"),
         }
     }
 }

@@ -151,7 +151,7 @@ pub(super) fn typed_rejections(ctx: &Context) -> Vec<Violation> {
         let Some(call) = row.call() else { continue };
         let (op, on) = (call.surface.as_str(), target(call));
         let why = match (&call.outcome, call.surface) {
-            (CallOutcome::Ok | CallOutcome::Busy, _) => None,
+            (CallOutcome::Ok | CallOutcome::Busy | CallOutcome::Indeterminate, _) => None,
             (CallOutcome::HeldBy { .. }, Surface::Acquire) => None,
             (CallOutcome::Error(code), Surface::Acquire) => Some(format!("unexpected error {code} on {op} of {on}")),
             (other, Surface::Acquire) => Some(format!("acquire of {on} rejected with {other}, expected held-by")),
