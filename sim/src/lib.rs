@@ -12,7 +12,7 @@ pub mod env;
 pub mod history;
 pub mod killpoints;
 pub mod mutants;
-pub mod oracle;
+pub use fencesim_oracle as oracle;
 pub mod probes;
 pub mod report;
 pub mod rng;

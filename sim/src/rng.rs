@@ -5,7 +5,7 @@
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
-use crate::history::digest;
+use fencesim_oracle::history::digest;
 
 /// A deterministic random stream.
 #[derive(Clone, Debug)]

@@ -23,7 +23,7 @@ use madsim::task::NodeId;
 
 use crate::env::{SimClock, elapsed_ms};
 use crate::history::{Event, Fnv, History, Recorder, Row, Snapshot, digest, digest_json, lock};
-use crate::oracle::{self, OracleConfig, Violation};
+use crate::oracle::{self, OracleConfig, Scope, Violation};
 use crate::rng::Stream;
 use crate::scenario::Scenario;
 use crate::stores::{Db, DbKind};
@@ -268,7 +268,7 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
         root: Stream::new(cfg.seed),
         plan,
         db,
-        history: History::new(),
+        history: crate::history::new_history(),
         quiet: Arc::new(AtomicBool::new(false)),
         clocks,
         incarnations: Mutex::default(),
@@ -414,7 +414,11 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
     let run_ids = rows.iter().filter_map(Row::call).map(|c| c.run.clone()).filter(|r| r.as_str() != "*");
     let snapshot = Snapshot::read(&observer, run_ids).map_err(|e| format!("cannot read the store: {e}"))?;
     let planned = shared.plan.runs.iter().map(|r| r.id.clone()).collect();
-    let violations = oracle::check(&rows, &snapshot, &OracleConfig { ttl_ms: i64::from(shared.plan.ttl_ms), planned });
+    let violations = oracle::check(
+        &rows,
+        &snapshot,
+        &OracleConfig { ttl_ms: i64::from(shared.plan.ttl_ms), planned, scope: Scope::Engine },
+    );
     if let Some(path) = &shared.cfg.keep_db {
         keep(&observer, path)?;
     }

@@ -23,7 +23,7 @@ use serde_json::json;
 use super::plan::{Applied, Plan, RunPlan};
 use super::{Shared, sleep_ms, zombie_entry, zombie_meta};
 use crate::env::{SimClock, SimEnv, elapsed_ms};
-use crate::history::{BusyInjector, Effect, EffectKind, Event, History, Recorder, lock};
+use crate::history::{BusyInjector, Effect, EffectKind, Event, History, Recorder, SegmentError, SegmentResult, lock};
 use crate::rng::Stream;
 
 /// A node's main task: what runs after every (re)start. A killed node's never returns.
@@ -82,27 +82,25 @@ impl Ctx {
     }
 
     fn outcome(&self, run: &RunId, result: &EngineResult<Outcome>) {
-        self.history.push(&self.label, Event::Outcome { run: run.clone(), result: outcome_text(result) });
+        self.history.push(&self.label, Event::Outcome { run: run.clone(), result: segment_result(result) });
     }
 }
 
 /// What a node's engine reported: a settled status, or `err:<class>`.
-fn outcome_text(result: &EngineResult<Outcome>) -> String {
+/// What the oracle is told a segment returned.
+fn segment_result(result: &EngineResult<Outcome>) -> SegmentResult {
     match result {
-        Ok(outcome) => outcome.status.as_str().to_owned(),
-        Err(e) => format!(
-            "err:{}",
-            match e {
-                EngineError::LeaseHeld(_) => "lease-held",
-                EngineError::Superseded { .. } => "superseded",
-                EngineError::Settlement { .. } => "settlement",
-                EngineError::SegmentLive(_) => "segment-live",
-                EngineError::Config(_) => "config",
-                EngineError::Binding(_) => "binding",
-                EngineError::Store(_) => "store",
-                EngineError::Crashed => "crashed",
-            }
-        ),
+        Ok(outcome) => SegmentResult::Reported(outcome.status),
+        Err(e) => SegmentResult::Failed(match e {
+            EngineError::LeaseHeld(_) => SegmentError::LeaseHeld,
+            EngineError::Superseded { .. } => SegmentError::Superseded,
+            EngineError::Settlement { .. } => SegmentError::Settlement,
+            EngineError::SegmentLive(_) => SegmentError::SegmentLive,
+            EngineError::Config(_) => SegmentError::Config,
+            EngineError::Binding(_) => SegmentError::Binding,
+            EngineError::Store(_) => SegmentError::Store,
+            EngineError::Crashed => SegmentError::Crashed,
+        }),
     }
 }
 

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use fencesim_store::{Epoch, JournalEntry, RunId, RunMeta, RunStatus, Seq};
 
-use crate::history::{Call, Payload, Row, Surface, digest, digest_json};
+use crate::history::{Call, CallOutcome, Payload, Row, Surface, digest, digest_json};
 
 /// One lease row of the model: who holds the run, under which epoch, until when.
 #[derive(Clone, Debug)]
@@ -91,8 +91,13 @@ impl Leases {
     /// Apply an accepted call's effect on the lease table; anything else leaves it unchanged.
     /// Renew and release touch only a row they name by owner and epoch (S3); an accepted delete
     /// removes the row (the epoch high-water mark it keeps is [`effective_epochs`]' business).
+    ///
+    /// An indeterminate call (its process died before the outcome) is taken the way that can only
+    /// loosen the table: a release or delete as committed, a renew or acquire as not, so a later
+    /// grant is never judged against a lease the dead call may have ended or failed to extend.
     fn apply(&mut self, index: usize, call: &Call) {
-        if !call.outcome.is_ok() {
+        let loosens = matches!(call.surface, Surface::Release | Surface::Delete);
+        if !(call.outcome.is_ok() || (call.outcome == CallOutcome::Indeterminate && loosens)) {
             return;
         }
         let expiry = call.clock_ms.saturating_add(self.ttl_ms);

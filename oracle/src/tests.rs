@@ -1,18 +1,21 @@
 //! Proof that every checker can fail: one hand-written clean history (two runs, a crash and a
 //! takeover, a suspension and its resolution, a delete and a recreate) passes every checker, and
 //! for each checker a tampered copy of it (or of its snapshot, or a config planning a run it never
-//! starts) makes exactly that checker fail, pointing at the right rows. Rows are built directly:
-//! `History::push` needs a madsim runtime.
+//! starts) makes exactly that checker fail, pointing at the right rows. Rows are built directly,
+//! so a test can tamper with any field.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use fencesim_store::{Epoch, JournalEntry, Lease, RunId, RunMeta, RunStatus, Seq};
 use serde_json::json;
 
-use super::{CHECKERS, MAX_PER_CHECKER, OracleConfig, Violation, check, settled_or_waiting};
-use crate::history::{Call, CallOutcome, Effect, EffectKind, Event, Payload, Row, RunState, Snapshot, Surface};
+use super::{CHECKERS, MAX_PER_CHECKER, OracleConfig, Scope, Violation, check, settled_or_waiting};
+use crate::history::{
+    Call, CallOutcome, Effect, EffectKind, Event, Payload, Row, RunState, SegmentError, SegmentResult, Snapshot,
+    Surface,
+};
 
-const CFG: OracleConfig = OracleConfig { ttl_ms: 1_000, planned: Vec::new() };
+const CFG: OracleConfig = OracleConfig { ttl_ms: 1_000, planned: Vec::new(), scope: Scope::Engine };
 
 fn lease(run: &str, owner: &str, epoch: i64) -> Lease {
     Lease { run: RunId::new(run), owner: owner.to_owned(), epoch: Epoch(epoch) }
@@ -135,7 +138,13 @@ impl H {
     }
 
     fn outcome(&mut self, node: &str, run: &str, result: &str) -> &mut Self {
-        self.push(node, Event::Outcome { run: RunId::new(run), result: result.to_owned() })
+        let result = match result.strip_prefix("err:") {
+            Some("crashed") => SegmentResult::Failed(SegmentError::Crashed),
+            Some("segment-live") => SegmentResult::Failed(SegmentError::SegmentLive),
+            Some(other) => panic!("no test outcome err:{other}"),
+            None => SegmentResult::Reported(RunStatus::parse(result).expect("a run status")),
+        };
+        self.push(node, Event::Outcome { run: RunId::new(run), result })
     }
 
     fn call_mut_last(&mut self) -> &mut Call {
@@ -645,7 +654,7 @@ fn liveness_judges_each_run_state() {
 fn honest_outcome_catches_a_status_its_settle_does_not_say() {
     let mut h = clean();
     let pos = h.at("outcome-e2");
-    h.rows[pos].event = Event::Outcome { run: RunId::new("r1"), result: "ok".into() };
+    h.rows[pos].event = Event::Outcome { run: RunId::new("r1"), result: SegmentResult::Reported(RunStatus::Ok) };
     let v = only(&h, &h.store(), "honest-outcome");
     assert_says(&v, "w2 reported r1 ok, but its accepted run_settle at row");
     assert_rows(&v, Some(pos), Some(h.at("settle-e2")));
@@ -923,4 +932,39 @@ fn honest_outcome_over_a_journal_it_appended_to_needs_a_settle() {
     let v: Vec<_> = check(&h.rows, &h.store(), &CFG).into_iter().filter(|v| v.checker == "honest-outcome").collect();
     assert_eq!(v.len(), 1, "{v:?}");
     assert_says(&v[0], "w4 reported r7 cancelled without a run_settle");
+}
+
+/// An indeterminate call (its process died mid-call) is judged both ways: the store may hold its
+/// write or not, but nothing else.
+#[test]
+fn serial_history_accepts_either_fate_of_an_indeterminate_write() {
+    let mut h = clean();
+    h.call_mut("blob-r2").outcome = CallOutcome::Indeterminate;
+    let store = OracleConfig { scope: Scope::Store, ..CFG };
+    let committed = h.store();
+    assert_eq!(check(&h.rows, &committed, &store), vec![], "the write committed");
+    let mut lost = h.store();
+    lost.runs.get_mut(&RunId::new("r2")).unwrap().blobs.remove("r2/t1");
+    assert_eq!(check(&h.rows, &lost, &store), vec![], "the write did not commit");
+
+    let mut forged = h.store();
+    forged.runs.get_mut(&RunId::new("r2")).unwrap().blobs.insert("r2/t1".into(), b"other".to_vec());
+    let found = check(&h.rows, &forged, &store);
+    assert_eq!(names(&found), BTreeSet::from(["serial-history"]), "{found:#?}");
+    assert_says(&found[0], "blob r2/t1 of r2 diverges");
+    assert_says(&found[0], &format!("indeterminate calls #{}", h.at("blob-r2")));
+}
+
+/// The store scope runs the store's checkers only: a history that fails an engine promise
+/// (liveness of a planned run) passes it, and one that fails a store promise still fails.
+#[test]
+fn store_scope_judges_store_promises_only() {
+    let h = clean();
+    let engine = OracleConfig { planned: vec![RunId::new("r9")], ..CFG };
+    assert_eq!(names(&check(&h.rows, &h.store(), &engine)), BTreeSet::from(["liveness"]));
+    let store = OracleConfig { scope: Scope::Store, ..engine };
+    assert_eq!(check(&h.rows, &h.store(), &store), vec![]);
+    let mut snapshot = h.store();
+    snapshot.runs.get_mut(&RunId::new("r1")).unwrap().journal.remove(4);
+    assert_eq!(names(&check(&h.rows, &snapshot, &store)), BTreeSet::from(["serial-history"]));
 }

@@ -1,4 +1,4 @@
-//! The oracle: decides, from a world's history and its final store snapshot alone, whether the
+//! The oracle: decides, from a history and its final store snapshot alone, whether the
 //! store and the engines kept the fencing contracts (contracts 2.7, 3.4-3.6, 4.1, 5.9). Each
 //! checker is named after the invariant it asserts ([`CHECKERS`]); none of them asks the engine
 //! what is right: the lease rule, the journal vocabulary and the settle protocol are restated here
@@ -19,6 +19,7 @@ use fencesim_store::{Epoch, RunId};
 use crate::history::{Row, Snapshot};
 use model::{LeaseReplay, Writers, effective_epochs};
 
+pub mod history;
 mod journal;
 mod leases;
 mod model;
@@ -35,7 +36,29 @@ pub struct OracleConfig {
     /// The runs the world's client planned to start (may be empty): liveness requires each to
     /// have reached the store (an accepted mutation of it somewhere in the history).
     pub planned: Vec<RunId>,
+    /// Which promises the history is judged against.
+    pub scope: Scope,
 }
+
+/// Which checkers apply to a history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Every checker: a history of engines driving runs (a simulated world, an engine soak).
+    Engine,
+    /// The store's fencing promises only ([`STORE_CHECKERS`]): a history of raw store calls (the
+    /// store-level soak), whose runs follow no journal vocabulary and never settle.
+    Store,
+}
+
+/// The checkers of [`Scope::Store`]: leases, rejections, the serial history and seq order.
+pub const STORE_CHECKERS: &[&str] = &[
+    leases::NO_STALE_ACCEPTANCE,
+    leases::EPOCHS_INCREASING,
+    leases::ONE_LIVE_LEASE,
+    serial::SERIAL_HISTORY,
+    journal::JOURNAL_SEQ_ORDER,
+    leases::TYPED_REJECTIONS,
+];
 
 /// What every checker reads: the world's history, its final snapshot and config, and the views of
 /// the history several checkers share, each computed once.
@@ -167,7 +190,9 @@ pub fn check(rows: &[Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Viola
     ];
     checkers
         .into_iter()
-        .flat_map(|checker| {
+        .zip(CHECKERS)
+        .filter(|(_, (name, _))| cfg.scope == Scope::Engine || STORE_CHECKERS.contains(name))
+        .flat_map(|(checker, _)| {
             let mut found = checker(&ctx);
             found.sort_by_key(|v| v.row.unwrap_or(usize::MAX));
             found.truncate(MAX_PER_CHECKER);

@@ -12,7 +12,7 @@ use super::model::{
     Writers, blob_digest, blob_label, entry_digest, entry_label, from_row, holder, index_of, meta_digest, meta_label,
 };
 use super::{Context, Violation};
-use crate::history::{Payload, Row, RunState, Surface};
+use crate::history::{CallOutcome, Payload, Row, RunState, Surface};
 
 pub(super) const SERIAL_HISTORY: &str = "serial-history";
 
@@ -24,51 +24,92 @@ struct Model<'a> {
     blobs: BTreeMap<&'a str, (usize, &'a [u8])>,
 }
 
+/// Indeterminate mutations of one run beyond this many are not searched over: the checker then
+/// takes each as not committed (a soak has one per killed process, spread over its runs).
+pub const MAX_INDETERMINATE_PER_RUN: usize = 12;
+
 /// Journal, meta and blobs of every run equal the serial replay of the accepted mutations, and
-/// the epochs of the appends that wrote the stored journal never decrease along it.
+/// the epochs of the appends that wrote the stored journal never decrease along it. A run with
+/// indeterminate mutations (their process died mid-call) passes if some choice of committed / not
+/// committed for them makes it equal; otherwise its violations name them.
 pub(super) fn serial_history(ctx: &Context) -> Vec<Violation> {
-    let (rows, snapshot, epochs, writers) = (ctx.rows, ctx.snapshot, &ctx.epochs, &ctx.writers);
-    let mut per_run: BTreeMap<&RunId, Vec<(Epoch, usize)>> = BTreeMap::new();
+    let (rows, snapshot) = (ctx.rows, ctx.snapshot);
+    let mut accepted: BTreeMap<&RunId, Vec<(Epoch, usize)>> = BTreeMap::new();
+    let mut maybe: BTreeMap<&RunId, Vec<(Epoch, usize)>> = BTreeMap::new();
     for (pos, row) in rows.iter().enumerate() {
-        if let Some(call) = row.call().filter(|c| c.is_accepted_mutation()) {
-            per_run.entry(&call.run).or_default().push((epochs.get(pos).copied().unwrap_or(Epoch(0)), pos));
+        let Some(call) = row.call().filter(|c| c.surface.is_mutation()) else { continue };
+        let key = (ctx.epochs.get(pos).copied().unwrap_or(Epoch(0)), pos);
+        if call.outcome.is_ok() {
+            accepted.entry(&call.run).or_default().push(key);
+        } else if call.outcome == CallOutcome::Indeterminate {
+            maybe.entry(&call.run).or_default().push(key);
         }
     }
-    let mut models: BTreeMap<&RunId, Model> = BTreeMap::new();
-    for (run, mut order) in per_run {
-        order.sort();
-        let model = models.entry(run).or_default();
-        for (_, pos) in order {
-            let Some(call) = rows.get(pos).and_then(Row::call) else { continue };
-            match (call.surface, &call.payload, &call.blob_ref) {
-                (Surface::Append, Payload::Entry(entry), _) => model.journal.push((pos, entry)),
-                (Surface::PutMeta, Payload::Meta(meta), _) => model.meta = Some((pos, meta)),
-                (Surface::Delete, _, _) => {
-                    model.journal.clear();
-                    model.meta = None;
-                }
-                // A slash-less ref is never listed under a run (contracts 1.4): not in a snapshot.
-                (Surface::PutBlob, Payload::Blob(bytes), Some(r)) if r.contains('/') => {
-                    model.blobs.insert(r, (pos, bytes));
-                }
-                (Surface::DeleteBlob, _, Some(r)) => {
-                    model.blobs.remove(r.as_str());
-                }
-                _ => {}
+    let runs: BTreeSet<&RunId> = accepted.keys().chain(maybe.keys()).copied().chain(snapshot.runs.keys()).collect();
+    let mut found = Vec::new();
+    for run in runs {
+        let definite = accepted.remove(run).unwrap_or_default();
+        let mut maybe = maybe.remove(run).unwrap_or_default();
+        maybe.truncate(MAX_INDETERMINATE_PER_RUN);
+        // Every choice, "none committed" first: the first that matches the store wins.
+        let mut first = None;
+        for choice in 0..1u32 << maybe.len() {
+            let mut order = definite.clone();
+            order.extend(maybe.iter().enumerate().filter(|(i, _)| choice & (1 << i) != 0).map(|(_, k)| *k));
+            order.sort();
+            let violations = judge_run(ctx, run, &order);
+            if violations.is_empty() {
+                first = None;
+                break;
             }
+            first.get_or_insert(violations);
+        }
+        let Some(mut violations) = first else { continue };
+        if !maybe.is_empty() {
+            let named: Vec<String> = maybe.iter().map(|(_, pos)| format!("#{}", rows[*pos].index)).collect();
+            for v in &mut violations {
+                v.explanation.push_str(&format!(
+                    " (no choice of committed or not for the indeterminate calls {} matches)",
+                    named.join(", ")
+                ));
+            }
+        }
+        found.extend(violations);
+    }
+    found
+}
+
+/// Diff one run's stored state against the replay of `order` ((epoch, position) of the mutations
+/// taken as committed, sorted).
+fn judge_run(ctx: &Context, run: &RunId, order: &[(Epoch, usize)]) -> Vec<Violation> {
+    let (rows, writers, epochs) = (ctx.rows, &ctx.writers, &ctx.epochs);
+    let mut model = Model::default();
+    for &(_, pos) in order {
+        let Some(call) = rows.get(pos).and_then(Row::call) else { continue };
+        match (call.surface, &call.payload, &call.blob_ref) {
+            (Surface::Append, Payload::Entry(entry), _) => model.journal.push((pos, entry)),
+            (Surface::PutMeta, Payload::Meta(meta), _) => model.meta = Some((pos, meta)),
+            (Surface::Delete, _, _) => {
+                model.journal.clear();
+                model.meta = None;
+            }
+            // A slash-less ref is never listed under a run (contracts 1.4): not in a snapshot.
+            (Surface::PutBlob, Payload::Blob(bytes), Some(r)) if r.contains('/') => {
+                model.blobs.insert(r, (pos, bytes));
+            }
+            (Surface::DeleteBlob, _, Some(r)) => {
+                model.blobs.remove(r.as_str());
+            }
+            _ => {}
         }
     }
     let empty = RunState::default();
-    let runs: BTreeSet<&RunId> = models.keys().copied().chain(snapshot.runs.keys()).collect();
+    let state = ctx.snapshot.run(run).unwrap_or(&empty);
     let mut found = Vec::new();
-    for run in runs {
-        let state = snapshot.run(run).unwrap_or(&empty);
-        let model = models.remove(run).unwrap_or_default();
-        found.extend(diff_journal(rows, writers, run, &state.journal, &model.journal));
-        found.extend(epoch_inversion(rows, writers, epochs, run, &state.journal));
-        found.extend(diff_meta(rows, writers, run, state.meta.as_ref(), model.meta));
-        found.extend(diff_blobs(rows, writers, run, &state.blobs, &model.blobs));
-    }
+    found.extend(diff_journal(rows, writers, run, &state.journal, &model.journal));
+    found.extend(epoch_inversion(rows, writers, epochs, run, &state.journal));
+    found.extend(diff_meta(rows, writers, run, state.meta.as_ref(), model.meta));
+    found.extend(diff_blobs(rows, writers, run, &state.blobs, &model.blobs));
     found
 }
 

@@ -19,7 +19,7 @@ use fencesim_store::{Epoch, RunId, RunStatus, Seq};
 
 use super::model::{last_settle, open_suspensions, settle_status};
 use super::{Context, Violation};
-use crate::history::{CallOutcome, EffectKind, Event, Payload, RunState, Surface};
+use crate::history::{CallOutcome, EffectKind, Event, Payload, RunState, SegmentError, SegmentResult, Surface};
 
 pub(super) const REPAY_BOUND: &str = "repay-bound";
 pub(super) const LIVENESS: &str = "liveness";
@@ -265,14 +265,17 @@ pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
             // A segment refused before it touched the store (a second live segment of the run,
             // a run that already exists, a binding refusal) made no calls: its outcome must not
             // take the attempts of the segment that did.
-            Event::Outcome { result, .. } if result == "err:segment-live" => {}
+            Event::Outcome { result: SegmentResult::Failed(SegmentError::SegmentLive), .. } => {}
             Event::Outcome { run, result } => {
                 let key = (row.node.as_str(), run);
                 let attempt = attempts.remove(&key);
                 let meta = metas.remove(&key);
                 let wrote = appended.remove(&key);
                 let seen = views.remove(&key).unwrap_or_default();
-                let Some(reported) = RunStatus::parse(result).filter(|s| *s != RunStatus::Running) else { continue };
+                let SegmentResult::Reported(reported) = *result else { continue };
+                if reported == RunStatus::Running {
+                    continue;
+                }
                 let node = &row.node;
                 let why = match attempt {
                     Some(a) if !a.outcome.is_ok() => Some((

@@ -1,0 +1,525 @@
+//! The history of one world or soak: every store call any node made (time on the recorder's
+//! timeline, node, the calling node's clock, lease and per-tenure counter, surface, target,
+//! payload and its digest, outcome), plus the events the oracle needs beside them (paid effects,
+//! injected faults, segment outcomes). Rows are in serialization order: a simulated world records
+//! each call as it returns (store calls are synchronous there); a soak merges its processes' logs
+//! by the instant each call read the store's clock inside its write transaction. A call whose
+//! process died before it learned the result is [`CallOutcome::Indeterminate`].
+//!
+//! The oracle reads nothing but this history and the final store snapshot.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use fencesim_store::{
+    Epoch, JournalEntry, Lease, LeaseRejection, Op, RunFilter, RunId, RunMeta, RunStatus, Seq, Store, StoreError,
+    StoreResult,
+};
+
+/// The store surface a call went through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Surface {
+    Acquire,
+    Renew,
+    Release,
+    Append,
+    PutMeta,
+    Delete,
+    PutBlob,
+    DeleteBlob,
+    Load,
+    GetMeta,
+    ListRuns,
+    GetBlob,
+    ListBlobs,
+}
+
+impl Surface {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Surface::Acquire => "acquire",
+            Surface::Renew => "renew",
+            Surface::Release => "release",
+            Surface::Append => "append",
+            Surface::PutMeta => "put_meta",
+            Surface::Delete => "delete",
+            Surface::PutBlob => "put_blob",
+            Surface::DeleteBlob => "delete_blob",
+            Surface::Load => "load",
+            Surface::GetMeta => "get_meta",
+            Surface::ListRuns => "list_runs",
+            Surface::GetBlob => "get_blob",
+            Surface::ListBlobs => "list_blobs",
+        }
+    }
+
+    /// Journal, meta, blob and deletion writes: what the serial history replays.
+    pub fn is_mutation(self) -> bool {
+        matches!(self, Surface::Append | Surface::PutMeta | Surface::Delete | Surface::PutBlob | Surface::DeleteBlob)
+    }
+
+    /// The store operation an error of this surface names.
+    pub fn op(self) -> Op {
+        match self {
+            Surface::Acquire => Op::Acquire,
+            Surface::Renew => Op::Renew,
+            Surface::Release => Op::Release,
+            Surface::Append => Op::Append,
+            Surface::PutMeta => Op::PutMeta,
+            Surface::Delete => Op::Delete,
+            Surface::PutBlob => Op::BlobPut,
+            Surface::DeleteBlob => Op::BlobDelete,
+            Surface::Load => Op::Load,
+            Surface::GetMeta => Op::GetMeta,
+            Surface::ListRuns => Op::ListRuns,
+            Surface::GetBlob => Op::BlobGet,
+            Surface::ListBlobs => Op::BlobList,
+        }
+    }
+
+    /// Calls that change the lease table.
+    pub fn is_lease_call(self) -> bool {
+        matches!(self, Surface::Acquire | Surface::Renew | Surface::Release)
+    }
+}
+
+/// How a call ended, by error class (contracts 2.7.7).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallOutcome {
+    Ok,
+    /// Acquire found a live lease.
+    HeldBy {
+        owner: String,
+        epoch: Epoch,
+    },
+    /// The caller's lease was not the live holder.
+    Stale,
+    /// The lease names another run.
+    RunMismatch,
+    JournalOrder,
+    Busy,
+    /// Any other error, by code.
+    Error(&'static str),
+    /// The caller died before it learned the outcome (Jepsen's `:info`): the call may or may not
+    /// have taken effect. Only a real process killed mid-call produces it.
+    Indeterminate,
+}
+
+impl CallOutcome {
+    /// The outcome class of a store call's result.
+    pub fn of<T>(result: &StoreResult<T>) -> Self {
+        match result {
+            Ok(_) => CallOutcome::Ok,
+            Err(StoreError::LeaseHeld(held)) => match &held.rejection {
+                LeaseRejection::HeldBy { owner, epoch } => CallOutcome::HeldBy { owner: owner.clone(), epoch: *epoch },
+                LeaseRejection::Stale { .. } => CallOutcome::Stale,
+                LeaseRejection::RunMismatch { .. } => CallOutcome::RunMismatch,
+            },
+            Err(StoreError::JournalOrder { .. }) => CallOutcome::JournalOrder,
+            Err(StoreError::Busy { .. }) => CallOutcome::Busy,
+            Err(other) => CallOutcome::Error(other.code()),
+        }
+    }
+
+    pub fn is_ok(&self) -> bool {
+        matches!(self, CallOutcome::Ok)
+    }
+}
+
+impl fmt::Display for CallOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallOutcome::Ok => f.write_str("ok"),
+            CallOutcome::HeldBy { owner, epoch } => write!(f, "held-by {owner}@e{epoch}"),
+            CallOutcome::Stale => f.write_str("stale"),
+            CallOutcome::RunMismatch => f.write_str("run-mismatch"),
+            CallOutcome::JournalOrder => f.write_str("journal-order"),
+            CallOutcome::Busy => f.write_str("busy"),
+            CallOutcome::Error(code) => write!(f, "error {code}"),
+            CallOutcome::Indeterminate => f.write_str("indeterminate"),
+        }
+    }
+}
+
+/// What a mutation carried, kept whole so the oracle can replay it into a model.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Payload {
+    None,
+    Entry(JournalEntry),
+    Meta(RunMeta),
+    Blob(Vec<u8>),
+}
+
+impl Payload {
+    /// A stable 64-bit digest (FNV-1a over the canonical encoding); 0 for no payload.
+    pub fn digest(&self) -> u64 {
+        match self {
+            Payload::None => 0,
+            Payload::Entry(entry) => digest_json(entry),
+            Payload::Meta(meta) => digest_json(meta),
+            Payload::Blob(bytes) => digest(bytes),
+        }
+    }
+}
+
+/// Lock a mutex of the harness's. A panic while one was held is a harness bug that already
+/// reported itself; the data behind the lock is still whole, so it is used as is.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// FNV-1a, 64 bits: stable across builds and platforms, unlike the std hasher.
+pub fn digest(bytes: &[u8]) -> u64 {
+    let mut h = Fnv::default();
+    h.eat(bytes);
+    h.0
+}
+
+/// [`digest`] of a value's JSON encoding, without building the encoding.
+pub fn digest_json<T: serde::Serialize>(value: &T) -> u64 {
+    let mut h = Fnv::default();
+    // Writing into a hasher cannot fail; a value serde cannot encode digests what was written.
+    let _ = serde_json::to_writer(&mut h, value);
+    h.0
+}
+
+/// An FNV-1a hasher that text and bytes can be written into.
+#[derive(Clone, Copy, Debug)]
+pub struct Fnv(pub u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv {
+    fn eat(&mut self, bytes: &[u8]) {
+        self.0 = bytes.iter().fold(self.0, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+    }
+}
+
+impl std::io::Write for Fnv {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.eat(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl fmt::Write for Fnv {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.eat(s.as_bytes());
+        Ok(())
+    }
+}
+
+/// One store call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Call {
+    /// The calling node's clock at the call (what the store compared lease expiry against).
+    pub clock_ms: i64,
+    /// The lease the call carried; for a granted acquire, the granted lease.
+    pub lease: Option<Lease>,
+    /// For acquire: the owner that asked.
+    pub owner: Option<String>,
+    /// Per-tenure counter: the n-th call this node made under this lease (from 1); 0 unleased.
+    pub counter: u64,
+    pub surface: Surface,
+    /// The run whose rows the call targets (a blob's run is its ref's leading segment).
+    pub run: RunId,
+    /// The blob ref, for blob calls.
+    pub blob_ref: Option<String>,
+    pub payload: Payload,
+    pub outcome: CallOutcome,
+}
+
+impl Call {
+    /// The epoch the call carried, if any.
+    pub fn epoch(&self) -> Option<Epoch> {
+        self.lease.as_ref().map(|l| l.epoch)
+    }
+
+    /// The seq an append carried.
+    pub fn seq(&self) -> Option<Seq> {
+        match &self.payload {
+            Payload::Entry(entry) => Some(entry.seq),
+            _ => None,
+        }
+    }
+
+    /// An accepted journal, meta, blob or deletion write.
+    pub fn is_accepted_mutation(&self) -> bool {
+        self.surface.is_mutation() && self.outcome.is_ok()
+    }
+}
+
+/// A paid side effect, counted at the engine's fault point just before it is paid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum EffectKind {
+    Call,
+    Tool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Effect {
+    pub kind: EffectKind,
+    pub run: RunId,
+    pub epoch: Option<Epoch>,
+    /// The dispatch's running entry.
+    pub running: Seq,
+    /// The turn (calls) or the tool's number (tools), from 1.
+    pub n: u32,
+}
+
+/// A row of the history.
+#[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant, reason = "nearly every row is a call; boxing it would cost more")]
+pub enum Event {
+    Call(Call),
+    Effect(Effect),
+    /// A fault the world injected (its kind and where), for the trace and the re-pay bound.
+    Fault {
+        kind: String,
+        run: Option<RunId>,
+        epoch: Option<Epoch>,
+        detail: String,
+    },
+    /// A segment returned to its node: the outcome the engine reported for the run.
+    Outcome {
+        run: RunId,
+        result: SegmentResult,
+    },
+    /// A note of the world's own (node start, crash, restart, quiescence).
+    Note(String),
+}
+
+/// What a segment returned to its node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SegmentResult {
+    /// The run's status as the engine reported it (settled, or suspended).
+    Reported(RunStatus),
+    /// The segment failed with an engine error of this class.
+    Failed(SegmentError),
+}
+
+/// The class of an engine error a segment returned (the engine's `EngineError` variants, restated
+/// here because the oracle does not know the engine).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SegmentError {
+    LeaseHeld,
+    Superseded,
+    Settlement,
+    /// A second live segment of the run in one engine, refused before any store call (E1).
+    SegmentLive,
+    Config,
+    Binding,
+    Store,
+    Crashed,
+}
+
+impl SegmentError {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SegmentError::LeaseHeld => "lease-held",
+            SegmentError::Superseded => "superseded",
+            SegmentError::Settlement => "settlement",
+            SegmentError::SegmentLive => "segment-live",
+            SegmentError::Config => "config",
+            SegmentError::Binding => "binding",
+            SegmentError::Store => "store",
+            SegmentError::Crashed => "crashed",
+        }
+    }
+}
+
+/// `ok`, `suspended`, ... for a reported status; `err:<class>` for a failure.
+impl fmt::Display for SegmentResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SegmentResult::Reported(status) => f.write_str(status.as_str()),
+            SegmentResult::Failed(error) => write!(f, "err:{}", error.as_str()),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// Position in the history (from 0).
+    pub index: usize,
+    /// Virtual milliseconds since the world started (the shared timeline).
+    pub at_ms: i64,
+    pub node: String,
+    pub event: Event,
+}
+
+impl Row {
+    pub fn call(&self) -> Option<&Call> {
+        match &self.event {
+            Event::Call(call) => Some(call),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Row {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{:<5} {:>6}.{:03}s {:<9} ", self.index, self.at_ms / 1000, self.at_ms % 1000, self.node)?;
+        match &self.event {
+            Event::Call(call) => {
+                let target = call.blob_ref.clone().unwrap_or_else(|| call.run.to_string());
+                let seq = call.seq().map_or(String::new(), |s| format!(" seq={s}"));
+                let lease = match (&call.lease, call.surface) {
+                    (Some(l), Surface::Acquire) => format!(" granted {}@e{}", l.owner, l.epoch),
+                    (Some(l), _) => format!(" under {}@e{}.{}", l.owner, l.epoch, call.counter),
+                    (None, Surface::Acquire) => format!(" by {}", call.owner.as_deref().unwrap_or("?")),
+                    (None, _) if call.surface.is_mutation() => " unleased".to_owned(),
+                    (None, _) => String::new(),
+                };
+                let payload = match &call.payload {
+                    Payload::None => String::new(),
+                    Payload::Entry(e) => format!(" {}/{} #{:016x}", e.kind, e.status, call.payload.digest()),
+                    Payload::Meta(m) => format!(" {} seg={} #{:016x}", m.status, m.segments, call.payload.digest()),
+                    Payload::Blob(b) => format!(" {}B #{:016x}", b.len(), call.payload.digest()),
+                };
+                write!(f, "{:<11} {target}{seq}{lease}{payload} -> {}", call.surface.as_str(), call.outcome)
+            }
+            Event::Effect(e) => {
+                let kind = match e.kind {
+                    EffectKind::Call => "pay-call",
+                    EffectKind::Tool => "pay-tool",
+                };
+                let epoch = e.epoch.map_or("unleased".to_owned(), |ep| format!("e{ep}"));
+                write!(f, "{kind:<11} {} running={} n={} {epoch}", e.run, e.running, e.n)
+            }
+            Event::Fault { kind, run, epoch, detail } => {
+                let run = run.as_ref().map_or(String::new(), |r| format!(" {r}"));
+                let epoch = epoch.map_or(String::new(), |e| format!(" e{e}"));
+                write!(f, "FAULT {kind}{run}{epoch} {detail}")
+            }
+            Event::Outcome { run, result } => write!(f, "outcome     {run} {result}"),
+            Event::Note(note) => write!(f, "-- {note}"),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    rows: Vec<Row>,
+    /// (node, run, epoch) -> calls made so far under that lease.
+    counters: BTreeMap<(String, RunId, Epoch), u64>,
+}
+
+/// Where a history's time comes from: milliseconds on the recorder's timeline (virtual time since
+/// a world started, or wall-clock time since a soak started). It must never go backwards.
+pub type TimeSource = fn() -> i64;
+
+/// The shared, append-only history of one world or soak. Clones share it.
+#[derive(Clone)]
+pub struct History {
+    inner: Arc<Mutex<Inner>>,
+    now_ms: TimeSource,
+}
+
+impl fmt::Debug for History {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "History({} rows)", self.lock().rows.len())
+    }
+}
+
+impl History {
+    /// An empty history whose rows are stamped by `now_ms`.
+    pub fn new(now_ms: TimeSource) -> Self {
+        Self { inner: Arc::default(), now_ms }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        lock(&self.inner)
+    }
+
+    /// Append an event stamped with the recorder's current time.
+    pub fn push(&self, node: &str, event: Event) {
+        let at_ms = (self.now_ms)();
+        let mut inner = self.lock();
+        let index = inner.rows.len();
+        // A history is a timeline: a row's time never precedes the row before it.
+        assert!(
+            inner.rows.last().is_none_or(|last| last.at_ms <= at_ms),
+            "history time went backwards at row {index}: {at_ms} ms"
+        );
+        inner.rows.push(Row { index, at_ms, node: node.to_owned(), event });
+    }
+
+    /// Append a call, numbering it within its node's tenure (`Call::counter`).
+    pub fn push_call(&self, node: &str, mut call: Call) {
+        if let Some(lease) = &call.lease
+            && call.surface != Surface::Acquire
+        {
+            let mut inner = self.lock();
+            let counter = inner.counters.entry((node.to_owned(), lease.run.clone(), lease.epoch)).or_default();
+            *counter += 1;
+            call.counter = *counter;
+        }
+        self.push(node, Event::Call(call));
+    }
+
+    /// Every row, leaving the history empty: the world's end, without copying it.
+    pub fn take_rows(&self) -> Vec<Row> {
+        std::mem::take(&mut self.lock().rows)
+    }
+
+    /// Leases granted so far, in grant order.
+    pub fn grants(&self) -> Vec<Lease> {
+        self.lock()
+            .rows
+            .iter()
+            .filter_map(Row::call)
+            .filter(|c| c.surface == Surface::Acquire && c.outcome.is_ok())
+            .filter_map(|c| c.lease.clone())
+            .collect()
+    }
+}
+
+/// The store's final state, read after the world stopped: what the oracle diffs the serial
+/// history against.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    pub runs: BTreeMap<RunId, RunState>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunState {
+    pub journal: Vec<JournalEntry>,
+    pub meta: Option<RunMeta>,
+    /// Blob refs under `<run>/` with their bytes, sorted by ref.
+    pub blobs: BTreeMap<String, Vec<u8>>,
+}
+
+impl Snapshot {
+    /// Read every run the store lists, plus `extra` (runs a history names: a run with a journal
+    /// and no meta is not listable). Reads bypass any recorder.
+    pub fn read(store: &dyn Store, extra: impl IntoIterator<Item = RunId>) -> StoreResult<Self> {
+        let mut runs: BTreeSet<RunId> = store.list_runs(&RunFilter::all())?.into_iter().map(|m| m.run_id).collect();
+        runs.extend(extra);
+        let mut snapshot = Snapshot::default();
+        for run in runs {
+            let mut blobs = BTreeMap::new();
+            for blob_ref in store.list_blobs(&run)? {
+                if let Some(bytes) = store.get_blob(&blob_ref)? {
+                    blobs.insert(blob_ref, bytes);
+                }
+            }
+            let state = RunState { journal: store.load(&run)?, meta: store.get_meta(&run)?, blobs };
+            snapshot.runs.insert(run, state);
+        }
+        Ok(snapshot)
+    }
+
+    pub fn run(&self, run: &RunId) -> Option<&RunState> {
+        self.runs.get(run)
+    }
+}
