@@ -968,3 +968,17 @@ fn store_scope_judges_store_promises_only() {
     snapshot.runs.get_mut(&RunId::new("r1")).unwrap().journal.remove(4);
     assert_eq!(names(&check(&h.rows, &snapshot, &store)), BTreeSet::from(["serial-history"]));
 }
+
+/// An indeterminate release may have ended its lease: a grant inside what would otherwise be the
+/// released lease's ttl is not judged against it. A release known to have failed still is.
+#[test]
+fn lease_replay_takes_an_indeterminate_release_as_done() {
+    let mut h = clean();
+    h.insert_after("outcome-e3", |x| {
+        x.acquire("w2", &lease("r1", "w2.9", 4), 3500);
+    });
+    h.call_mut("release-e3").outcome = CallOutcome::Indeterminate;
+    assert_eq!(check(&h.rows, &h.store(), &CFG), vec![]);
+    h.call_mut("release-e3").outcome = CallOutcome::Busy;
+    assert_eq!(names(&check(&h.rows, &h.store(), &CFG)), BTreeSet::from(["one-live-lease"]));
+}
