@@ -403,7 +403,7 @@ impl<E: Env> Engine<E> {
         if !suspended {
             return Err(EngineError::Config(format!("run {run} has no suspension at seq {target}")));
         }
-        let entry = entries::resolution(entries::next_seq(&journal), target, value);
+        let entry = entries::resolution(entries::next_seq(run, &journal).map_err(EngineError::Store)?, target, value);
         let counter = Cell::new(0);
         self.write(run, lease.map(|l| l.epoch), &counter, Write::Append(&entry), lease)
             .await?

@@ -3,7 +3,7 @@
 //! simulator's oracle read them back with (contracts 1.3, 4.1). One module, so writer and readers
 //! cannot drift apart.
 
-use fencesim_store::{JournalEntry, RunId, RunStatus, Seq};
+use fencesim_store::{JournalEntry, Op, RunId, RunStatus, Seq, StoreError};
 use serde_json::{Value, json};
 
 /// Entry kinds the engine writes.
@@ -127,9 +127,15 @@ pub fn open_suspensions(entries: &[JournalEntry]) -> Vec<Seq> {
         .collect()
 }
 
-/// The seq the next append takes: one past the journal's tail (1 for an empty journal).
-pub fn next_seq(entries: &[JournalEntry]) -> Seq {
-    Seq(entries.last().map_or(1, |e| e.seq.0 + 1))
+/// The seq the next append takes: one past the journal's tail (1 for an empty journal). A tail
+/// at the integer limit (or below 0) has no next seq: wrapping around would break the seq guard.
+pub fn next_seq(run: &RunId, entries: &[JournalEntry]) -> Result<Seq, StoreError> {
+    let tail = entries.last().map_or(0, |e| e.seq.0);
+    tail.checked_add(1).filter(|_| tail >= 0).map(Seq).ok_or_else(|| StoreError::Overflow {
+        op: Op::Append,
+        run: run.clone(),
+        what: format!("seq {tail}"),
+    })
 }
 
 /// A `limit` terminal no settle follows: the run never settled that outcome, so a resume reruns

@@ -89,8 +89,8 @@ impl<'e, E: Env> Segment<'e, E> {
         }))
     }
 
-    fn next_seq(&self) -> Seq {
-        entries::next_seq(&self.journal.borrow())
+    fn next_seq(&self) -> EngineResult<Seq> {
+        entries::next_seq(self.run, &self.journal.borrow()).map_err(EngineError::Store)
     }
 
     /// A failed body write: a lease rejection is lease loss (cancel); anything else fails the run.
@@ -122,7 +122,13 @@ impl<'e, E: Env> Segment<'e, E> {
         }
         // E1: segments before this one; a resume with no usable count had one prior segment.
         let before = if fresh { 0 } else { meta.as_ref().map_or(0, |m| m.segments).max(1) };
-        let segment = before + 1;
+        let segment = before.checked_add(1).ok_or_else(|| {
+            EngineError::Store(StoreError::Overflow {
+                op: fencesim_store::Op::PutMeta,
+                run: self.run.clone(),
+                what: format!("segment count {before}"),
+            })
+        })?;
         let mut boot = meta.unwrap_or_else(|| {
             let mut m = RunMeta::new(self.run.clone(), RunStatus::Running);
             m.name = opts.name.clone();
@@ -222,7 +228,7 @@ impl<'e, E: Env> Segment<'e, E> {
                 (seq, state.unwrap_or_default())
             }
             // Never dispatched, or its terminal was not final: a fresh dispatch.
-            _ => match self.append(entries::running(self.next_seq(), kind::AGENT, &agent.key)).await? {
+            _ => match self.append(entries::running(self.next_seq()?, kind::AGENT, &agent.key)).await? {
                 Ok(seq) => (seq, Checkpoint::default()),
                 Err(e) => return Ok(self.body_failure(&e)),
             },
@@ -297,7 +303,7 @@ impl<'e, E: Env> Segment<'e, E> {
         ckpt_ref: &str,
     ) -> EngineResult<StepEnd> {
         let terminal =
-            entries::terminal(self.next_seq(), running, kind::AGENT, terminal_status, &agent.key, value.clone())
+            entries::terminal(self.next_seq()?, running, kind::AGENT, terminal_status, &agent.key, value.clone())
                 .with("checkpointRef", json!(ckpt_ref));
         if let Err(e) = self.append(terminal).await? {
             return Ok(self.body_failure(&e));
@@ -327,7 +333,7 @@ impl<'e, E: Env> Segment<'e, E> {
         match existing {
             Some(Some(value)) => Ok(StepEnd::Value(value)),
             Some(None) => Ok(StepEnd::Parked),
-            None => match self.append(entries::suspension(self.next_seq(), kind_name, key)).await? {
+            None => match self.append(entries::suspension(self.next_seq()?, kind_name, key)).await? {
                 Ok(_) => Ok(StepEnd::Parked),
                 Err(e) => Ok(self.body_failure(&e)),
             },
@@ -339,7 +345,7 @@ impl<'e, E: Env> Segment<'e, E> {
     async fn drain(&self) -> EngineResult<()> {
         let pending = std::mem::take(&mut *self.stragglers.borrow_mut());
         for mut entry in pending {
-            entry.seq = self.next_seq();
+            entry.seq = self.next_seq()?;
             let _ = self.append(entry).await?;
         }
         Ok(())
@@ -366,7 +372,7 @@ impl<'e, E: Env> Segment<'e, E> {
             (needed, last.is_some_and(|s| s.run_status == status))
         };
         if needed {
-            let settle = entries::run_settle(self.next_seq(), status, segment);
+            let settle = entries::run_settle(self.next_seq()?, status, segment);
             match self.append(settle).await? {
                 Ok(_) => recorded = true,
                 Err(cause) if cause.is_lease_held() && !self.has(EngineDefect::SupersededGreen) => {

@@ -104,7 +104,8 @@ pub async fn generations(defects: EngineDefects) -> Result<Generations, String> 
     // Generation 1 parks; a late no-op resolution (a bogus target) lands; the worker replays it.
     setup("generation 1 parks", parked(&host.run(&run, &wait_workflow(), genesis("g1")).await))?;
     let journal = host_store.load(&run).map_err(|e| e.to_string())?;
-    let late = entries::resolution(entries::next_seq(&journal), Seq(999), json!(null));
+    let late =
+        entries::resolution(entries::next_seq(&run, &journal).map_err(|e| e.to_string())?, Seq(999), json!(null));
     setup("a late resolution lands", host_store.append(&run, &late, None).is_ok())?;
     let first = worker.sweep().await.map_err(|e| e.to_string())?;
     // Generation 2 of the same id parks, is resolved, and has the same length.

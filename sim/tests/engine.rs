@@ -308,7 +308,7 @@ fn prune_keeps_a_checkpoint_named_exactly_elsewhere_and_only_then() {
         let wf = Workflow::new("many", steps.collect()).unwrap();
         a.engine.run(&run, &wf, RunOptions::default()).await.expect("settles");
         // One later entry names r/ckpt/3 exactly (a donor ref), another only a longer ref's prefix.
-        let tail = entries::next_seq(&store.load(&run).unwrap());
+        let tail = entries::next_seq(&run, &store.load(&run).unwrap()).unwrap();
         store
             .append(&run, &entries::resolution(tail, Seq(0), json!({"donor": "r/ckpt/3", "note": "r/ckpt/5x"})), None)
             .unwrap();

@@ -287,3 +287,154 @@ fn a_crash_between_the_settle_and_the_meta_write_is_repaired_by_the_audit() {
     assert_exit(&again, 0);
     assert!(stderr(&again).contains("every run is consistent"), "{}", stderr(&again));
 }
+
+/// Every file in the database's folder, with its bytes: what "nothing changed" compares. SQLite
+/// gives any reader of a WAL database (read-only ones too) its shared-memory index `-shm` and an
+/// empty `-wal`; those are SQLite's coordination files, not data, and are left out, but a `-wal`
+/// holding a byte is not.
+fn folder_bytes(db: &Db) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(db.path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+        .filter(|(name, bytes)| !(name.ends_with("-shm") || (name.ends_with("-wal") && bytes.is_empty())))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Run raw SQL on the database, bypassing every fence: how a fixture is damaged.
+fn raw(db: &Db, sql: &str) {
+    let conn = rusqlite::Connection::open(&db.path).unwrap();
+    conn.execute_batch(sql).unwrap();
+}
+
+fn entry_count(db: &Db) -> i64 {
+    let conn = rusqlite::Connection::open_with_flags(&db.path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    conn.query_row("SELECT count(*) FROM entries", [], |r| r.get(0)).unwrap()
+}
+
+/// The fixtures an operator might point the tools at: healthy, divergent, foreign and damaged.
+fn fixtures() -> Vec<(&'static str, Db)> {
+    let healthy = Db::new();
+    healthy.seed(&RunMeta::new("a", RunStatus::Running).with_segments(1), &dispatched());
+    let behind = Db::new();
+    seed_meta_behind(&behind, "behind");
+    let foreign = Db::new();
+    raw(&foreign, "PRAGMA application_id = 42; CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('mine');");
+    let blank = Db::new();
+    raw(&blank, "PRAGMA user_version = 0;");
+    let trigger = Db::new();
+    seed_meta_behind(&trigger, "t");
+    raw(&trigger, "CREATE TRIGGER wipe AFTER UPDATE ON meta BEGIN DELETE FROM entries; END;");
+    let view = Db::new();
+    seed_meta_behind(&view, "v");
+    raw(&view, "CREATE VIEW everything AS SELECT * FROM entries;");
+    let duplicate = Db::new();
+    seed_meta_behind(&duplicate, "d");
+    raw(
+        &duplicate,
+        "INSERT INTO entries (run_id, seq, payload) SELECT run_id, seq, payload FROM entries WHERE seq = 2;",
+    );
+    let gap = Db::new();
+    seed_meta_behind(&gap, "g");
+    raw(&gap, "DELETE FROM entries WHERE seq = 2;");
+    let mismatch = Db::new();
+    seed_meta_behind(&mismatch, "m");
+    raw(&mismatch, "UPDATE entries SET seq = 7 WHERE seq = 3;");
+    let orphan = Db::new();
+    seed_meta_behind(&orphan, "o");
+    raw(&orphan, "DELETE FROM meta;");
+    let dropped = Db::new();
+    seed_meta_behind(&dropped, "x");
+    raw(&dropped, "DROP TABLE blobs;");
+    vec![
+        ("healthy", healthy),
+        ("meta-behind", behind),
+        ("foreign", foreign),
+        ("blank", blank),
+        ("trigger", trigger),
+        ("view", view),
+        ("duplicate-seq", duplicate),
+        ("seq-gap", gap),
+        ("payload-seq-mismatch", mismatch),
+        ("entries-without-meta", orphan),
+        ("dropped-table", dropped),
+    ]
+}
+
+#[test]
+fn reading_never_changes_a_byte_of_any_database() {
+    for (name, db) in fixtures() {
+        let before = folder_bytes(&db);
+        for cmd in [&["runs", "audit"][..], &["runs", "audit", "--format", "json"], &["runs", "list"]] {
+            let out = fencesim(cmd, &db.path);
+            assert!(!stderr(&out).contains("panic"), "{name} {cmd:?}: {}", stderr(&out));
+            assert!(folder_bytes(&db) == before, "{name}: {cmd:?} changed the database folder");
+        }
+    }
+}
+
+#[test]
+fn repair_never_loses_a_journal_entry() {
+    for (name, db) in fixtures() {
+        let Ok(conn) = rusqlite::Connection::open(&db.path) else { continue };
+        let before: Option<i64> = conn.query_row("SELECT count(*) FROM entries", [], |r| r.get(0)).ok();
+        drop(conn);
+        let out = fencesim(&["runs", "audit", "--repair"], &db.path);
+        assert!(!stderr(&out).contains("panic"), "{name}: {}", stderr(&out));
+        if let Some(before) = before {
+            assert_eq!(
+                entry_count(&db),
+                before,
+                "{name}: repair changed the journal\n{}{}",
+                stdout(&out),
+                stderr(&out)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_schema_object_fencesim_did_not_create_is_refused_by_name() {
+    for (name, mentions) in
+        [("trigger", "trigger 'wipe'"), ("view", "view 'everything'"), ("foreign", "another application")]
+    {
+        let db = fixtures().into_iter().find(|(n, _)| *n == name).unwrap().1;
+        for cmd in [&["runs", "audit"][..], &["runs", "audit", "--repair"], &["runs", "list"]] {
+            assert_refused(&fencesim(cmd, &db.path), mentions);
+        }
+    }
+}
+
+#[test]
+fn corruption_is_reported_with_the_run_and_never_repaired() {
+    let expected = [
+        ("duplicate-seq", "d corrupt: seq 2 after seq 3: a repeat or a step back"),
+        ("seq-gap", "g corrupt: seq 3 after seq 1: a gap"),
+        ("payload-seq-mismatch", "m corrupt: entry row 3 is stored at seq 7 but its payload says seq 3"),
+        ("entries-without-meta", "o corrupt: journal entries without a meta row"),
+        ("dropped-table", "database corrupt: schema objects missing (dropped?): blobs"),
+    ];
+    for (name, says) in expected {
+        let db = fixtures().into_iter().find(|(n, _)| *n == name).unwrap().1;
+        let out = fencesim(&["runs", "audit"], &db.path);
+        assert_exit(&out, 1);
+        assert!(stdout(&out).contains(says), "{name}: expected {says:?} in {}", stdout(&out));
+        let out = fencesim(&["runs", "audit", "--repair"], &db.path);
+        assert_exit(&out, 1);
+        assert!(stdout(&out).contains("(rows not trusted, not repaired)"), "{name}: {}", stdout(&out));
+    }
+}
+
+#[test]
+fn an_epoch_at_the_integer_limit_is_refused_not_wrapped() {
+    let db = Db::new();
+    seed_meta_behind(&db, "limit");
+    raw(&db, &format!("INSERT INTO epochs (run_id, epoch) VALUES ('limit', {})", i64::MAX));
+    let out = fencesim(&["runs", "audit", "--repair"], &db.path);
+    assert_refused(&out, "overflow");
+    let conn = rusqlite::Connection::open(&db.path).unwrap();
+    let epoch: i64 = conn.query_row("SELECT epoch FROM epochs WHERE run_id = 'limit'", [], |r| r.get(0)).unwrap();
+    assert_eq!(epoch, i64::MAX, "the epoch wrapped");
+}

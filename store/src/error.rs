@@ -126,6 +126,10 @@ pub enum StoreError {
     /// The database could not be opened, read or written (not retryable as such).
     #[error("storage: {op}: {message}")]
     Storage { op: Op, message: String },
+    /// A counter the fencing rests on (an epoch, a seq, a segment count) is at its limit or
+    /// negative: incrementing it would wrap around and break fencing. Nothing was written.
+    #[error("overflow: {op} refused, {what} cannot be incremented run={run}")]
+    Overflow { op: Op, run: RunId, what: String },
 }
 
 impl StoreError {
@@ -158,6 +162,7 @@ impl StoreError {
             StoreError::Busy { .. } => "busy",
             StoreError::Config(_) => "config",
             StoreError::Storage { .. } => "storage",
+            StoreError::Overflow { .. } => "overflow",
         }
     }
 }

@@ -24,7 +24,7 @@ pub use error::{LeaseHeld, LeaseRejection, Op, StoreError, StoreResult};
 pub use fault::{FaultHook, FaultPoint, FaultSite};
 pub use memory::MemoryStore;
 pub use spi::{JournalStore, LeasableStore, Store, TranscriptStore};
-pub use sqlite::{Location, SqliteOptions, SqliteStore};
+pub use sqlite::{IntegrityFinding, Location, SqliteOptions, SqliteStore};
 pub use types::{Epoch, JournalEntry, Lease, RunFilter, RunId, RunMeta, RunStatus, Seq};
 
 /// Wall-clock helpers for callers outside the deterministic core (the CLI's boot probe).

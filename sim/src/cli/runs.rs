@@ -1,17 +1,23 @@
 //! `fencesim runs`: operator tooling over an existing SqliteStore database file. `runs audit`
-//! compares every run's meta with its journal (contracts 4.2-4.5) and, with `--repair`, rewrites
-//! the lagging or stranded metas under a brief lease of its own; it exits 0 iff nothing remains
-//! divergent, so it can gate a cron probe. `runs list` prints the catalog. Neither ever creates a
-//! database: a missing file, or a file that is not a fencesim database, exits 2 untouched.
+//! first scans the file's integrity (`PRAGMA quick_check`, missing schema objects, seqs that
+//! repeat, skip or disagree with their payload, entries without a meta row), then compares every
+//! run's meta with its journal (contracts 4.2-4.5) and, with `--repair`, rewrites the lagging or
+//! stranded metas under a brief lease of its own, never a run whose rows it cannot trust; it exits
+//! 0 iff nothing remains divergent, so it can gate a cron probe. `runs list` prints the catalog.
+//! Without `--repair` the file is opened read-only and its bytes never change; neither command
+//! ever creates a database, and a file that is not exactly a fencesim database (another
+//! application's, or one carrying a trigger, view, table or index fencesim did not create) exits 2
+//! untouched.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use fencesim_engine::audit::{self, RunAudit};
+use fencesim_engine::audit::{self, AuditVerdict, RunAudit};
 use fencesim_store::{
-    Clock, JournalStore, LeasableStore, RunFilter, RunStatus, SqliteOptions, SqliteStore, SystemClock,
+    Clock, JournalStore, LeasableStore, RunFilter, RunId, RunStatus, SqliteOptions, SqliteStore, SystemClock,
 };
 use serde_json::{Value, json};
 
@@ -74,9 +80,18 @@ fn parse_status(name: &str) -> Result<RunStatus, String> {
     })
 }
 
-/// Open an existing database file; never create one. The store's boot refuses (without writing)
-/// anything that is not a fencesim database.
+/// Open an existing database file read-only; never create one. The store refuses anything that is
+/// not a fencesim database, and a read-only connection cannot change a byte of it.
 fn open_existing(db: &Path) -> anyhow::Result<SqliteStore> {
+    open_file(db, SqliteOptions::file(db, Arc::new(SystemClock)).read_only())
+}
+
+/// Open an existing database file for repair: read-write, after the same refusals.
+fn open_for_repair(db: &Path) -> anyhow::Result<SqliteStore> {
+    open_file(db, SqliteOptions::file(db, Arc::new(SystemClock)))
+}
+
+fn open_file(db: &Path, options: SqliteOptions) -> anyhow::Result<SqliteStore> {
     let exists =
         db.try_exists().with_context(|| format!("cannot inspect the database path location={}", db.display()))?;
     anyhow::ensure!(exists, "database file does not exist location={}", db.display());
@@ -84,7 +99,7 @@ fn open_existing(db: &Path) -> anyhow::Result<SqliteStore> {
     let len =
         std::fs::metadata(db).with_context(|| format!("cannot inspect the database location={}", db.display()))?;
     anyhow::ensure!(len.len() > 0, "not a fencesim database: the file is empty location={}", db.display());
-    SqliteStore::open(SqliteOptions::file(db, Arc::new(SystemClock))).context("cannot open the store")
+    SqliteStore::open(options).context("cannot open the store")
 }
 
 /// What `--repair` did with one divergent run.
@@ -114,14 +129,49 @@ impl Repair {
 }
 
 fn run_audit(args: &AuditArgs) -> CmdResult {
-    let store = open_existing(&args.db)?;
-    let audits = audit::audit_runs(&store, false).context("cannot audit the runs")?;
+    let reader = open_existing(&args.db)?;
+    let corrupt = reader.scan_integrity().context("cannot scan the database")?;
+    let damaged = corrupt.iter().any(|f| f.run.is_none());
+    let untrusted: BTreeSet<&RunId> = corrupt.iter().filter_map(|f| f.run.as_ref()).collect();
+    // A damaged file proves nothing about its runs; otherwise every run whose rows can be trusted.
+    let audits: Vec<RunAudit> = if damaged {
+        Vec::new()
+    } else {
+        let mut audits = Vec::new();
+        for run in run_ids(&reader)?.iter().filter(|r| !untrusted.contains(r)) {
+            let a = audit::audit_run(&reader, run).with_context(|| format!("cannot audit the run run={run}"))?;
+            if a.verdict != AuditVerdict::Consistent {
+                audits.push(a);
+            }
+        }
+        audits
+    };
+    drop(reader);
+    let repairing = args.repair && !damaged && !audits.is_empty();
+    let writer = if repairing { Some(open_for_repair(&args.db)?) } else { None };
     let owner = format!("runs-audit-{}", std::process::id());
     let mut out = std::io::stdout().lock();
     let mut rows = Vec::new();
-    let mut remaining = 0usize;
+    let mut remaining = corrupt.len();
+    for finding in &corrupt {
+        let suffix = if args.repair { " (rows not trusted, not repaired)" } else { "" };
+        match args.format {
+            Format::Text => writeln!(out, "{finding}{suffix}")?,
+            Format::Json => rows.push(json!({
+                "run": finding.run.as_ref().map(RunId::as_str),
+                "verdict": "corrupt",
+                "rule": Value::Null,
+                "reason": finding.reason,
+                "repair": args.repair.then_some("not-repaired"),
+                "repaired_to": Value::Null,
+            })),
+        }
+    }
     for a in &audits {
-        let repair = if args.repair { Some(repair_one(&store, a, &owner)?) } else { None };
+        let repair = match &writer {
+            Some(store) => Some(repair_one(store, a, &owner)?),
+            None => None,
+        };
         if !matches!(repair, Some(Repair::Repaired(_))) {
             remaining += 1;
         }
@@ -131,13 +181,22 @@ fn run_audit(args: &AuditArgs) -> CmdResult {
         }
     }
     match args.format {
-        Format::Text if audits.is_empty() => eprintln!("every run is consistent"),
+        Format::Text if audits.is_empty() && corrupt.is_empty() => eprintln!("every run is consistent"),
         Format::Text => {}
         Format::Json => {
             writeln!(out, "{}", json!({ "runs": rows, "remaining": remaining }))?;
         }
     }
     Ok(if remaining == 0 { Verdict::Pass } else { Verdict::Fail })
+}
+
+/// Every run with a meta row, by id, read without decoding a payload (an undecodable one is the
+/// integrity scan's finding, not a reason to stop auditing the others).
+fn run_ids(store: &SqliteStore) -> anyhow::Result<Vec<RunId>> {
+    let conn = store.raw_connection();
+    let mut statement = conn.prepare("SELECT run_id FROM meta ORDER BY run_id").context("cannot list the runs")?;
+    let ids = statement.query_map([], |r| r.get::<_, String>(0)).context("cannot list the runs")?;
+    ids.map(|id| id.map(RunId::new).context("cannot list the runs")).collect()
 }
 
 /// Take a brief lease on the run, reconcile under it, release it (contracts 4.5). The acquire

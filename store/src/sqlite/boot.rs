@@ -38,7 +38,8 @@ pub(super) fn open(options: &SqliteOptions) -> StoreResult<(Connection, u32)> {
     let mut attempts: u64 = 0;
     loop {
         attempts += 1;
-        match boot_once(&options.location) {
+        let attempt = if options.read_only { open_read_only(&options.location) } else { boot_once(&options.location) };
+        match attempt {
             Ok(conn) => {
                 conn.busy_timeout(Duration::from_millis(u64::from(options.busy_timeout_ms)))
                     .map_err(|e| sql_error(Op::Boot, None, e))?;
@@ -153,6 +154,44 @@ fn boot_once(location: &Location) -> Result<Connection, Failure> {
     result.map(|()| conn)
 }
 
+/// Open an existing fencesim database without writing anything: a read-only connection, no WAL
+/// switch, no bootstrap. Only a stamped database with no schema object but fencesim's is
+/// accepted; an empty file, a blank database and a foreign object are refused. A missing object
+/// is damage for the integrity scan to report.
+fn open_read_only(location: &Location) -> Result<Connection, Failure> {
+    let Location::File(path) = location else {
+        return Err(Failure::Refused("a read-only store needs a database file".to_owned()));
+    };
+    let path = literal(path);
+    if std::fs::metadata(&path).map_or(true, |m| m.len() == 0) {
+        return Err(Failure::Refused("not a fencesim database: the file is empty or missing".to_owned()));
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(&path, flags)?;
+    conn.busy_timeout(Duration::ZERO)?;
+    if check_ownership(&conn)? {
+        return Err(Failure::Refused("not a fencesim database: it has no fencesim schema".to_owned()));
+    }
+    check_schema(&conn)?;
+    Ok(conn)
+}
+
+/// The database's schema objects must be fencesim's and nothing else: a trigger, view, table or
+/// index fencesim did not create could fire on (or shadow) the store's writes, so a database
+/// carrying one is refused, naming it.
+fn check_schema(conn: &Connection) -> Result<(), Failure> {
+    let mut statement = conn
+        .prepare("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")?;
+    let objects: Vec<(String, String)> =
+        statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;
+    if let Some((kind, name)) = objects.iter().find(|(_, name)| !schema::OBJECTS.contains(&name.as_str())) {
+        return Err(Failure::Refused(format!(
+            "refusing a database whose schema is not fencesim's: it has a {kind} '{name}' fencesim did not create"
+        )));
+    }
+    Ok(())
+}
+
 /// A path SQLite cannot mistake for a URI: the bundled SQLite reads any name starting with
 /// `file:` as one (`file:x.db?mode=memory` would silently be an in-memory database), so a relative
 /// path is anchored with `./`.
@@ -170,7 +209,10 @@ fn probe(path: &Path) -> Result<(), Failure> {
     }
     let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     conn.busy_timeout(Duration::ZERO)?;
-    check_ownership(&conn).map(drop)
+    if check_ownership(&conn)? {
+        return Ok(());
+    }
+    check_schema(&conn)
 }
 
 /// Whether this database is ours (or empty), judged from its header and catalog in one read, so
@@ -207,6 +249,7 @@ fn bootstrap_schema(conn: &Connection) -> Result<(), Failure> {
             "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
         ))?;
     }
+    check_schema(conn)?;
     let list = schema::OBJECTS.map(|name| format!("'{name}'")).join(", ");
     let present: i64 =
         conn.query_row(&format!("SELECT count(*) FROM sqlite_master WHERE name IN ({list})"), [], |r| r.get(0))?;

@@ -16,6 +16,7 @@
 //! was 12% of a simulated world's time. `hot_statements_are_never_reprepared` guards it.
 
 mod boot;
+mod integrity;
 mod schema;
 
 /// Prepared statements kept per connection: above the store's distinct statements (about 30).
@@ -40,6 +41,7 @@ use crate::spi::{JournalStore, LeasableStore, Store, TranscriptStore};
 use crate::types::{Epoch, JournalEntry, Lease, RunFilter, RunId, RunMeta, Seq};
 
 pub use boot::validate_ttl;
+pub use integrity::IntegrityFinding;
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION, TABLES};
 
 /// The reference's default lease ttl (contracts 7).
@@ -81,6 +83,10 @@ pub struct SqliteOptions {
     pub busy_timeout_ms: u32,
     /// The wall-clock bound of the boot retry.
     pub boot_busy_timeout_ms: u64,
+    /// Open an existing fencesim database of exactly this schema through a read-only connection:
+    /// nothing is created, switched, stamped or recovered, and the file's bytes never change.
+    /// Every write then fails with a storage error. Files only.
+    pub read_only: bool,
     pub defects: Defects,
 }
 
@@ -92,6 +98,7 @@ impl SqliteOptions {
             lease_ttl_ms: i64::from(DEFAULT_LEASE_TTL_MS),
             busy_timeout_ms: 0,
             boot_busy_timeout_ms: BOOT_BUSY_TIMEOUT_MS,
+            read_only: false,
             defects: Defects::NONE,
         }
     }
@@ -111,6 +118,12 @@ impl SqliteOptions {
 
     pub fn busy_timeout_ms(mut self, ms: u32) -> Self {
         self.busy_timeout_ms = ms;
+        self
+    }
+
+    /// See [`SqliteOptions::read_only`].
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
         self
     }
 
@@ -173,6 +186,13 @@ impl SqliteStore {
 
     pub fn location(&self) -> &Location {
         &self.location
+    }
+
+    /// `PRAGMA quick_check` and the row-level checks SQLite cannot make (seqs that repeat, skip or
+    /// disagree with their payload, entries without a meta row, undecodable payloads, epochs that
+    /// are not positive). Reads only. Empty when every row can be trusted.
+    pub fn scan_integrity(&self) -> StoreResult<Vec<IntegrityFinding>> {
+        integrity::scan(&self.conn)
     }
 
     /// The underlying connection, for tools and benchmarks. Writes through it bypass every fence.
@@ -465,7 +485,9 @@ impl LeasableStore for SqliteStore {
                 [run.as_str()],
                 |r| r.get::<_, i64>(0),
             )?;
-            let epoch = high.unwrap_or(0) + 1;
+            let epoch = high.unwrap_or(0).checked_add(1).filter(|e| *e > 0).ok_or_else(|| {
+                StoreError::Overflow { op: Op::Acquire, run: run.clone(), what: format!("epoch {}", high.unwrap_or(0)) }
+            })?;
             self.exec(
                 Op::Acquire,
                 run,

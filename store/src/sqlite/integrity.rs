@@ -1,0 +1,153 @@
+//! The integrity scan an operator tool runs before it trusts a database's rows: SQLite's own
+//! `PRAGMA quick_check`, a schema object missing, then what SQLite cannot know is wrong in
+//! fencesim's tables: a journal
+//! whose seqs repeat, skip or do not start at 1; an entry whose payload disagrees with its row;
+//! entries of a run that has no meta row; an undecodable payload; an epoch or lease that is not
+//! positive. It reads only, so it runs over a read-only store.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use rusqlite::Connection;
+
+use crate::error::{Op, StoreResult};
+use crate::types::{JournalEntry, RunId, RunMeta};
+
+use super::{schema, sql_error};
+
+/// Findings of `quick_check` reported at most (SQLite lists every damaged page).
+const MAX_QUICK_CHECK: usize = 10;
+
+/// One thing wrong with a database's rows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IntegrityFinding {
+    /// The run whose rows cannot be trusted; `None` for damage to the file itself.
+    pub run: Option<RunId>,
+    /// One line: what is wrong, naming seqs and rows.
+    pub reason: String,
+}
+
+impl fmt::Display for IntegrityFinding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.run {
+            Some(run) => write!(f, "{run} corrupt: {}", self.reason),
+            None => write!(f, "database corrupt: {}", self.reason),
+        }
+    }
+}
+
+impl IntegrityFinding {
+    fn run(run: &str, reason: String) -> Self {
+        Self { run: Some(RunId::new(run)), reason }
+    }
+}
+
+/// Scan the database behind `conn`. Findings come file-level first, then by run id; at most one
+/// journal finding per run (the first divergence), so a report stays readable.
+pub(super) fn scan(conn: &Connection) -> StoreResult<Vec<IntegrityFinding>> {
+    let sql = |e| sql_error(Op::Load, None, e);
+    let mut found = Vec::new();
+    let mut statement = conn.prepare("PRAGMA quick_check").map_err(sql)?;
+    let lines: Vec<String> =
+        statement.query_map([], |r| r.get(0)).map_err(sql)?.collect::<Result<_, _>>().map_err(sql)?;
+    if lines != ["ok"] {
+        found.extend(
+            lines
+                .into_iter()
+                .take(MAX_QUICK_CHECK)
+                .map(|line| IntegrityFinding { run: None, reason: format!("quick_check: {line}") }),
+        );
+        // Rows read from a damaged file prove nothing more.
+        return Ok(found);
+    }
+    let missing: Vec<&str> = schema::OBJECTS
+        .into_iter()
+        .filter(|name| {
+            conn.query_row("SELECT count(*) FROM sqlite_master WHERE name = ?1", [name], |r| r.get::<_, i64>(0))
+                .map_or(true, |n| n == 0)
+        })
+        .collect();
+    if !missing.is_empty() {
+        let reason = format!("schema objects missing (dropped?): {}", missing.join(", "));
+        return Ok(vec![IntegrityFinding { run: None, reason }]);
+    }
+    let mut journals: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut statement =
+        conn.prepare("SELECT run_id, seq, payload, id FROM entries ORDER BY run_id, id").map_err(sql)?;
+    let mut rows = statement.query([]).map_err(sql)?;
+    let mut last: Option<(String, i64)> = None;
+    while let Some(row) = rows.next().map_err(sql)? {
+        let (run, seq, payload, id): (String, i64, String, i64) =
+            (row.get(0).map_err(sql)?, row.get(1).map_err(sql)?, row.get(2).map_err(sql)?, row.get(3).map_err(sql)?);
+        let prev = match &last {
+            Some((prev_run, prev)) if *prev_run == run => Some(*prev),
+            _ => None,
+        };
+        last = Some((run.clone(), seq));
+        let slot = journals.entry(run).or_default();
+        if slot.is_some() {
+            continue;
+        }
+        *slot = match (serde_json::from_str::<JournalEntry>(&payload), prev) {
+            (Err(e), _) => Some(format!("entry row {id} has an undecodable payload: {e}")),
+            (Ok(entry), _) if entry.seq.0 != seq => {
+                Some(format!("entry row {id} is stored at seq {seq} but its payload says seq {}", entry.seq))
+            }
+            (Ok(_), None) if seq == 1 => None,
+            (Ok(_), None) => Some(format!("journal starts at seq {seq}, not 1 (entry row {id})")),
+            (Ok(_), Some(prev)) if prev.checked_add(1) == Some(seq) => None,
+            (Ok(_), Some(prev)) if seq <= prev => {
+                Some(format!("seq {seq} after seq {prev}: a repeat or a step back (entry row {id})"))
+            }
+            (Ok(_), Some(prev)) => Some(format!("seq {seq} after seq {prev}: a gap (entry row {id})")),
+        };
+    }
+    drop(rows);
+    let mut per_run: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (run, why) in journals {
+        per_run.entry(run).or_default().extend(why);
+    }
+    let orphans = strings(conn, "SELECT DISTINCT run_id FROM entries WHERE run_id NOT IN (SELECT run_id FROM meta)")?;
+    for run in orphans {
+        per_run.entry(run).or_default().push("journal entries without a meta row".to_owned());
+    }
+    let mut statement = conn.prepare("SELECT run_id, payload FROM meta ORDER BY run_id").map_err(sql)?;
+    let metas: Vec<(String, String)> =
+        statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(sql)?.collect::<Result<_, _>>().map_err(sql)?;
+    for (run, payload) in metas {
+        match serde_json::from_str::<RunMeta>(&payload) {
+            Err(e) => per_run.entry(run).or_default().push(format!("meta has an undecodable payload: {e}")),
+            Ok(meta) if meta.run_id.as_str() != run => {
+                per_run.entry(run).or_default().push(format!("meta row names another run: {}", meta.run_id))
+            }
+            Ok(_) => {}
+        }
+    }
+    for (table, sql_text) in [
+        ("epochs", "SELECT run_id, epoch FROM epochs WHERE epoch < 1 ORDER BY run_id"),
+        ("leases", "SELECT run_id, epoch FROM leases WHERE epoch < 1 ORDER BY run_id"),
+    ] {
+        let mut statement = conn.prepare(sql_text).map_err(sql)?;
+        let bad: Vec<(String, i64)> = statement
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(sql)?
+            .collect::<Result<_, _>>()
+            .map_err(sql)?;
+        for (run, epoch) in bad {
+            per_run.entry(run).or_default().push(format!("{table} holds epoch {epoch}, which is not positive"));
+        }
+    }
+    for (run, reasons) in per_run {
+        if !reasons.is_empty() {
+            found.push(IntegrityFinding::run(&run, reasons.join("; ")));
+        }
+    }
+    Ok(found)
+}
+
+fn strings(conn: &Connection, sql_text: &str) -> StoreResult<Vec<String>> {
+    let sql = |e| sql_error(Op::Load, None, e);
+    let mut statement = conn.prepare(sql_text).map_err(sql)?;
+    let values = statement.query_map([], |r| r.get(0)).map_err(sql)?.collect::<Result<_, _>>().map_err(sql)?;
+    Ok(values)
+}
