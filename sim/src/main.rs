@@ -26,6 +26,14 @@ fn main() -> ExitCode {
         if message.contains("failed printing to stdout") && message.contains("Broken pipe") {
             std::process::exit(141);
         }
+        // stdout that cannot be written (a full disk): one line, exit 2, no panic message.
+        if message.contains("failed printing to std") {
+            eprintln!(
+                "fencesim: error: cannot write the output: {}",
+                message.split_whitespace().collect::<Vec<_>>().join(" ")
+            );
+            std::process::exit(2);
+        }
         let at = info.location().map_or(String::new(), |l| format!(" at {}:{}", l.file(), l.line()));
         eprintln!("fencesim: panic: {}{at}", message.split_whitespace().collect::<Vec<_>>().join(" "));
     }));

@@ -181,3 +181,38 @@ fn a_reader_closing_the_pipe_early_ends_the_run_quietly_with_141() {
     assert_eq!(out.status.code(), Some(141), "stderr: {}", text(&out.stderr));
     assert_eq!(text(&out.stderr), "", "nothing on stderr");
 }
+
+/// A closed pipe ends any command quietly with 141, also one whose writes fail as an error value
+/// rather than a print (`conformance`).
+#[test]
+fn conformance_ends_quietly_with_141_on_a_closed_pipe() {
+    use std::process::Stdio;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["conformance", "--store", "sqlite-memdb"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn fencesim");
+    // The read end closes before the first check finishes.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(141), "stderr: {}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "", "nothing on stderr");
+}
+
+/// Output that cannot be written (a full disk) is a harness error: exit 2, one line, no panic.
+#[test]
+fn a_full_disk_on_stdout_exits_2_with_one_line() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else { return };
+    for args in [&["run", "--scenario", "swarm", "--seed", "1"][..], &["conformance", "--store", "sqlite-memdb"]] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
+            .args(args)
+            .stdout(full.try_clone().unwrap())
+            .output()
+            .expect("run fencesim");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line expected: {err}");
+        assert!(err.contains("No space left on device") && !err.contains("panic"), "{args:?}: {err}");
+    }
+}

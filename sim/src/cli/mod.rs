@@ -101,6 +101,8 @@ pub fn main() -> ExitCode {
     match result {
         Ok(Verdict::Pass) => ExitCode::SUCCESS,
         Ok(Verdict::Fail) => ExitCode::from(1),
+        // A reader that went away (`fencesim runs list | head`): quiet, with SIGPIPE's status.
+        Err(e) if is_broken_pipe(&e) => ExitCode::from(141),
         Err(e) => {
             eprintln!("fencesim: error: {}", one_line(&format!("{e:#}")));
             ExitCode::from(2)
@@ -121,6 +123,13 @@ fn usage_error(e: &clap::Error) -> ExitCode {
     let message = one_line(message.strip_prefix("error: ").unwrap_or(message));
     eprintln!("fencesim: error: {message} (see fencesim --help)");
     ExitCode::from(2)
+}
+
+/// Whether the error is, at any depth, a write to a closed pipe.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn one_line(text: &str) -> String {
