@@ -11,6 +11,7 @@ pub mod catalogue;
 pub mod env;
 pub mod history;
 pub mod killpoints;
+pub mod killpoints_real;
 pub mod mutants;
 pub mod oracle;
 pub mod probes;

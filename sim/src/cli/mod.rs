@@ -3,6 +3,7 @@
 mod boot;
 mod conformance;
 mod killpoints;
+mod killpoints_real;
 mod mutants;
 mod par;
 mod replay;
@@ -64,6 +65,12 @@ enum Command {
     /// Exit 0 when every entry passes deterministically, 1 when any fails or is
     /// nondeterministic, 2 on bad input (a malformed corpus line is named by FILE:LINE).
     Replay(replay::Args),
+    /// One real kill point's child process (started by `killpoints --real`).
+    #[command(hide = true)]
+    KillpointChild(killpoints_real::ChildArgs),
+    /// One real kill point's resume process (started by `killpoints --real`).
+    #[command(hide = true)]
+    KillpointResume(killpoints_real::ResumeArgs),
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -97,6 +104,8 @@ pub fn main() -> ExitCode {
         Command::Sweep(args) => sweep::run(&args),
         Command::Mutants(args) => mutants::run(&args),
         Command::Replay(args) => replay::run(&args),
+        Command::KillpointChild(args) => killpoints_real::child(&args),
+        Command::KillpointResume(args) => killpoints_real::resume(&args),
     };
     match result {
         Ok(Verdict::Pass) => ExitCode::SUCCESS,
