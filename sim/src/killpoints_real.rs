@@ -83,7 +83,7 @@ pub enum RealError {
     Harness(String),
 }
 
-fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RealError {
+pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RealError {
     let what = what.into();
     move |source| RealError::Io { what, source }
 }
@@ -170,7 +170,7 @@ pub fn parse_workflow(name: &str) -> Result<Workflow, String> {
     }
 }
 
-fn defect_args(engine: EngineDefects, store: Defects) -> Vec<OsString> {
+pub(crate) fn defect_args(engine: EngineDefects, store: Defects) -> Vec<OsString> {
     let names = EngineDefect::ALL
         .into_iter()
         .filter(|d| engine.has(*d))
@@ -240,11 +240,11 @@ pub fn guard_parent() -> Result<(), RealError> {
         .map_err(|source| RealError::Signal { what: "cannot unblock signals", source })
 }
 
-fn tokio_runtime() -> Result<tokio::runtime::Runtime, RealError> {
+pub(crate) fn tokio_runtime() -> Result<tokio::runtime::Runtime, RealError> {
     tokio::runtime::Builder::new_current_thread().enable_time().build().map_err(io("start a tokio runtime"))
 }
 
-fn open_store(db: &Path, ttl_ms: u32, defects: Defects) -> Result<Rc<SqliteStore>, RealError> {
+pub(crate) fn open_store(db: &Path, ttl_ms: u32, defects: Defects) -> Result<Rc<SqliteStore>, RealError> {
     let opts = SqliteOptions::file(db, Arc::new(SystemClock)).lease_ttl_ms(i64::from(ttl_ms)).defects(defects);
     Ok(Rc::new(SqliteStore::open(opts)?))
 }
@@ -374,14 +374,14 @@ pub fn read_effects(path: &Path) -> Result<(Ledger, Option<(u32, String)>), Real
 /// Blocks the deferred signals for as long as it lives and reads them from a signalfd. On drop
 /// it restores the old mask and raises again a signal it caught, so the signal takes its
 /// default course after every folder is gone.
-struct Deferral {
+pub(crate) struct Deferral {
     old: SigSet,
     fd: SignalFd,
     caught: std::cell::Cell<Option<Signal>>,
 }
 
 impl Deferral {
-    fn start() -> Result<Self, RealError> {
+    pub(crate) fn start() -> Result<Self, RealError> {
         let mut set = SigSet::empty();
         DEFERRED.into_iter().for_each(|s| set.add(s));
         let mut old = SigSet::empty();
@@ -398,7 +398,7 @@ impl Deferral {
     }
 
     /// A deferred signal that arrived, if any (remembered, to be raised again on drop).
-    fn pending(&self) -> Option<Signal> {
+    pub(crate) fn pending(&self) -> Option<Signal> {
         if self.caught.get().is_none() {
             let info = self.fd.read_signal().ok().flatten()?;
             let signal = i32::try_from(info.ssi_signo).ok().and_then(|n| Signal::try_from(n).ok())?;
@@ -418,7 +418,7 @@ impl Drop for Deferral {
 }
 
 /// A started process that is killed and reaped if dropped before it ended.
-struct Reaped(Child);
+pub(crate) struct Reaped(pub(crate) Child);
 
 impl Drop for Reaped {
     fn drop(&mut self) {
@@ -427,6 +427,22 @@ impl Drop for Reaped {
             let _ = self.0.wait();
         }
     }
+}
+
+/// Start `argv` as this binary, stdout and stderr to `<name>.out` and `<name>.err` in `dir`, with
+/// this process's pid in [`PARENT_PID_ENV`].
+pub(crate) fn spawn(exe: &Path, argv: &[OsString], dir: &Path, name: &str) -> Result<Reaped, RealError> {
+    let stdout = File::create(dir.join(format!("{name}.out"))).map_err(io(format!("create {name}.out")))?;
+    let stderr = File::create(dir.join(format!("{name}.err"))).map_err(io(format!("create {name}.err")))?;
+    let child = Command::new(exe)
+        .args(argv)
+        .env(PARENT_PID_ENV, nix::unistd::getpid().as_raw().to_string())
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .spawn()
+        .map_err(io(format!("start the {name} process")))?;
+    Ok(Reaped(child))
 }
 
 /// Start `argv` as this binary in `dir` (stdout and stderr to files there) and wait for it, up
@@ -438,17 +454,7 @@ fn run_process(
     dir: &Path,
     name: &str,
 ) -> Result<Option<ExitStatus>, RealError> {
-    let stdout = File::create(dir.join(format!("{name}.out"))).map_err(io(format!("create {name}.out")))?;
-    let stderr = File::create(dir.join(format!("{name}.err"))).map_err(io(format!("create {name}.err")))?;
-    let child = Command::new(exe)
-        .args(argv)
-        .env(PARENT_PID_ENV, nix::unistd::getpid().as_raw().to_string())
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(stderr)
-        .spawn()
-        .map_err(io(format!("start the {name} process")))?;
-    let mut child = Reaped(child);
+    let mut child = spawn(exe, argv, dir, name)?;
     let start = Instant::now();
     loop {
         if let Some(signal) = signals.pending() {

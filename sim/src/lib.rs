@@ -18,5 +18,6 @@ pub mod probes;
 pub mod report;
 pub mod rng;
 pub mod scenario;
+pub mod soak_engine;
 pub mod stores;
 pub mod world;

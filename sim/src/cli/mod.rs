@@ -9,6 +9,7 @@ mod par;
 mod replay;
 mod run;
 mod runs;
+mod soak_engine;
 mod sweep;
 
 use std::process::ExitCode;
@@ -71,6 +72,12 @@ enum Command {
     /// One real kill point's resume process (started by `killpoints --real`).
     #[command(hide = true)]
     KillpointResume(killpoints_real::ResumeArgs),
+    /// One queue worker of the engine-level soak (started by `fencesim::soak_engine`).
+    #[command(hide = true)]
+    SoakEngineWorker(soak_engine::WorkerArgs),
+    /// The client of the engine-level soak (started by `fencesim::soak_engine`).
+    #[command(hide = true)]
+    SoakEngineClient(soak_engine::ClientArgs),
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -106,6 +113,8 @@ pub fn main() -> ExitCode {
         Command::Replay(args) => replay::run(&args),
         Command::KillpointChild(args) => killpoints_real::child(&args),
         Command::KillpointResume(args) => killpoints_real::resume(&args),
+        Command::SoakEngineWorker(args) => soak_engine::worker(&args),
+        Command::SoakEngineClient(args) => soak_engine::client(&args),
     };
     match result {
         Ok(Verdict::Pass) => ExitCode::SUCCESS,
