@@ -8,17 +8,18 @@
 //! its exact counts), and every durable write of the `happy` and `limit` workflows by index.
 //! Each point runs in its own madsim runtime, so a point's result is deterministic.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use fencesim_engine::audit::{self, AuditVerdict};
 use fencesim_engine::entries::{self, kind, status};
 use fencesim_engine::{
-    Engine, EngineDefects, EngineError, EngineOptions, Fault, Ledger, Paid, Phase, RunOptions, Site, Workflow, Write,
+    Engine, EngineDefects, EngineError, EngineOptions, Env, Fault, Ledger, Paid, Phase, Point, RunOptions, Site,
+    Workflow, Write,
 };
 use fencesim_store::{Defects, JournalEntry, RunId, RunStatus, Store};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::env::{SimClock, SimEnv};
@@ -47,6 +48,9 @@ pub enum Matcher {
 }
 
 impl Matcher {
+    pub const ALL: [Matcher; 5] =
+        [Matcher::Running, Matcher::OkTerminal, Matcher::LimitTerminal, Matcher::Settle, Matcher::Meta];
+
     pub fn name(self) -> &'static str {
         match self {
             Matcher::Running => "running",
@@ -191,7 +195,7 @@ fn open(db: &Db, ttl_ms: u32, config: &Config) -> Result<(Rc<dyn Store>, SimEnv)
     Ok((Rc::new(store), SimEnv::new(clock)))
 }
 
-fn engine(store: Rc<dyn Store>, env: SimEnv, ledger: Ledger, owner: &str, config: &Config) -> Engine<SimEnv> {
+fn engine<E: Env>(store: Rc<dyn Store>, env: E, ledger: Ledger, owner: &str, config: &Config) -> Engine<E> {
     let opts = EngineOptions { owner: owner.into(), defects: config.engine_defects, ..EngineOptions::default() };
     // The options are the defaults with a valid owner; construction cannot fail on them.
     Engine::new(store, env, ledger, opts).unwrap_or_else(|e| panic!("kill-point engine options are valid: {e}"))
@@ -202,7 +206,7 @@ fn clean_writes(workflow: &Workflow, config: &Config) -> Result<Vec<String>, Str
     clean_run(workflow, config).map(|(writes, _)| writes)
 }
 
-fn clean_run(workflow: &Workflow, config: &Config) -> Result<(Vec<String>, Paid), String> {
+pub(crate) fn clean_run(workflow: &Workflow, config: &Config) -> Result<(Vec<String>, Paid), String> {
     let db = Db::new(config.db).map_err(|e| e.to_string())?;
     runtime().block_on(async {
         let (store, env) = open(&db, CHILD_TTL_MS, config)?;
@@ -250,35 +254,10 @@ pub fn run_point(point: &KillPoint, config: &Config, clean: Paid) -> Result<Poin
         let mut violations = Vec::new();
         // The child: crash at the target write.
         let (child_store, child_env) = open(&db, CHILD_TTL_MS, config)?;
-        let killed: Rc<RefCell<Option<(u32, String)>>> = Rc::default();
-        let matched = Rc::new(Cell::new(0u32));
+        let trigger = Rc::new(RefCell::new(Trigger::new(point.target, point.phase)));
         {
-            let (killed, matched, target, crash_phase) = (killed.clone(), matched.clone(), point.target, point.phase);
-            child_env.on_fault(move |p| {
-                let Site::Write { index, phase, write } = p.site else { return Fault::Continue };
-                if killed.borrow().is_some() {
-                    return if phase == Phase::After && crash_phase == Phase::After {
-                        Fault::Crash
-                    } else {
-                        Fault::Continue
-                    };
-                }
-                let hit = phase == Phase::Before
-                    && match target {
-                        Target::Index(i) => i == index,
-                        Target::Matched { matcher, occurrence } => {
-                            matcher.matches(&write) && {
-                                matched.set(matched.get() + 1);
-                                matched.get() == occurrence
-                            }
-                        }
-                    };
-                if !hit {
-                    return Fault::Continue;
-                }
-                *killed.borrow_mut() = Some((index, write.to_string()));
-                if crash_phase == Phase::Before { Fault::Crash } else { Fault::Continue }
-            });
+            let trigger = trigger.clone();
+            child_env.on_fault(move |p| trigger.borrow_mut().decide(p));
         }
         let child_ledger = Ledger::new();
         // The referee's connection opens first, so a memdb outlives the child's.
@@ -290,83 +269,168 @@ pub fn run_point(point: &KillPoint, config: &Config, clean: Paid) -> Result<Poin
             Err(e) => violations.push(format!("the child failed before its kill point: {e}")),
         }
         drop(child);
-        let (index, write) = killed.take().unzip();
-
-        // The residue: meta is never ahead of the journal (contracts 3.6 ordering invariant).
-        let residue = audit::audit_run(referee_store.as_ref(), &run).map_err(|e| e.to_string())?;
-        if let Some(ahead) = residue.meta_ahead() {
-            violations.push(format!("after the crash: {ahead}"));
-        }
-        let before = referee_store.load(&run).map_err(|e| e.to_string())?;
-        let unstamped_limit = before.iter().any(|e| e.kind == kind::AGENT && entries::is_unstamped(&before, e));
-
-        // The referee: resume, retrying while the dead child's lease lingers.
-        let referee_ledger = Ledger::new();
-        let referee = engine(referee_store.clone(), referee_env, referee_ledger.clone(), "kp-referee", config);
+        let (index, write) = trigger.borrow_mut().killed.take().unzip();
         let retry_ms = u64::from(CHILD_TTL_MS.div_ceil(3).max(50));
-        let mut waited = 0;
-        let outcome = loop {
-            match referee.resume(&run, &point.workflow, RunOptions::default()).await {
-                Err(e) if e.is_lease_held() && waited < RESUME_DEADLINE_MS => {
-                    madsim::time::sleep(std::time::Duration::from_millis(retry_ms)).await;
-                    waited += retry_ms;
-                }
-                other => break other,
-            }
-        };
-        match &outcome {
-            Ok(o) if o.status != RunStatus::Ok => violations.push(format!("resume settled {}, not ok", o.status)),
-            Ok(o) if o.value != clean_value(&point.workflow) => {
-                violations.push(format!("resume recovered {} instead of {}", o.value, clean_value(&point.workflow)));
-            }
-            Ok(_) => {}
-            Err(e) => violations.push(format!("resume failed: {e}")),
-        }
-
-        let journal = referee_store.load(&run).map_err(|e| e.to_string())?;
-        check_journal(&journal, &mut violations);
-        let meta = referee_store.get_meta(&run).map_err(|e| e.to_string())?;
-        if meta.as_ref().map(|m| m.status) != Some(RunStatus::Ok) {
-            violations
-                .push(format!("meta status is {}, not ok", meta.map_or("missing".into(), |m| m.status.to_string())));
-        }
-        let after = audit::audit_run(referee_store.as_ref(), &run).map_err(|e| e.to_string())?;
-        if after.verdict != AuditVerdict::Consistent {
-            violations.push(format!("audit after resume: {after}"));
-        }
-
+        let referee = referee(referee_store, referee_env, &run, &point.workflow, config, retry_ms).await?;
         let child_paid = child_ledger.run_total(&run);
-        let resume_paid = referee_ledger.run_total(&run);
-        let total = Paid { calls: child_paid.calls + resume_paid.calls, tools: child_paid.tools + resume_paid.tools };
-        let repays = total.calls.saturating_sub(clean.calls);
-        violations.extend(repay_violations(total, clean, unstamped_limit));
-        let limit_terminals = journal
-            .iter()
-            .filter(|e| e.kind == kind::AGENT && e.status == status::LIMIT && e.ref_seq.is_some())
-            .count();
-        if let Some(expected) = point.expected {
-            let observed = Expected {
-                child: (child_paid.calls, child_paid.tools),
-                resume: (resume_paid.calls, resume_paid.tools),
-                limit_terminals,
-            };
-            if observed != expected {
-                violations.push(format!("counts {observed:?} differ from the documented {expected:?}"));
-            }
-        }
-        Ok(PointReport {
-            id: point.id.clone(),
-            workflow: point.workflow.name.clone(),
-            index,
-            write: write.unwrap_or_else(|| "(not reached)".into()),
-            phase: point.phase.as_str(),
-            child: (child_paid.calls, child_paid.tools),
-            resume: (resume_paid.calls, resume_paid.tools),
-            repays,
-            limit_terminals,
-            violations,
-        })
+        Ok(judge(point, clean, Crashed { index, write, paid: child_paid, violations }, referee))
     })
+}
+
+/// Decides, write by write, whether the child dies here: at the `Before` point of the target
+/// write, or at the `After` point that follows it. Shared by the simulated and the real child.
+#[derive(Clone, Debug)]
+pub struct Trigger {
+    target: Target,
+    phase: Phase,
+    matched: u32,
+    /// The target write, once reached: its index and what it was.
+    pub killed: Option<(u32, String)>,
+}
+
+impl Trigger {
+    pub fn new(target: Target, phase: Phase) -> Self {
+        Self { target, phase, matched: 0, killed: None }
+    }
+
+    /// `Crash` where the child must die; records the target write when it is reached.
+    pub fn decide(&mut self, point: &Point<'_>) -> Fault {
+        let Site::Write { index, phase, write } = point.site else { return Fault::Continue };
+        if self.killed.is_some() {
+            return if phase == Phase::After && self.phase == Phase::After { Fault::Crash } else { Fault::Continue };
+        }
+        let hit = phase == Phase::Before
+            && match self.target {
+                Target::Index(i) => i == index,
+                Target::Matched { matcher, occurrence } => {
+                    matcher.matches(&write) && {
+                        self.matched += 1;
+                        self.matched == occurrence
+                    }
+                }
+            };
+        if !hit {
+            return Fault::Continue;
+        }
+        self.killed = Some((index, write.to_string()));
+        if self.phase == Phase::Before { Fault::Crash } else { Fault::Continue }
+    }
+}
+
+/// What the crashed child left behind: the write it died at, what it paid, and anything wrong
+/// with how it died (it finished, or failed before its point).
+#[derive(Clone, Debug, Default)]
+pub struct Crashed {
+    pub index: Option<u32>,
+    pub write: Option<String>,
+    pub paid: Paid,
+    pub violations: Vec<String>,
+}
+
+/// What the referee saw: the crash residue, its resume and the store after it. Shared by the
+/// simulated suite and the real one (`killpoints_real.rs`), which runs it in a second process and
+/// ships it back as JSON.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefereeReport {
+    /// Calls and tools the resume paid.
+    pub resume: (u32, u32),
+    /// The residue had an unstamped `limit` terminal (documented to rerun whole).
+    pub unstamped_limit: bool,
+    /// `limit` terminals in the journal after the resume.
+    pub limit_terminals: usize,
+    pub violations: Vec<String>,
+}
+
+/// The referee: check the crash residue (meta never ahead of the journal), resume the run over
+/// `store` (retrying every `retry_ms` while the dead child's lease lingers, up to
+/// [`RESUME_DEADLINE_MS`] of `env` time), then check the outcome, the journal, the meta and the
+/// audit. Works on any `Env`: madsim's virtual time or the real clock.
+pub async fn referee<E: Env + Clone>(
+    store: Rc<dyn Store>,
+    env: E,
+    run: &RunId,
+    workflow: &Workflow,
+    config: &Config,
+    retry_ms: u64,
+) -> Result<RefereeReport, String> {
+    let mut violations = Vec::new();
+    // The residue: meta is never ahead of the journal (contracts 3.6 ordering invariant).
+    let residue = audit::audit_run(store.as_ref(), run).map_err(|e| e.to_string())?;
+    if let Some(ahead) = residue.meta_ahead() {
+        violations.push(format!("after the crash: {ahead}"));
+    }
+    let before = store.load(run).map_err(|e| e.to_string())?;
+    let unstamped_limit = before.iter().any(|e| e.kind == kind::AGENT && entries::is_unstamped(&before, e));
+
+    // Resume, retrying while the dead child's lease lingers.
+    let ledger = Ledger::new();
+    let referee = engine(store.clone(), env.clone(), ledger.clone(), "kp-referee", config);
+    let mut waited = 0;
+    let outcome = loop {
+        match referee.resume(run, workflow, RunOptions::default()).await {
+            Err(e) if e.is_lease_held() && waited < RESUME_DEADLINE_MS => {
+                env.sleep(retry_ms).await;
+                waited += retry_ms;
+            }
+            other => break other,
+        }
+    };
+    match &outcome {
+        Ok(o) if o.status != RunStatus::Ok => violations.push(format!("resume settled {}, not ok", o.status)),
+        Ok(o) if o.value != clean_value(workflow) => {
+            violations.push(format!("resume recovered {} instead of {}", o.value, clean_value(workflow)));
+        }
+        Ok(_) => {}
+        Err(e) => violations.push(format!("resume failed: {e}")),
+    }
+
+    let journal = store.load(run).map_err(|e| e.to_string())?;
+    check_journal(&journal, &mut violations);
+    let meta = store.get_meta(run).map_err(|e| e.to_string())?;
+    if meta.as_ref().map(|m| m.status) != Some(RunStatus::Ok) {
+        violations.push(format!("meta status is {}, not ok", meta.map_or("missing".into(), |m| m.status.to_string())));
+    }
+    let after = audit::audit_run(store.as_ref(), run).map_err(|e| e.to_string())?;
+    if after.verdict != AuditVerdict::Consistent {
+        violations.push(format!("audit after resume: {after}"));
+    }
+    let limit_terminals =
+        journal.iter().filter(|e| e.kind == kind::AGENT && e.status == status::LIMIT && e.ref_seq.is_some()).count();
+    let paid = ledger.run_total(run);
+    Ok(RefereeReport { resume: (paid.calls, paid.tools), unstamped_limit, limit_terminals, violations })
+}
+
+/// Judge one point from what the child and the referee saw: the re-pay bound against a clean
+/// run's bill, and a table row's documented counts.
+pub fn judge(point: &KillPoint, clean: Paid, child: Crashed, referee: RefereeReport) -> PointReport {
+    let mut violations = child.violations;
+    violations.extend(referee.violations);
+    let resume_paid = Paid { calls: referee.resume.0, tools: referee.resume.1 };
+    let total = Paid { calls: child.paid.calls + resume_paid.calls, tools: child.paid.tools + resume_paid.tools };
+    let repays = total.calls.saturating_sub(clean.calls);
+    violations.extend(repay_violations(total, clean, referee.unstamped_limit));
+    if let Some(expected) = point.expected {
+        let observed = Expected {
+            child: (child.paid.calls, child.paid.tools),
+            resume: referee.resume,
+            limit_terminals: referee.limit_terminals,
+        };
+        if observed != expected {
+            violations.push(format!("counts {observed:?} differ from the documented {expected:?}"));
+        }
+    }
+    PointReport {
+        id: point.id.clone(),
+        workflow: point.workflow.name.clone(),
+        index: child.index,
+        write: child.write.unwrap_or_else(|| "(not reached)".into()),
+        phase: point.phase.as_str(),
+        child: (child.paid.calls, child.paid.tools),
+        resume: referee.resume,
+        repays,
+        limit_terminals: referee.limit_terminals,
+        violations,
+    }
 }
 
 /// The re-pay bound: one crash re-pays at most the call and the tool in flight at it (a tool's

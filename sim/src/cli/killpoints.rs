@@ -1,9 +1,10 @@
 //! `fencesim killpoints`: the kill-point suite (contracts 5.13). Prints one row per point (what
 //! the crashed write was, the phase, what the child and the resume paid, re-pays, verdict) and
-//! exits 1 when any point fails.
+//! exits 1 when any point fails. `--real` runs the same points with real processes.
 
 use fencesim::catalogue::Defect;
 use fencesim::killpoints::{self, Config, KillPoint, PointReport};
+use fencesim::killpoints_real;
 use fencesim::stores::DbKind;
 use fencesim_engine::Workflow;
 use serde_json::json;
@@ -23,6 +24,10 @@ pub struct Args {
     defects: Vec<Defect>,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
+    /// Run every point with real OS processes on a WAL file: a child that SIGKILLs itself at the
+    /// point, then a resume in a second process (`--db` does not apply).
+    #[arg(long, conflicts_with = "db")]
+    real: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,11 +59,20 @@ pub fn run(args: &Args) -> CmdResult {
     for workflow in &workflows {
         points.extend(killpoints::enumerate(workflow, &config).map_err(anyhow::Error::msg)?);
     }
-    let reports: Vec<PointReport> = killpoints::run_points(&points, &config).map_err(anyhow::Error::msg)?;
+    let reports: Vec<PointReport> = if args.real {
+        killpoints_real::run_points_real(&points, &config)?
+    } else {
+        killpoints::run_points(&points, &config).map_err(anyhow::Error::msg)?
+    };
     let failed = reports.iter().filter(|r| !r.passed()).count();
     let repro = repro_command(args);
     match args.format {
         Format::Text => {
+            if args.real {
+                println!(
+                    "real processes: each child SIGKILLed itself at its point on a WAL file, resumed in a second process"
+                );
+            }
             println!(
                 "{:<30} {:>5} {:<6} {:<44} {:>7} {:>7} {:>6}  verdict",
                 "point", "write", "phase", "what", "child", "resume", "repays"
@@ -87,7 +101,9 @@ pub fn run(args: &Args) -> CmdResult {
             }
         }
         Format::Json => {
-            let doc = json!({ "points": reports, "failed": failed, "repro": (failed > 0).then_some(repro) });
+            let doc = json!({
+                "points": reports, "failed": failed, "real": args.real, "repro": (failed > 0).then_some(repro)
+            });
             println!("{doc}");
         }
     }
@@ -100,7 +116,11 @@ fn repro_command(args: &Args) -> String {
         WorkflowChoice::Limit => "limit",
         WorkflowChoice::All => "all",
     };
-    let mut command = format!("fencesim killpoints --workflow {workflow} --db {}", args.db.as_str());
+    let mut command = if args.real {
+        format!("fencesim killpoints --real --workflow {workflow}")
+    } else {
+        format!("fencesim killpoints --workflow {workflow} --db {}", args.db.as_str())
+    };
     for d in &args.defects {
         command.push_str(&format!(" --defect {d}"));
     }

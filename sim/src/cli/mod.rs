@@ -3,11 +3,13 @@
 mod boot;
 mod conformance;
 mod killpoints;
+mod killpoints_real;
 mod mutants;
 mod par;
 mod replay;
 mod run;
 mod runs;
+mod soak_engine;
 mod sweep;
 
 use std::process::ExitCode;
@@ -64,6 +66,18 @@ enum Command {
     /// Exit 0 when every entry passes deterministically, 1 when any fails or is
     /// nondeterministic, 2 on bad input (a malformed corpus line is named by FILE:LINE).
     Replay(replay::Args),
+    /// One real kill point's child process (started by `killpoints --real`).
+    #[command(hide = true)]
+    KillpointChild(killpoints_real::ChildArgs),
+    /// One real kill point's resume process (started by `killpoints --real`).
+    #[command(hide = true)]
+    KillpointResume(killpoints_real::ResumeArgs),
+    /// One queue worker of the engine-level soak (started by `fencesim::soak_engine`).
+    #[command(hide = true)]
+    SoakEngineWorker(soak_engine::WorkerArgs),
+    /// The client of the engine-level soak (started by `fencesim::soak_engine`).
+    #[command(hide = true)]
+    SoakEngineClient(soak_engine::ClientArgs),
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -97,6 +111,10 @@ pub fn main() -> ExitCode {
         Command::Sweep(args) => sweep::run(&args),
         Command::Mutants(args) => mutants::run(&args),
         Command::Replay(args) => replay::run(&args),
+        Command::KillpointChild(args) => killpoints_real::child(&args),
+        Command::KillpointResume(args) => killpoints_real::resume(&args),
+        Command::SoakEngineWorker(args) => soak_engine::worker(&args),
+        Command::SoakEngineClient(args) => soak_engine::client(&args),
     };
     match result {
         Ok(Verdict::Pass) => ExitCode::SUCCESS,

@@ -1,0 +1,605 @@
+//! Real kill points (`fencesim killpoints --real`, contracts 5.13 with real processes): for each
+//! point, a fresh WAL SQLite file in its own temporary folder; a child OS process (this binary
+//! re-executed, hidden subcommand `killpoint-child`) runs the workflow with the real engine
+//! (system clock, tokio) and `SIGKILL`s itself at exactly the target write, before or after it;
+//! then a second process (`killpoint-resume`) audits the residue and resumes the run from the
+//! file, and the parent judges both with the same checks and documented counts as the simulated
+//! suite (`killpoints.rs`: [`Trigger`], [`referee`], [`judge`]).
+//!
+//! The child writes its effects ledger to a log in the point's folder before each paid call or
+//! tool goes ahead, one `write(2)` per JSON line, so what the dead child paid survives it (a
+//! `SIGKILL` does not lose what the kernel already has). The dead child's lease lingers until its
+//! short ttl ([`REAL_CHILD_TTL_MS`]) expires: the resume retries until then. Counts do not depend
+//! on the ttl: nothing is paid while the resume waits.
+//!
+//! Hygiene: every child sets `PR_SET_PDEATHSIG` to `SIGKILL` first thing and then checks that its
+//! parent is still the pid the parent passed in [`PARENT_PID_ENV`] (closing the race with a
+//! parent that died before the prctl); the parent kills and reaps a child it stops waiting for;
+//! each point's folder is a [`tempfile::TempDir`], removed on every return, error and panic. While
+//! the suite runs, the parent blocks `SIGINT`, `SIGTERM` and `SIGHUP` and polls for them between
+//! waits: on one it kills the child in flight, removes the folder, restores the mask and lets the
+//! signal take its default course.
+
+#![allow(
+    clippy::disallowed_methods,
+    reason = "real processes run in wall time: the parent polls its children with a deadline"
+)]
+
+use std::cell::RefCell;
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write as _};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fencesim_engine::{
+    EngineDefect, EngineDefects, EngineOptions, Env, Fault, Ledger, Paid, Phase, Point, RealEnv, RunOptions, Site,
+    Workflow,
+};
+use fencesim_store::{Defects, RunId, Seq, SqliteOptions, SqliteStore, StoreDefect, StoreError, SystemClock};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use serde::{Deserialize, Serialize};
+
+use crate::killpoints::{self, Config, Crashed, KillPoint, Matcher, PointReport, RefereeReport, Target, Trigger};
+
+/// The real child's lease ttl: short, so the resume waits at most about this long after a kill.
+pub const REAL_CHILD_TTL_MS: u32 = 500;
+/// The environment variable carrying the parent's pid to a child.
+pub const PARENT_PID_ENV: &str = "FENCESIM_KILLPOINT_PARENT";
+/// How long a child or resume process may run before the parent kills it and fails the point.
+pub const PROCESS_DEADLINE_MS: u64 = 60_000;
+/// How often the parent polls a running process (and its pending signals).
+const POLL_MS: u64 = 5;
+/// The signals the parent defers while a suite runs, to clean up before dying of them.
+const DEFERRED: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
+
+/// Why the real suite could not run (exit 2), as opposed to a point failing.
+#[derive(Debug, thiserror::Error)]
+pub enum RealError {
+    #[error("cannot {what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("{what}: {source}")]
+    Signal {
+        what: &'static str,
+        #[source]
+        source: nix::Error,
+    },
+    #[error("the parent process {expected} is gone (the parent is now {actual})")]
+    Orphaned { expected: String, actual: i32 },
+    #[error("interrupted by {0}")]
+    Interrupted(Signal),
+    #[error("{0}")]
+    Harness(String),
+}
+
+pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RealError {
+    let what = what.into();
+    move |source| RealError::Io { what, source }
+}
+
+/// One line of a child's effects log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogLine {
+    /// A paid model call is about to go ahead.
+    Call { run: RunId, running: Seq },
+    /// A tool run is about to go ahead.
+    Tool { run: RunId, running: Seq },
+    /// The target write was reached (the child dies at it, or at its after point).
+    Kill { index: u32, write: String },
+}
+
+/// What a child process runs: one workflow over `db`, dying at `target`/`phase`.
+#[derive(Clone, Debug)]
+pub struct ChildSpec {
+    pub db: PathBuf,
+    pub effects: PathBuf,
+    pub run: RunId,
+    pub workflow: Workflow,
+    pub target: Target,
+    pub phase: Phase,
+    pub ttl_ms: u32,
+    pub engine_defects: EngineDefects,
+    pub store_defects: Defects,
+}
+
+/// What a resume process runs: the referee over `db`.
+#[derive(Clone, Debug)]
+pub struct ResumeSpec {
+    pub db: PathBuf,
+    pub run: RunId,
+    pub workflow: Workflow,
+    /// The dead child's ttl, which sets the retry cadence.
+    pub child_ttl_ms: u32,
+    pub engine_defects: EngineDefects,
+    pub store_defects: Defects,
+}
+
+/// How a child ended when it did not die at its point.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChildEnd {
+    /// The run finished: the kill point was never reached.
+    Completed,
+    /// The engine failed before the point.
+    Failed(String),
+}
+
+/// `--target` text: `w<index>` or `<matcher>:<occurrence>`.
+pub fn target_arg(target: Target) -> String {
+    match target {
+        Target::Index(i) => format!("w{i}"),
+        Target::Matched { matcher, occurrence } => format!("{}:{occurrence}", matcher.name()),
+    }
+}
+
+pub fn parse_target(text: &str) -> Result<Target, String> {
+    let bad = || format!("invalid target '{text}' (valid: w<index>, <matcher>:<occurrence>)");
+    if let Some(index) = text.strip_prefix('w') {
+        return index.parse().map(Target::Index).map_err(|_| bad());
+    }
+    let (name, occurrence) = text.split_once(':').ok_or_else(bad)?;
+    let matcher = Matcher::ALL.into_iter().find(|m| m.name() == name).ok_or_else(bad)?;
+    let occurrence = occurrence.parse().map_err(|_| bad())?;
+    Ok(Target::Matched { matcher, occurrence })
+}
+
+pub fn parse_phase(text: &str) -> Result<Phase, String> {
+    [Phase::Before, Phase::After]
+        .into_iter()
+        .find(|p| p.as_str() == text)
+        .ok_or_else(|| format!("invalid phase '{text}' (valid: before, after)"))
+}
+
+/// A kill-point workflow by name.
+pub fn parse_workflow(name: &str) -> Result<Workflow, String> {
+    match name {
+        "happy" => Ok(Workflow::happy()),
+        "limit" => Ok(Workflow::limit()),
+        _ => Err(format!("unknown workflow '{name}' (valid: happy, limit)")),
+    }
+}
+
+pub(crate) fn defect_args(engine: EngineDefects, store: Defects) -> Vec<OsString> {
+    let names = EngineDefect::ALL
+        .into_iter()
+        .filter(|d| engine.has(*d))
+        .map(EngineDefect::name)
+        .chain(StoreDefect::ALL.into_iter().filter(|d| store.has(*d)).map(StoreDefect::name));
+    names.flat_map(|n| ["--defect".into(), n.into()]).collect()
+}
+
+impl ChildSpec {
+    /// The hidden subcommand's command line (after the binary).
+    pub fn argv(&self) -> Vec<OsString> {
+        let mut argv: Vec<OsString> = vec![
+            "killpoint-child".into(),
+            "--db".into(),
+            self.db.clone().into(),
+            "--effects".into(),
+            self.effects.clone().into(),
+            "--run".into(),
+            self.run.as_str().into(),
+            "--workflow".into(),
+            self.workflow.name.clone().into(),
+            "--target".into(),
+            target_arg(self.target).into(),
+            "--phase".into(),
+            self.phase.as_str().into(),
+            "--ttl-ms".into(),
+            self.ttl_ms.to_string().into(),
+        ];
+        argv.extend(defect_args(self.engine_defects, self.store_defects));
+        argv
+    }
+}
+
+impl ResumeSpec {
+    /// The hidden subcommand's command line (after the binary).
+    pub fn argv(&self) -> Vec<OsString> {
+        let mut argv: Vec<OsString> = vec![
+            "killpoint-resume".into(),
+            "--db".into(),
+            self.db.clone().into(),
+            "--run".into(),
+            self.run.as_str().into(),
+            "--workflow".into(),
+            self.workflow.name.clone().into(),
+            "--child-ttl-ms".into(),
+            self.child_ttl_ms.to_string().into(),
+        ];
+        argv.extend(defect_args(self.engine_defects, self.store_defects));
+        argv
+    }
+}
+
+/// First thing in a child: die with the parent (`PR_SET_PDEATHSIG`), then make sure the parent
+/// named in [`PARENT_PID_ENV`] is still ours (it may have died before the prctl). Also unblocks
+/// the signals a parent defers, since a child inherits its signal mask.
+pub fn guard_parent() -> Result<(), RealError> {
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+        .map_err(|source| RealError::Signal { what: "cannot set the parent-death signal", source })?;
+    let expected = std::env::var(PARENT_PID_ENV).unwrap_or_default();
+    let actual = nix::unistd::getppid().as_raw();
+    if expected.parse::<i32>().ok() != Some(actual) {
+        return Err(RealError::Orphaned { expected, actual });
+    }
+    let mut deferred = SigSet::empty();
+    DEFERRED.into_iter().for_each(|s| deferred.add(s));
+    nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&deferred), None)
+        .map_err(|source| RealError::Signal { what: "cannot unblock signals", source })
+}
+
+pub(crate) fn tokio_runtime() -> Result<tokio::runtime::Runtime, RealError> {
+    tokio::runtime::Builder::new_current_thread().enable_time().build().map_err(io("start a tokio runtime"))
+}
+
+pub(crate) fn open_store(db: &Path, ttl_ms: u32, defects: Defects) -> Result<Rc<SqliteStore>, RealError> {
+    let opts = SqliteOptions::file(db, Arc::new(SystemClock)).lease_ttl_ms(i64::from(ttl_ms)).defects(defects);
+    Ok(Rc::new(SqliteStore::open(opts)?))
+}
+
+/// The child's `Env`: real time, an effects log written before each paid effect goes ahead, and
+/// a real `SIGKILL` of this very process at the target write.
+struct KillEnv {
+    log: File,
+    trigger: RefCell<Trigger>,
+    /// The first failure to write the log; the child stops at it rather than pay unrecorded.
+    log_error: RefCell<Option<std::io::Error>>,
+}
+
+impl KillEnv {
+    /// One `write(2)` per line, straight to the file: nothing buffered in the process to lose.
+    fn record(&self, line: &LogLine) -> bool {
+        let mut text = serde_json::to_string(line).unwrap_or_default();
+        text.push('\n');
+        match (&self.log).write(text.as_bytes()) {
+            Ok(n) if n == text.len() => true,
+            Ok(n) => {
+                self.log_error
+                    .replace(Some(std::io::Error::other(format!("short write: {n} of {} bytes", text.len()))));
+                false
+            }
+            Err(e) => {
+                self.log_error.replace(Some(e));
+                false
+            }
+        }
+    }
+
+    fn decide(&self, point: &Point<'_>) -> Fault {
+        let recorded = match point.site {
+            Site::Call { running, .. } => self.record(&LogLine::Call { run: point.run.clone(), running }),
+            Site::Tool { running, .. } => self.record(&LogLine::Tool { run: point.run.clone(), running }),
+            _ => true,
+        };
+        if !recorded {
+            return Fault::Crash;
+        }
+        let mut trigger = self.trigger.borrow_mut();
+        let reached = trigger.killed.is_some();
+        let fault = trigger.decide(point);
+        if let (false, Some((index, write))) = (reached, &trigger.killed)
+            && !self.record(&LogLine::Kill { index: *index, write: write.clone() })
+        {
+            return Fault::Crash;
+        }
+        if fault == Fault::Crash {
+            // A real death, not an unwinding: no settle, no release, no destructor runs.
+            let _ = nix::sys::signal::kill(nix::unistd::getpid(), Signal::SIGKILL);
+        }
+        fault
+    }
+}
+
+impl Env for KillEnv {
+    fn now_ms(&self) -> i64 {
+        RealEnv.now_ms()
+    }
+
+    fn sleep(&self, ms: u64) -> impl Future<Output = ()> {
+        RealEnv.sleep(ms)
+    }
+
+    fn fault(&self, point: &Point<'_>) -> impl Future<Output = Fault> {
+        std::future::ready(self.decide(point))
+    }
+}
+
+/// The `killpoint-child` process: run the workflow until the target write kills this process.
+/// Returns only when the point was not reached.
+pub fn run_child(spec: &ChildSpec) -> Result<ChildEnd, RealError> {
+    guard_parent()?;
+    let log = OpenOptions::new().create(true).append(true).open(&spec.effects).map_err(io("open the effects log"))?;
+    let store = open_store(&spec.db, spec.ttl_ms, spec.store_defects)?;
+    let env =
+        KillEnv { log, trigger: RefCell::new(Trigger::new(spec.target, spec.phase)), log_error: RefCell::default() };
+    let opts = EngineOptions { owner: "kp-child".into(), defects: spec.engine_defects, ..EngineOptions::default() };
+    let ledger = Ledger::new();
+    let engine = fencesim_engine::Engine::new(store, env, ledger, opts)
+        .map_err(|e| RealError::Harness(format!("kill-point engine options: {e}")))?;
+    let result = tokio_runtime()?.block_on(engine.run(&spec.run, &spec.workflow, RunOptions::default()));
+    if let Some(e) = engine.env().log_error.take() {
+        return Err(RealError::Io { what: "write the effects log".into(), source: e });
+    }
+    Ok(match result {
+        Ok(_) => ChildEnd::Completed,
+        Err(e) => ChildEnd::Failed(e.to_string()),
+    })
+}
+
+/// The `killpoint-resume` process: the referee over the file, in real time.
+pub fn run_resume(spec: &ResumeSpec) -> Result<RefereeReport, RealError> {
+    guard_parent()?;
+    let store = open_store(&spec.db, killpoints::REFEREE_TTL_MS, spec.store_defects)?;
+    let config = Config { engine_defects: spec.engine_defects, store_defects: spec.store_defects, ..Config::default() };
+    let retry_ms = u64::from(spec.child_ttl_ms.div_ceil(3).max(50));
+    tokio_runtime()?
+        .block_on(killpoints::referee(store, RealEnv, &spec.run, &spec.workflow, &config, retry_ms))
+        .map_err(RealError::Harness)
+}
+
+/// What a dead child's effects log says: its bill, and the write it died at.
+pub fn read_effects(path: &Path) -> Result<(Ledger, Option<(u32, String)>), RealError> {
+    let ledger = Ledger::new();
+    let mut killed = None;
+    let file = match File::open(path) {
+        Ok(file) => file,
+        // A child that died before opening its log paid nothing.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((ledger, None)),
+        Err(e) => return Err(io("open the effects log")(e)),
+    };
+    for line in BufReader::new(file).lines() {
+        let line = line.map_err(io("read the effects log"))?;
+        match serde_json::from_str(&line) {
+            Ok(LogLine::Call { run, running }) => ledger.pay_call(&run, running),
+            Ok(LogLine::Tool { run, running }) => ledger.pay_tool(&run, running),
+            Ok(LogLine::Kill { index, write }) => killed = Some((index, write)),
+            Err(e) => return Err(RealError::Harness(format!("malformed effects log line '{line}': {e}"))),
+        }
+    }
+    Ok((ledger, killed))
+}
+
+/// Blocks the deferred signals for as long as it lives and reads them from a signalfd. On drop
+/// it restores the old mask and raises again a signal it caught, so the signal takes its
+/// default course after every folder is gone.
+pub(crate) struct Deferral {
+    old: SigSet,
+    fd: SignalFd,
+    caught: std::cell::Cell<Option<Signal>>,
+}
+
+impl Deferral {
+    pub(crate) fn start() -> Result<Self, RealError> {
+        let mut set = SigSet::empty();
+        DEFERRED.into_iter().for_each(|s| set.add(s));
+        let mut old = SigSet::empty();
+        nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut old))
+            .map_err(|source| RealError::Signal { what: "cannot block signals", source })?;
+        let fd = match SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC) {
+            Ok(fd) => fd,
+            Err(source) => {
+                let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+                return Err(RealError::Signal { what: "cannot open a signalfd", source });
+            }
+        };
+        Ok(Self { old, fd, caught: std::cell::Cell::new(None) })
+    }
+
+    /// A deferred signal that arrived, if any (remembered, to be raised again on drop).
+    pub(crate) fn pending(&self) -> Option<Signal> {
+        if self.caught.get().is_none() {
+            let info = self.fd.read_signal().ok().flatten()?;
+            let signal = i32::try_from(info.ssi_signo).ok().and_then(|n| Signal::try_from(n).ok())?;
+            self.caught.set(Some(signal));
+        }
+        self.caught.get()
+    }
+}
+
+impl Drop for Deferral {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&self.old), None);
+        if let Some(signal) = self.caught.get() {
+            let _ = nix::sys::signal::raise(signal);
+        }
+    }
+}
+
+/// A started process that is killed and reaped if dropped before it ended.
+pub(crate) struct Reaped(pub(crate) Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Start `argv` as this binary, stdout and stderr to `<name>.out` and `<name>.err` in `dir`, with
+/// this process's pid in [`PARENT_PID_ENV`].
+pub(crate) fn spawn(exe: &Path, argv: &[OsString], dir: &Path, name: &str) -> Result<Reaped, RealError> {
+    let stdout = File::create(dir.join(format!("{name}.out"))).map_err(io(format!("create {name}.out")))?;
+    let stderr = File::create(dir.join(format!("{name}.err"))).map_err(io(format!("create {name}.err")))?;
+    let child = Command::new(exe)
+        .args(argv)
+        .env(PARENT_PID_ENV, nix::unistd::getpid().as_raw().to_string())
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .spawn()
+        .map_err(io(format!("start the {name} process")))?;
+    Ok(Reaped(child))
+}
+
+/// Start `argv` as this binary in `dir` (stdout and stderr to files there) and wait for it, up
+/// to [`PROCESS_DEADLINE_MS`]. `None` when it hung and was killed.
+fn run_process(
+    signals: &Deferral,
+    exe: &Path,
+    argv: &[OsString],
+    dir: &Path,
+    name: &str,
+) -> Result<Option<ExitStatus>, RealError> {
+    let mut child = spawn(exe, argv, dir, name)?;
+    let start = Instant::now();
+    loop {
+        if let Some(signal) = signals.pending() {
+            return Err(RealError::Interrupted(signal));
+        }
+        if let Some(status) = child.0.try_wait().map_err(io(format!("wait for the {name} process")))? {
+            return Ok(Some(status));
+        }
+        if start.elapsed() > Duration::from_millis(PROCESS_DEADLINE_MS) {
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(POLL_MS));
+    }
+}
+
+fn first_line(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("no message").trim().to_owned()
+}
+
+/// Run kill points with real processes, in order. Each workflow's clean bill (and the
+/// enumeration's writes) come from a simulated clean run: the engine's writes and payments do
+/// not depend on its `Env`.
+pub fn run_points_real(points: &[KillPoint], config: &Config) -> Result<Vec<PointReport>, RealError> {
+    let exe = std::env::current_exe().map_err(io("locate the fencesim binary"))?;
+    let signals = Deferral::start()?;
+    let mut clean: Vec<(String, Paid)> = Vec::new();
+    points
+        .iter()
+        .map(|point| {
+            let paid = match clean.iter().find(|(name, _)| *name == point.workflow.name) {
+                Some((_, paid)) => *paid,
+                None => {
+                    let (_, paid) = killpoints::clean_run(&point.workflow, config).map_err(RealError::Harness)?;
+                    clean.push((point.workflow.name.clone(), paid));
+                    paid
+                }
+            };
+            run_point_real(&signals, &exe, point, config, paid)
+        })
+        .collect()
+}
+
+/// One real kill point: child, residue and resume in a fresh folder, removed on every return.
+fn run_point_real(
+    signals: &Deferral,
+    exe: &Path,
+    point: &KillPoint,
+    config: &Config,
+    clean: Paid,
+) -> Result<PointReport, RealError> {
+    let dir =
+        tempfile::Builder::new().prefix("fencesim-killpoint-").tempdir().map_err(io("create a temporary folder"))?;
+    let run = RunId::new(format!("kp-{}", point.id));
+    let child = ChildSpec {
+        db: dir.path().join("kp.db"),
+        effects: dir.path().join("child.effects"),
+        run: run.clone(),
+        workflow: point.workflow.clone(),
+        target: point.target,
+        phase: point.phase,
+        ttl_ms: REAL_CHILD_TTL_MS,
+        engine_defects: config.engine_defects,
+        store_defects: config.store_defects,
+    };
+    let mut violations = Vec::new();
+    match run_process(signals, exe, &child.argv(), dir.path(), "child")? {
+        Some(status) if status.signal() == Some(Signal::SIGKILL as i32) => {}
+        Some(status) if status.success() => {
+            violations.push("the child ran to completion: the kill point was never reached".into());
+        }
+        Some(status) => violations.push(format!(
+            "the child failed before its kill point ({status}): {}",
+            first_line(&dir.path().join("child.err"))
+        )),
+        None => violations.push(format!("the child hung past {PROCESS_DEADLINE_MS} ms and was killed")),
+    }
+    let (ledger, killed) = read_effects(&child.effects)?;
+    let (index, write) = killed.unzip();
+    let crashed = Crashed { index, write, paid: ledger.run_total(&run), violations };
+
+    let resume = ResumeSpec {
+        db: child.db.clone(),
+        run,
+        workflow: point.workflow.clone(),
+        child_ttl_ms: REAL_CHILD_TTL_MS,
+        engine_defects: config.engine_defects,
+        store_defects: config.store_defects,
+    };
+    let referee = match run_process(signals, exe, &resume.argv(), dir.path(), "resume")? {
+        Some(status) if status.success() => {
+            let out = std::fs::read_to_string(dir.path().join("resume.out")).map_err(io("read the resume report"))?;
+            serde_json::from_str::<RefereeReport>(&out)
+                .map_err(|e| RealError::Harness(format!("malformed resume report: {e}")))?
+        }
+        Some(status) => {
+            return Err(RealError::Harness(format!(
+                "the resume process of {} failed ({status}): {}",
+                point.id,
+                first_line(&dir.path().join("resume.err"))
+            )));
+        }
+        None => {
+            let violations = vec![format!("the resume hung past {PROCESS_DEADLINE_MS} ms and was killed")];
+            RefereeReport { violations, ..RefereeReport::default() }
+        }
+    };
+    let report = killpoints::judge(point, clean, crashed, referee);
+    dir.close().map_err(io("remove a kill point's temporary folder"))?;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_round_trip_through_their_argument() {
+        let points = killpoints::table();
+        for target in points.iter().map(|p| p.target).chain([Target::Index(0), Target::Index(17)]) {
+            assert_eq!(parse_target(&target_arg(target)), Ok(target));
+        }
+        for bad in ["", "w", "wx", "settle", "nope:1", "meta:x", "w-1"] {
+            assert!(parse_target(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_effects_log_is_read_back_into_a_ledger() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("effects");
+        let run = RunId::new("r");
+        let lines = [
+            LogLine::Call { run: run.clone(), running: Seq(1) },
+            LogLine::Tool { run: run.clone(), running: Seq(1) },
+            LogLine::Call { run: run.clone(), running: Seq(3) },
+            LogLine::Kill { index: 4, write: "append seq=4".into() },
+        ];
+        let text: String = lines.iter().map(|l| serde_json::to_string(l).unwrap() + "\n").collect();
+        std::fs::write(&path, text).unwrap();
+        let (ledger, killed) = read_effects(&path).unwrap();
+        assert_eq!(ledger.run_total(&run), Paid { calls: 2, tools: 1 });
+        assert_eq!(killed, Some((4, "append seq=4".into())));
+        std::fs::write(&path, "{\"call\":\n").unwrap();
+        assert!(matches!(read_effects(&path), Err(RealError::Harness(_))));
+        assert_eq!(read_effects(&dir.path().join("absent")).unwrap().0.run_total(&run), Paid::default());
+    }
+}

@@ -1,0 +1,196 @@
+//! `fencesim killpoints --real`: the kill-point suite with real OS processes (a child that
+//! SIGKILLs itself at its point, a resume in a second process) on WAL files. The ten rows of
+//! contracts 5.13 and the full enumeration pass with their documented counts; a planted engine
+//! defect fails the suite; and no temporary file or child process outlives the suite, whether
+//! it ends normally, by SIGINT, or (for the processes) by SIGKILL.
+
+#![allow(clippy::disallowed_methods, reason = "these tests watch real processes in wall time")]
+
+mod cli;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cli::{assert_exit, fencesim, stdout};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+const TEN_ROWS: [&str; 10] = [
+    "happy-running-before",
+    "happy-running-after",
+    "happy-ok-terminal-before",
+    "happy-ok-terminal-after",
+    "happy-settle-before",
+    "happy-settle-after",
+    "happy-meta-before",
+    "happy-meta-after",
+    "limit-limit-terminal-before",
+    "limit-limit-terminal-after",
+];
+
+/// `fencesim killpoints --real ...` with TMPDIR set to `tmp`.
+fn real(tmp: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["killpoints", "--real"])
+        .args(extra)
+        .env("TMPDIR", tmp)
+        .output()
+        .expect("run fencesim")
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .expect("read the temp folder")
+        .map(|e| e.unwrap().file_name().to_string_lossy().into())
+        .collect()
+}
+
+#[test]
+fn every_point_passes_for_real_with_the_documented_counts_and_leaves_nothing_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = real(tmp.path(), &["--workflow", "all", "--format", "json"]);
+    assert_exit(&out, 0);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["real"], true);
+    assert_eq!(doc["failed"], 0, "{doc}");
+    let points = doc["points"].as_array().expect("points");
+    for row in TEN_ROWS {
+        let point = points.iter().find(|p| p["id"] == row).unwrap_or_else(|| panic!("row {row} missing"));
+        assert_eq!(point["violations"], serde_json::json!([]), "{row}");
+    }
+    // The ten rows plus every write of both workflows, before and after.
+    assert!(points.len() >= 10 + 2 * 12, "only {} points", points.len());
+    // Every child died at its point: none reports an unreached write.
+    assert!(points.iter().all(|p| p["write"] != "(not reached)"), "{doc}");
+    assert_eq!(entries(tmp.path()), Vec::<String>::new());
+}
+
+#[test]
+fn a_planted_engine_defect_fails_the_real_suite() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = real(tmp.path(), &["--workflow", "happy", "--defect", "meta-before-settle"]);
+    assert_exit(&out, 1);
+    let text = stdout(&out);
+    assert!(text.lines().next().is_some_and(|l| l.starts_with("real processes")), "{text}");
+    assert!(text.contains("FAIL: after the crash: meta ahead of the journal"), "{text}");
+    assert!(text.contains("repro: fencesim killpoints --real --workflow happy --defect meta-before-settle"), "{text}");
+    assert_eq!(entries(tmp.path()), Vec::<String>::new());
+}
+
+#[test]
+fn real_refuses_a_db_choice_with_one_line() {
+    let out = fencesim(&["killpoints", "--real", "--db", "memdb"]);
+    assert_exit(&out, 2);
+    assert_eq!(cli::stderr(&out).lines().count(), 1);
+}
+
+/// Live processes whose command line mentions `needle` (the point folders live under it).
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(needle) && cmdline.contains("killpoint-") {
+            found.push(format!("{}: {cmdline}", entry.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+/// Start the real suite and wait until a point's folder exists (a child is running).
+fn start_suite(tmp: &Path) -> Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["killpoints", "--real", "--workflow", "all"])
+        .env("TMPDIR", tmp)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start fencesim");
+    let start = Instant::now();
+    while entries(tmp).is_empty() || processes_mentioning(&tmp.to_string_lossy()).is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(60), "no kill point started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// Two seconds for the kernel and the parent-death signal to finish the job.
+fn wait_for_no_processes(tmp: &Path) -> Vec<String> {
+    let start = Instant::now();
+    loop {
+        let left = processes_mentioning(&tmp.to_string_lossy());
+        if left.is_empty() || start.elapsed() > Duration::from_secs(2) {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigint_mid_suite_kills_the_children_and_removes_every_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut suite = start_suite(tmp.path());
+    let pid = Pid::from_raw(i32::try_from(suite.id()).unwrap());
+    kill(pid, Signal::SIGINT).unwrap();
+    let status = suite.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    // The suite cleans up, then dies of the signal it deferred.
+    assert_eq!(status.signal(), Some(Signal::SIGINT as i32), "{status}");
+    assert_eq!(wait_for_no_processes(tmp.path()), Vec::<String>::new());
+    assert_eq!(entries(tmp.path()), Vec::<String>::new());
+}
+
+/// A child whose parent is SIGKILLed dies with it (PR_SET_PDEATHSIG). The resume process is made
+/// long-lived on purpose: it waits out a lease left by a child with a 60 s ttl (up to 15 s), so
+/// only the parent-death signal can end it within two seconds.
+#[test]
+fn a_sigkilled_parent_takes_its_child_down() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("kp.db");
+    let (db, effects) = (db.to_str().unwrap(), tmp.path().join("effects"));
+    let me = std::process::id().to_string();
+    // A child with a 60 s lease dies at its first write, leaving the lease behind.
+    let dead = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["killpoint-child", "--db", db, "--effects", effects.to_str().unwrap(), "--run", "r"])
+        .args(["--workflow", "happy", "--target", "w1", "--phase", "before", "--ttl-ms", "60000"])
+        .env("FENCESIM_KILLPOINT_PARENT", &me)
+        .status()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(dead.signal(), Some(Signal::SIGKILL as i32), "{dead}");
+    // A shell parent starts the resume, which retries against that lease; then the shell is killed.
+    let mut shell = Command::new("sh")
+        .args(["-c", "FENCESIM_KILLPOINT_PARENT=$$ \"$0\" killpoint-resume --db \"$1\" --run r --workflow happy --child-ttl-ms 60000 & wait"])
+        .args([env!("CARGO_BIN_EXE_fencesim"), db])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while processes_mentioning(db).is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(10), "the resume never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!processes_mentioning(db).is_empty(), "the resume ended on its own: the test proves nothing");
+    shell.kill().unwrap();
+    shell.wait().unwrap();
+    assert_eq!(wait_for_no_processes(Path::new(db)), Vec::<String>::new());
+}
+
+/// A child whose parent is not the one named in its environment (it died before the child's
+/// prctl) refuses to run.
+#[test]
+fn a_child_of_a_parent_already_gone_refuses_to_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("kp.db");
+    let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["killpoint-resume", "--db", db.to_str().unwrap(), "--run", "r", "--workflow", "happy"])
+        .args(["--child-ttl-ms", "500"])
+        .env("FENCESIM_KILLPOINT_PARENT", "1")
+        .output()
+        .unwrap();
+    assert_exit(&out, 2);
+    assert!(cli::stderr(&out).contains("parent process 1 is gone"), "{}", cli::stderr(&out));
+    assert!(!db.exists(), "an orphan touched the database");
+}
