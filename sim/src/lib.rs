@@ -17,5 +17,6 @@ pub mod probes;
 pub mod report;
 pub mod rng;
 pub mod scenario;
+pub mod soak;
 pub mod stores;
 pub mod world;

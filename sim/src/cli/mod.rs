@@ -8,6 +8,7 @@ mod par;
 mod replay;
 mod run;
 mod runs;
+mod soak;
 mod sweep;
 
 use std::process::ExitCode;
@@ -64,6 +65,22 @@ enum Command {
     /// Exit 0 when every entry passes deterministically, 1 when any fails or is
     /// nondeterministic, 2 on bad input (a malformed corpus line is named by FILE:LINE).
     Replay(replay::Args),
+    /// The real multi-process soak: writer processes storm one SQLite WAL file under SIGKILL,
+    /// SIGSTOP and clock skew; the oracle judges the merged history; a quorum gates the verdict.
+    ///
+    /// One seed fixes every writer's choices and the fault schedule; the OS scheduler is not
+    /// deterministic, so two runs of a seed interleave differently. Exit 0 only with the quorum
+    /// met, no violation and every writer accounted for; 1 on a violation or a missed quorum;
+    /// 2 on bad input or a harness error.
+    Soak(soak::Args),
+    /// Re-judge a soak folder kept with `fencesim soak --keep DIR`: exit 0, 1 or 2.
+    SoakCheck(soak::CheckArgs),
+    /// One writer process of the soak (started by `fencesim soak`).
+    #[command(hide = true)]
+    SoakWriter(soak::WriterArgs),
+    /// Removes a soak's temporary folder once its referee is gone (started by `fencesim soak`).
+    #[command(hide = true)]
+    SoakJanitor(soak::JanitorArgs),
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -97,6 +114,10 @@ pub fn main() -> ExitCode {
         Command::Sweep(args) => sweep::run(&args),
         Command::Mutants(args) => mutants::run(&args),
         Command::Replay(args) => replay::run(&args),
+        Command::Soak(args) => soak::run(&args),
+        Command::SoakCheck(args) => soak::check(&args),
+        Command::SoakWriter(args) => soak::writer(&args),
+        Command::SoakJanitor(args) => soak::janitor(&args),
     };
     match result {
         Ok(Verdict::Pass) => ExitCode::SUCCESS,
