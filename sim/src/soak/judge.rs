@@ -544,6 +544,8 @@ pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row
     {
         soak("side-run-untouched", format!("cross-run writes leaked into {OTHER}: {} blobs", other.blobs.len()), None);
     }
+    // The most specific finding first: a failed boot explains the writer's exit.
+    findings.sort_by_key(|f| f.checker == "writers-accounted");
     let calls = rows.iter().filter(|r| r.call().is_some()).count();
     let indeterminate = merged.open_calls.len();
     let judgement = Judgement {

@@ -210,7 +210,9 @@ impl Storm {
                                     self.activity.sigkills_recovered += 1;
                                 }
                             }
-                            "released" | "stall" | "fence-kick" => p.holding = None,
+                            // A stalling holder still holds (an expiring lease): stopping it
+                            // makes a zombie too.
+                            "released" | "fence-kick" | "stale-reject" => p.holding = None,
                             _ => {}
                         }
                     }
@@ -332,7 +334,8 @@ impl Storm {
         if self.procs.len() < 2 || !self.procs.iter().all(|p| p.booted) {
             return Ok(());
         }
-        if stop_draw < 0.6 && self.procs.iter().all(|p| p.stopped.is_none()) {
+        let max_stopped = if self.procs.len() >= 4 { 2 } else { 1 };
+        if stop_draw < 0.6 && self.procs.iter().filter(|p| p.stopped.is_some()).count() < max_stopped {
             let holders: Vec<usize> = (0..self.procs.len())
                 .filter(|i| self.procs[*i].holding.is_some() && self.procs[*i].zombie.is_none())
                 .collect();

@@ -10,11 +10,11 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 use fencesim_store::{
-    Clock, Defects, FaultHook, JournalEntry, JournalStore, LeasableStore, Lease, LeaseRejection, RunFilter, RunId,
-    RunMeta, RunStatus, SqliteOptions, SqliteStore, Store, StoreError, StoreResult, TranscriptStore,
+    Clock, Defects, FaultHook, FaultPoint, JournalEntry, JournalStore, LeasableStore, Lease, LeaseRejection, RunFilter,
+    RunId, RunMeta, RunStatus, SqliteOptions, SqliteStore, Store, StoreError, StoreResult, TranscriptStore,
 };
 use serde_json::json;
 
@@ -301,7 +301,13 @@ struct Writer {
     run: RunId,
     /// Ops under the current tenure, for nonces.
     n: u64,
+    /// Set: the next fenced call stalls past the ttl between its lease check and its mutation
+    /// (inside the write transaction, over a correct store).
+    mid_call: Arc<AtomicBool>,
 }
+
+/// Chance per tenure that its next fenced call stalls mid-call (between check and mutation).
+const MID_CALL_STALL: f64 = 0.25;
 
 /// Run one writer to its end: until the stop file appears (exit 0), or a fatal error.
 pub fn run(cfg: WriterConfig) -> SoakResult<()> {
@@ -333,9 +339,17 @@ pub fn run(cfg: WriterConfig) -> SoakResult<()> {
         }
     };
     log.put(&Line::Ev(ev("booted")))?;
+    let mid_call = Arc::new(AtomicBool::new(false));
+    let armed = mid_call.clone();
+    let stall_ms = stall_ms(cfg.ttl_ms);
+    inner.set_fault_hook(Some(Box::new(move |site| {
+        if site.point == FaultPoint::FenceChecked && armed.swap(false, Ordering::SeqCst) {
+            sleep_ms(stall_ms);
+        }
+    })));
     let rng = Stream::new(cfg.seed).fork(&format!("writer/{}/{}", cfg.index, cfg.generation));
     let store = LoggedStore::new(inner, clock, log.clone(), owner.clone());
-    let mut writer = Writer { cfg, store, log, rng, owner, run: RunId::new(RUN), n: 0 };
+    let mut writer = Writer { cfg, store, log, rng, owner, run: RunId::new(RUN), n: 0, mid_call };
     let mut tenures = 0u32;
     while !writer.stopping() {
         writer.tenure()?;
@@ -347,6 +361,11 @@ pub fn run(cfg: WriterConfig) -> SoakResult<()> {
     }
     writer.event("done", |e| e)?;
     Ok(())
+}
+
+/// A stall past the ttl: ceil(ttl * 1.4) ms.
+fn stall_ms(ttl_ms: i64) -> u64 {
+    (u64::try_from(ttl_ms).unwrap_or(0) * 14).div_ceil(10)
 }
 
 impl Writer {
@@ -428,6 +447,10 @@ impl Writer {
         };
         let epoch = lease.epoch.0;
         self.event("grant", |e| Ev { epoch: Some(epoch), target: Some(RUN.into()), ..e })?;
+        if self.rng.chance(MID_CALL_STALL) {
+            self.mid_call.store(true, Ordering::SeqCst);
+            self.ev_at("mid-call-stall", "fenced", epoch)?;
+        }
         let Some(mut tail) = self.tail_seq() else {
             self.sweep(&lease)?;
             return Ok(());
@@ -460,7 +483,20 @@ impl Writer {
             }
             let dice = self.rng.unit_range(0.0, 1.0);
             let nonce = self.nonce(&lease);
-            let (surface, out) = if dice < 0.30 {
+            let (surface, out) = if dice < 0.03 && tail >= 1 {
+                // The seq guard: a live holder appending at the stored tail must be refused.
+                let entry = Self::entry(tail, &nonce);
+                match self.attempt("append", |s| s.append(&run, &entry, Some(&lease))).0 {
+                    Out::Order => self.ev_at("order-reject", "seq-probe", epoch)?,
+                    Out::Ok => self.ev_at("seq-probe-accepted", "seq-probe", epoch)?,
+                    Out::Lease => {
+                        self.ev_at("fence-kick", "seq-probe", epoch)?;
+                        alive = false;
+                    }
+                    Out::Other(m) => self.error("seq-probe", &m)?,
+                }
+                continue;
+            } else if dice < 0.30 {
                 let entry = Self::entry(tail + 1, &nonce);
                 let out = self.attempt("append", |s| s.append(&run, &entry, Some(&lease))).0;
                 if out == Out::Ok {
@@ -526,8 +562,7 @@ impl Writer {
         }
         if self.rng.chance(0.5) {
             self.ev_at("stall", "stall", epoch)?;
-            let ttl = u64::try_from(self.cfg.ttl_ms).unwrap_or(0);
-            sleep_ms((ttl * 14).div_ceil(10));
+            sleep_ms(stall_ms(self.cfg.ttl_ms));
             return self.sweep(&lease);
         }
         match self.attempt("release", |s| s.release(&lease)).0 {
