@@ -423,6 +423,25 @@ fn resolve(rows: &mut [Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Str
     chosen
 }
 
+/// At most [`crate::oracle::MAX_PER_CHECKER`] findings per checker, plus one line counting the
+/// rest, so a report stays readable.
+fn cap_per_checker(findings: Vec<Finding>) -> Vec<Finding> {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut kept = Vec::new();
+    for f in findings {
+        let n = seen.entry(f.checker.clone()).or_default();
+        *n += 1;
+        if *n <= crate::oracle::MAX_PER_CHECKER {
+            kept.push(f);
+        }
+    }
+    for (checker, n) in seen.into_iter().filter(|(_, n)| *n > crate::oracle::MAX_PER_CHECKER) {
+        let more = n - crate::oracle::MAX_PER_CHECKER;
+        kept.push(Finding { checker, explanation: format!("and {more} more like it"), row: None });
+    }
+    kept
+}
+
 /// Judge a finished soak folder.
 pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row>)> {
     let logs = read_logs(layout)?;
@@ -546,6 +565,7 @@ pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row
     }
     // The most specific finding first: a failed boot explains the writer's exit.
     findings.sort_by_key(|f| f.checker == "writers-accounted");
+    let findings = cap_per_checker(findings);
     let calls = rows.iter().filter(|r| r.call().is_some()).count();
     let indeterminate = merged.open_calls.len();
     let judgement = Judgement {
