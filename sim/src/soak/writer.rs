@@ -301,13 +301,19 @@ struct Writer {
     run: RunId,
     /// Ops under the current tenure, for nonces.
     n: u64,
+    /// Tenures granted so far.
+    granted: u32,
     /// Set: the next fenced call stalls past the ttl between its lease check and its mutation
     /// (inside the write transaction, over a correct store).
     mid_call: Arc<AtomicBool>,
 }
 
-/// Chance per tenure that its next fenced call stalls mid-call (between check and mutation).
-const MID_CALL_STALL: f64 = 0.25;
+/// Chance per tenure that its next fenced call stalls mid-call (between check and mutation):
+/// high in a generation's first tenures (so a default-quorum storm meets a few), low after (over
+/// a correct store each one holds SQLite's write lock for the stall and starves everyone).
+const MID_CALL_STALL_EARLY: f64 = 0.25;
+const MID_CALL_STALL_LATE: f64 = 0.03;
+const EARLY_TENURES: u32 = 4;
 
 /// Run one writer to its end: until the stop file appears (exit 0), or a fatal error.
 pub fn run(cfg: WriterConfig) -> SoakResult<()> {
@@ -349,7 +355,7 @@ pub fn run(cfg: WriterConfig) -> SoakResult<()> {
     })));
     let rng = Stream::new(cfg.seed).fork(&format!("writer/{}/{}", cfg.index, cfg.generation));
     let store = LoggedStore::new(inner, clock, log.clone(), owner.clone());
-    let mut writer = Writer { cfg, store, log, rng, owner, run: RunId::new(RUN), n: 0, mid_call };
+    let mut writer = Writer { cfg, store, log, rng, owner, run: RunId::new(RUN), n: 0, granted: 0, mid_call };
     let mut tenures = 0u32;
     while !writer.stopping() {
         writer.tenure()?;
@@ -447,7 +453,9 @@ impl Writer {
         };
         let epoch = lease.epoch.0;
         self.event("grant", |e| Ev { epoch: Some(epoch), target: Some(RUN.into()), ..e })?;
-        if self.rng.chance(MID_CALL_STALL) {
+        self.granted += 1;
+        let chance = if self.granted <= EARLY_TENURES { MID_CALL_STALL_EARLY } else { MID_CALL_STALL_LATE };
+        if self.rng.chance(chance) {
             self.mid_call.store(true, Ordering::SeqCst);
             self.ev_at("mid-call-stall", "fenced", epoch)?;
         }
@@ -566,7 +574,12 @@ impl Writer {
             return self.sweep(&lease);
         }
         match self.attempt("release", |s| s.release(&lease)).0 {
-            Out::Ok => self.ev_at("released", "release", epoch),
+            // A released lease is as dead as an expired one: sweep it too (beyond the
+            // reference, which sweeps only after a stall or a fence kick).
+            Out::Ok => {
+                self.ev_at("released", "release", epoch)?;
+                self.sweep(&lease)
+            }
             _ => {
                 self.ev_at("fence-kick", "release", epoch)?;
                 self.sweep(&lease)
