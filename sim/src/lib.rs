@@ -18,6 +18,6 @@ pub mod probes;
 pub mod report;
 pub mod rng;
 pub mod scenario;
-pub mod soak_engine;
+pub mod soak;
 pub mod stores;
 pub mod world;

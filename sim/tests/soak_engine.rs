@@ -1,14 +1,14 @@
-//! The engine-level soak (`fencesim::soak_engine`) with a tiny configuration: real worker and
+//! The engine-level soak (`fencesim::soak::engine`) with a tiny configuration: real worker and
 //! client processes over one WAL file, real SIGKILL and SIGSTOP. An honest soak passes with
 //! faults actually injected and nothing left in TMPDIR; a planted engine defect fails it.
 
 use std::path::Path;
 
-use fencesim::soak_engine::{EngineSoakOptions, run_engine_soak_with};
+use fencesim::soak::engine::{EngineSoakOptions, run_engine_soak_with};
 use fencesim_engine::{EngineDefect, EngineDefects};
 
 /// The test binary is not `fencesim`, so the soak is told which binary its processes run.
-fn soak(opts: &EngineSoakOptions) -> fencesim::soak_engine::EngineSoakReport {
+fn soak(opts: &EngineSoakOptions) -> fencesim::soak::engine::EngineSoakReport {
     run_engine_soak_with(Path::new(env!("CARGO_BIN_EXE_fencesim")), opts).expect("the soak runs")
 }
 

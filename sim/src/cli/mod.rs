@@ -9,7 +9,8 @@ mod par;
 mod replay;
 mod run;
 mod runs;
-mod soak_engine;
+mod soak;
+mod soak_engine_children;
 mod sweep;
 
 use std::process::ExitCode;
@@ -72,12 +73,28 @@ enum Command {
     /// One real kill point's resume process (started by `killpoints --real`).
     #[command(hide = true)]
     KillpointResume(killpoints_real::ResumeArgs),
-    /// One queue worker of the engine-level soak (started by `fencesim::soak_engine`).
+    /// One queue worker of the engine-level soak (started by `fencesim::soak::engine`).
     #[command(hide = true)]
-    SoakEngineWorker(soak_engine::WorkerArgs),
-    /// The client of the engine-level soak (started by `fencesim::soak_engine`).
+    SoakEngineWorker(soak_engine_children::WorkerArgs),
+    /// The client of the engine-level soak (started by `fencesim::soak::engine`).
     #[command(hide = true)]
-    SoakEngineClient(soak_engine::ClientArgs),
+    SoakEngineClient(soak_engine_children::ClientArgs),
+    /// The real multi-process soak: writer processes storm one SQLite WAL file under SIGKILL,
+    /// SIGSTOP and clock skew; the oracle judges the merged history; a quorum gates the verdict.
+    ///
+    /// One seed fixes every writer's choices and the fault schedule; the OS scheduler is not
+    /// deterministic, so two runs of a seed interleave differently. Exit 0 only with the quorum
+    /// met, no violation and every writer accounted for; 1 on a violation or a missed quorum;
+    /// 2 on bad input or a harness error.
+    Soak(soak::Args),
+    /// Re-judge a soak folder kept with `fencesim soak --keep DIR`: exit 0, 1 or 2.
+    SoakCheck(soak::CheckArgs),
+    /// One writer process of the soak (started by `fencesim soak`).
+    #[command(hide = true)]
+    SoakWriter(soak::WriterArgs),
+    /// Removes a soak's temporary folder once its referee is gone (started by `fencesim soak`).
+    #[command(hide = true)]
+    SoakJanitor(soak::JanitorArgs),
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -113,8 +130,12 @@ pub fn main() -> ExitCode {
         Command::Replay(args) => replay::run(&args),
         Command::KillpointChild(args) => killpoints_real::child(&args),
         Command::KillpointResume(args) => killpoints_real::resume(&args),
-        Command::SoakEngineWorker(args) => soak_engine::worker(&args),
-        Command::SoakEngineClient(args) => soak_engine::client(&args),
+        Command::SoakEngineWorker(args) => soak_engine_children::worker(&args),
+        Command::SoakEngineClient(args) => soak_engine_children::client(&args),
+        Command::Soak(args) => soak::run(&args),
+        Command::SoakCheck(args) => soak::check(&args),
+        Command::SoakWriter(args) => soak::writer(&args),
+        Command::SoakJanitor(args) => soak::janitor(&args),
     };
     match result {
         Ok(Verdict::Pass) => ExitCode::SUCCESS,

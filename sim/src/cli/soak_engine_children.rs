@@ -1,11 +1,11 @@
 //! The hidden subcommands `soak-engine-worker` and `soak-engine-client`, the processes of the
-//! engine-level soak (`fencesim::soak_engine` starts them). Not for people: their flags are the
+//! engine-level soak (`fencesim::soak::engine` starts them). Not for people: their flags are the
 //! library's command lines.
 
 use std::path::PathBuf;
 
 use fencesim::catalogue::Defect;
-use fencesim::soak_engine::{self, EngineSoakOptions};
+use fencesim::soak::engine::{self as soak_engine, EngineSoakOptions};
 
 use super::{CmdResult, Verdict};
 

@@ -214,6 +214,9 @@ pub fn run_worker(
     }
 }
 
+/// How often the client submits a run whose start never reached the store.
+const CLIENT_SUBMIT_ATTEMPTS: u32 = 40;
+
 /// The `soak-engine-client` process: submit the plan's runs at once; drive the even ones to
 /// their end, and only boot the odd ones (their running meta) for the workers to take over.
 pub fn run_client(db: &Path, effects: &Path, opts: &EngineSoakOptions) -> Result<(), SoakError> {
@@ -224,14 +227,23 @@ pub fn run_client(db: &Path, effects: &Path, opts: &EngineSoakOptions) -> Result
     let env = soak_env(effects, submit_only)?;
     let engine_opts =
         EngineOptions { owner: "client".into(), defects: opts.engine_defects, ..EngineOptions::default() };
-    let engine = fencesim_engine::Engine::new(store, env.clone(), Ledger::new(), engine_opts)
+    let engine = fencesim_engine::Engine::new(store.clone(), env.clone(), Ledger::new(), engine_opts)
         .map_err(|e| SoakError::Options(e.to_string()))?;
     let drives = plan
         .iter()
         .map(|(run, workflow)| {
-            let engine = &engine;
+            let (engine, store) = (&engine, &store);
             Box::pin(async move {
-                let _ = engine.run(run, workflow, RunOptions::default()).await;
+                // A start that never reached the store (busy past the engine's retries, a lost
+                // race at boot) is submitted again, as a real client would; one that did is the
+                // workers' to finish.
+                for _ in 0..CLIENT_SUBMIT_ATTEMPTS {
+                    let result = engine.run(run, workflow, RunOptions::default()).await;
+                    if result.is_ok() || !matches!(store.get_meta(run), Ok(None)) {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+                }
             }) as fencesim_engine::race::LocalFuture<'_, ()>
         })
         .collect();

@@ -1,0 +1,285 @@
+//! `fencesim soak`, `fencesim soak-check` and the soak's hidden children (`soak-writer`,
+//! `soak-janitor`): flags, the writer's parent check, and the verdict's exit code. The storm,
+//! the judge and the reports live in the library (`fencesim::soak`).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::ValueEnum;
+use fencesim::catalogue::Defect;
+use fencesim::soak::engine::{self as soak_engine, EngineSoakOptions};
+use fencesim::soak::judge::{SoakMeta, judge};
+use fencesim::soak::quorum::{Counters, ENGINE_COUNTERS, Quorum};
+use fencesim::soak::referee::{self, SoakOptions};
+use fencesim::soak::writer::{self, WriterConfig};
+use fencesim::soak::{Layout, PARENT_ENV, SoakError, report};
+use fencesim_store::{Defects, StoreDefect};
+use nix::sys::prctl::set_pdeathsig;
+use nix::sys::signal::Signal;
+use nix::unistd::getppid;
+
+use super::{CmdResult, Verdict};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Level {
+    /// Writers run the store protocol of contracts 5.3-5.5 against SqliteStore.
+    Store,
+    /// Queue-worker processes over the engine: a client submits runs of the built-in
+    /// workflows, workers are SIGKILLed, restarted, SIGSTOPped and SIGCONTed.
+    Engine,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// What the writers exercise.
+    #[arg(long, value_enum, default_value = "store")]
+    level: Level,
+    /// Concurrent writer processes (queue workers at the engine level).
+    #[arg(long, default_value_t = 3)]
+    writers: usize,
+    /// Engine level: runs the client submits.
+    #[arg(long, default_value_t = 12)]
+    runs: u32,
+    /// The storm's lease ttl in milliseconds (short = many takeovers), 1..=2147483647.
+    #[arg(long, default_value_t = 250, allow_hyphen_values = true)]
+    ttl_ms: i64,
+    /// Seeds every writer's choices and the referee's fault schedule (not the OS scheduler).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Hard wall-clock cap on the storm, in seconds.
+    #[arg(long, default_value_t = 60)]
+    cap_s: u64,
+    /// Give each writer a seeded clock offset in [-MAX, MAX] ms (the store judges leases by the
+    /// caller's clock).
+    #[arg(long, value_name = "MAX", default_value_t = 0)]
+    skew_ms: i64,
+    /// `default` (contracts 5.7 plus one SIGKILL and one SIGSTOP zombie), `release`, or k=v,...
+    #[arg(long, default_value = "default")]
+    quorum: String,
+    /// Plant a defect in every process (repeatable): a store defect at either level, an engine
+    /// defect at the engine level.
+    #[arg(long = "defect", value_name = "NAME", value_parser = Defect::parse)]
+    defects: Vec<Defect>,
+    /// Write soak.json and junit.xml here.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+    /// Keep the database and every writer's log here (must not exist or be empty).
+    #[arg(long, value_name = "DIR")]
+    keep: Option<PathBuf>,
+    /// Shared deadline for every writer to exit after the stop, in seconds.
+    #[arg(long, default_value_t = 10)]
+    exit_deadline_s: u64,
+}
+
+pub fn run(args: &Args) -> CmdResult {
+    if args.level == Level::Engine {
+        return run_engine(args);
+    }
+    let quorum = Quorum::parse(&args.quorum)?;
+    let store_defects: Vec<StoreDefect> = args
+        .defects
+        .iter()
+        .map(|d| match d {
+            Defect::Store(s) => Ok(*s),
+            Defect::Engine(e) => Err(anyhow::anyhow!("{} is an engine defect: use --level engine", e.name())),
+        })
+        .collect::<anyhow::Result<_>>()?;
+    if args.ttl_ms < 1 {
+        bail!("--ttl-ms must be at least 1, got {}", args.ttl_ms);
+    }
+    if args.skew_ms < 0 {
+        bail!("--skew-ms is a bound and must not be negative, got {}", args.skew_ms);
+    }
+    if let Some(dir) = &args.keep {
+        referee::prepare_keep(dir)?;
+    }
+    if let Some(dir) = &args.report {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let exe = std::env::current_exe().context("cannot locate the fencesim binary")?;
+    let opts = SoakOptions {
+        writers: args.writers,
+        ttl_ms: args.ttl_ms,
+        seed: args.seed,
+        cap_s: args.cap_s,
+        skew_ms: args.skew_ms,
+        quorum: quorum.clone(),
+        defects: store_defects,
+        keep: args.keep.clone(),
+        exit_deadline_ms: args.exit_deadline_s.saturating_mul(1000),
+        exe,
+        progress: true,
+    };
+    let outcome = referee::run(opts)?;
+    print!("{}", report::text(&outcome, &quorum));
+    if let Some(dir) = &args.report {
+        report::write_atomic(&dir.join("soak.json"), &report::json(&outcome, &quorum, args.skew_ms)?)?;
+        report::write_atomic(&dir.join("junit.xml"), &report::junit(&outcome))?;
+    }
+    Ok(if outcome.passed() { Verdict::Pass } else { Verdict::Fail })
+}
+
+/// The engine-level soak: real queue workers and a client over one WAL file, judged at the end
+/// (liveness, one settle per segment, meta never ahead, audit after repair, the re-pay bound)
+/// and gated on the engine quorum.
+fn run_engine(args: &Args) -> CmdResult {
+    let quorum = Quorum::parse_engine(&args.quorum)?;
+    if args.writers < quorum.min_writers {
+        bail!("quorum {} needs at least {} workers, got {}", quorum.name, quorum.min_writers, args.writers);
+    }
+    let ttl_ms = u32::try_from(args.ttl_ms)
+        .ok()
+        .filter(|t| *t >= 30)
+        .with_context(|| format!("--ttl-ms must be in 30..=4294967295 at the engine level, got {}", args.ttl_ms))?;
+    let workers = u32::try_from(args.writers).ok().filter(|w| (1..=64).contains(w));
+    let workers = workers.with_context(|| format!("--writers must be in 1..=64, got {}", args.writers))?;
+    anyhow::ensure!((1..=10_000).contains(&args.runs), "--runs must be in 1..=10000, got {}", args.runs);
+    let (engine_defects, store_defects) = Defect::split(&args.defects);
+    let cap_ms = args.cap_s.checked_mul(1000).context("--cap-s is too large")?;
+    let base = EngineSoakOptions::tiny(args.seed);
+    // Faults for as long as the runs take to submit, a tenth of the cap at least.
+    let fault_ms = (base.fault_ms * u64::from(args.runs) / 8).clamp(base.fault_ms, cap_ms / 2);
+    let opts = EngineSoakOptions {
+        workers,
+        runs: args.runs,
+        ttl_ms,
+        fault_ms,
+        cap_ms,
+        engine_defects,
+        store_defects,
+        keep: args.keep.clone(),
+        ..base
+    };
+    if let Some(dir) = &args.keep {
+        referee::prepare_keep(dir)?;
+    }
+    let report = soak_engine::run_engine_soak(&opts)?;
+    let short = quorum.short(&report);
+    let counters: Vec<String> = ENGINE_COUNTERS.iter().map(|k| format!("{k}={}", report.get(k))).collect();
+    let passed = report.passed() && short.is_empty();
+    println!(
+        "soak engine seed {} workers {workers} runs {}: {} ({} ms)",
+        args.seed,
+        args.runs,
+        if passed { "PASS" } else { "FAIL" },
+        report.wall_ms
+    );
+    println!("  {} (quorum {quorum})", counters.join(" "));
+    for (name, have, need) in &short {
+        println!("  QUORUM MISSED {name}: {have} of {need}");
+    }
+    for v in &report.violations {
+        println!("  VIOLATION {v}");
+    }
+    if let Some(dir) = &args.report {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let doc = serde_json::json!({
+            "schema": "fencesim.soak-engine/1",
+            "level": "engine",
+            "seed": args.seed,
+            "workers": workers,
+            "runs": args.runs,
+            "ttl_ms": ttl_ms,
+            "quorum": quorum,
+            "quorum_short": short,
+            "report": report,
+            "verdict": if passed { "pass" } else { "fail" },
+        });
+        report::write_atomic(&dir.join("soak-engine.json"), format!("{doc}\n").as_bytes())?;
+    }
+    Ok(if passed { Verdict::Pass } else { Verdict::Fail })
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WriterArgs {
+    #[arg(long)]
+    db: PathBuf,
+    #[arg(long)]
+    log: PathBuf,
+    #[arg(long)]
+    stop: PathBuf,
+    #[arg(long)]
+    index: usize,
+    #[arg(long)]
+    generation: u32,
+    #[arg(long)]
+    seed: u64,
+    #[arg(long)]
+    ttl_ms: i64,
+    #[arg(long, allow_hyphen_values = true)]
+    skew_ms: i64,
+    #[arg(long)]
+    start_at_ms: Option<i64>,
+    #[arg(long = "defect", value_name = "NAME", value_parser = super::parse_defect)]
+    defects: Vec<StoreDefect>,
+}
+
+/// A writer dies with its referee: the parent-death signal first, then the parent check that
+/// closes the race with a referee that died before it was set.
+pub fn writer(args: &WriterArgs) -> CmdResult {
+    set_pdeathsig(Signal::SIGKILL).context("cannot set the parent-death signal")?;
+    let parent: i32 = std::env::var(PARENT_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .context("soak-writer is started by fencesim soak only")?;
+    if getppid().as_raw() != parent {
+        bail!("the referee is gone");
+    }
+    let cfg = WriterConfig {
+        db: args.db.clone(),
+        log: args.log.clone(),
+        stop: args.stop.clone(),
+        index: args.index,
+        generation: args.generation,
+        seed: args.seed,
+        ttl_ms: args.ttl_ms,
+        skew_ms: args.skew_ms,
+        defects: Defects::of(&args.defects),
+        start_at_ms: args.start_at_ms,
+        checkpoint_every: 8,
+    };
+    match writer::run(cfg) {
+        Ok(()) => Ok(Verdict::Pass),
+        Err(e @ SoakError::Store(_)) => Err(anyhow::Error::new(e).context("writer failed")),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct JanitorArgs {
+    dir: PathBuf,
+}
+
+pub fn janitor(args: &JanitorArgs) -> CmdResult {
+    referee::janitor(&args.dir);
+    Ok(Verdict::Pass)
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// A folder kept by `fencesim soak --keep DIR`.
+    dir: PathBuf,
+}
+
+/// Re-judge a kept soak: the same merge, oracle and soak checks as the referee's.
+pub fn check(args: &CheckArgs) -> CmdResult {
+    let layout = Layout::new(&args.dir);
+    let text = std::fs::read(layout.meta())
+        .with_context(|| format!("{} is not a kept soak (no {})", args.dir.display(), fencesim::soak::META_FILE))?;
+    let meta: SoakMeta = serde_json::from_slice(&text).context("cannot read the soak's record")?;
+    let (judgement, _) = judge(&layout, &meta)?;
+    println!(
+        "soak-check {}: {} rows, {} indeterminate, journal {} entries, integrity {}: {}",
+        args.dir.display(),
+        judgement.rows,
+        judgement.indeterminate,
+        judgement.journal_entries,
+        judgement.integrity,
+        if judgement.findings.is_empty() { "PASS" } else { "FAIL" }
+    );
+    for f in &judgement.findings {
+        let row = f.row.map_or(String::new(), |r| format!(" (row {r})"));
+        println!("  VIOLATION {}: {}{row}", f.checker, f.explanation);
+    }
+    Ok(if judgement.findings.is_empty() { Verdict::Pass } else { Verdict::Fail })
+}

@@ -1,0 +1,407 @@
+//! The judge: merge every writer's log into one history in serialization order (the in-lock
+//! monotonic stamps), read the final store through a read-only connection, run the simulator's
+//! oracle (its store-level checkers) and the soak's own checks. The referee judges a finished
+//! storm with it, and `fencesim soak-check DIR` re-judges a kept soak offline the same way.
+//!
+//! A `begin` without its `end` (a writer `SIGKILL`ed mid-call) becomes an indeterminate call at
+//! its begin stamp; the oracle accepts whichever fate of it the final store shows.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use std::sync::Arc;
+
+use fencesim_store::{Epoch, RunId, SqliteOptions, SqliteStore, SystemClock};
+use serde::{Deserialize, Serialize};
+
+use super::log::{Begin, End, Ev, Line, LogOutcome, LogPayload, from_hex, read_all};
+use super::{Layout, OTHER, RUN, SoakError, SoakResult};
+use crate::history::{Call, CallOutcome, Event, Payload, Row, Snapshot, Surface};
+use crate::oracle::{OracleConfig, Scope, check};
+
+/// How one writer process ended, as the referee saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriterAccount {
+    pub index: usize,
+    pub generation: u32,
+    pub pid: u32,
+    /// `exit N`, `signal NAME`, or `hung`.
+    pub status: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    /// The referee killed it on purpose (a SIGKILL fault), so its end is expected.
+    pub killed_on_purpose: bool,
+    pub hung: bool,
+    /// Signals the referee sent it (SIGSTOP, SIGCONT, SIGKILL), in order.
+    pub signals: Vec<String>,
+    /// Peak resident set (VmHWM) in KiB, as last sampled.
+    pub rss_peak_kib: u64,
+    /// The first line of its stderr, if any.
+    pub stderr: String,
+}
+
+impl WriterAccount {
+    pub fn accounted(&self) -> bool {
+        !self.hung && (self.exit_code == Some(0) || self.killed_on_purpose)
+    }
+}
+
+/// What the referee records in the soak folder for the judge (and `soak-check`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SoakMeta {
+    pub schema: String,
+    pub seed: u64,
+    pub ttl_ms: i64,
+    pub writers: usize,
+    pub defects: Vec<String>,
+    /// CLOCK_MONOTONIC at the storm's start: rows are stamped in ms since.
+    pub start_mono_ns: u64,
+    pub accounts: Vec<WriterAccount>,
+}
+
+pub const META_SCHEMA: &str = "fencesim.soak-meta/1";
+
+/// One broken invariant, from the oracle or the soak's own checks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub checker: String,
+    pub explanation: String,
+    pub row: Option<usize>,
+}
+
+/// The judge's conclusion.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Judgement {
+    pub rows: usize,
+    pub calls: usize,
+    pub indeterminate: usize,
+    pub journal_entries: usize,
+    pub integrity: String,
+    pub findings: Vec<Finding>,
+    /// Log lines that did not parse, torn last lines included.
+    pub torn_lines: usize,
+}
+
+fn surface_of(name: &str) -> Option<Surface> {
+    Some(match name {
+        "acquire" => Surface::Acquire,
+        "renew" => Surface::Renew,
+        "release" => Surface::Release,
+        "append" => Surface::Append,
+        "put_meta" => Surface::PutMeta,
+        "delete" => Surface::Delete,
+        "put_blob" => Surface::PutBlob,
+        "delete_blob" => Surface::DeleteBlob,
+        "load" => Surface::Load,
+        "get_meta" => Surface::GetMeta,
+        "list_runs" => Surface::ListRuns,
+        "get_blob" => Surface::GetBlob,
+        "list_blobs" => Surface::ListBlobs,
+        _ => return None,
+    })
+}
+
+fn error_code(code: &str) -> &'static str {
+    ["lease_held", "journal_order_violation", "invalid_payload", "busy", "config", "storage"]
+        .into_iter()
+        .find(|c| *c == code)
+        .unwrap_or("unknown")
+}
+
+fn outcome_of(outcome: &LogOutcome) -> CallOutcome {
+    match outcome {
+        LogOutcome::Ok => CallOutcome::Ok,
+        LogOutcome::HeldBy { owner, epoch } => CallOutcome::HeldBy { owner: owner.clone(), epoch: Epoch(*epoch) },
+        LogOutcome::Stale => CallOutcome::Stale,
+        LogOutcome::RunMismatch => CallOutcome::RunMismatch,
+        LogOutcome::JournalOrder => CallOutcome::JournalOrder,
+        LogOutcome::Busy => CallOutcome::Busy,
+        LogOutcome::Error { code } => CallOutcome::Error(error_code(code)),
+    }
+}
+
+/// Every writer's parsed log, by file name.
+pub struct Logs {
+    pub per_writer: BTreeMap<String, Vec<Line>>,
+    pub torn: usize,
+}
+
+pub fn read_logs(layout: &Layout) -> SoakResult<Logs> {
+    let mut per_writer = BTreeMap::new();
+    let mut torn = 0;
+    let entries =
+        std::fs::read_dir(&layout.dir).map_err(SoakError::io(format!("cannot list {}", layout.dir.display())))?;
+    for entry in entries {
+        let entry = entry.map_err(SoakError::io("cannot list the soak folder"))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("writer-") && name.ends_with(".jsonl") {
+            let (lines, skipped) = read_all(&entry.path())?;
+            torn += skipped;
+            per_writer.insert(name, lines);
+        }
+    }
+    Ok(Logs { per_writer, torn })
+}
+
+/// One call before ordering: its begin, its end if logged.
+struct Pending<'a> {
+    begin: &'a Begin,
+    end: Option<&'a End>,
+}
+
+/// The merged history: rows in stamp order, and the protocol events.
+pub struct Merged {
+    pub rows: Vec<Row>,
+    pub events: Vec<Ev>,
+    /// Calls whose begin had no end, by node: (row index, surface).
+    pub open_calls: Vec<(String, usize)>,
+    /// End lines with no begin.
+    pub orphan_ends: Vec<(String, u64)>,
+}
+
+pub fn merge(logs: &Logs, start_mono_ns: u64) -> Merged {
+    let mut pending: Vec<(u64, Pending)> = Vec::new();
+    let mut events = Vec::new();
+    let mut orphan_ends = Vec::new();
+    for lines in logs.per_writer.values() {
+        let mut begins: BTreeMap<(&str, u64), &Begin> = BTreeMap::new();
+        let mut ends: BTreeMap<(&str, u64), &End> = BTreeMap::new();
+        for line in lines {
+            match line {
+                Line::Begin(b) => {
+                    begins.insert((b.node.as_str(), b.id), b);
+                }
+                Line::End(e) => {
+                    ends.insert((e.node.as_str(), e.id), e);
+                }
+                Line::Ev(ev) => events.push(ev.clone()),
+            }
+        }
+        for (key, end) in &ends {
+            if !begins.contains_key(key) {
+                orphan_ends.push((end.node.clone(), end.id));
+            }
+        }
+        for (key, begin) in begins {
+            let end = ends.get(&key).copied();
+            let stamp = end.map_or(begin.mono_ns, |e| e.mono_ns);
+            pending.push((stamp, Pending { begin, end }));
+        }
+    }
+    pending.sort_by(|(a, pa), (b, pb)| (a, &pa.begin.node, pa.begin.id).cmp(&(b, &pb.begin.node, pb.begin.id)));
+    events.sort_by_key(|e| e.mono_ns);
+    let mut counters: BTreeMap<(String, RunId, Epoch), u64> = BTreeMap::new();
+    let mut rows = Vec::with_capacity(pending.len());
+    let mut open_calls = Vec::new();
+    for (stamp, Pending { begin, end }) in pending {
+        let Some(surface) = surface_of(&begin.surface) else { continue };
+        let payload = match &begin.payload {
+            LogPayload::None => Payload::None,
+            LogPayload::Entry(e) => Payload::Entry(e.clone()),
+            LogPayload::Meta(m) => Payload::Meta(m.clone()),
+            LogPayload::Blob(hex) => Payload::Blob(from_hex(hex).unwrap_or_default()),
+        };
+        let outcome = end.map_or(CallOutcome::Indeterminate, |e| outcome_of(&e.outcome));
+        let lease = match surface {
+            Surface::Acquire => end.and_then(|e| e.granted.clone()),
+            _ => begin.lease.clone(),
+        };
+        let mut counter = 0;
+        if let Some(l) = &lease
+            && surface != Surface::Acquire
+        {
+            let c = counters.entry((begin.node.clone(), l.run.clone(), l.epoch)).or_default();
+            *c += 1;
+            counter = *c;
+        }
+        let call = Call {
+            clock_ms: end.map_or(begin.clock_ms, |e| e.clock_ms),
+            lease,
+            owner: begin.owner.clone(),
+            counter,
+            surface,
+            run: begin.run.clone(),
+            blob_ref: begin.blob_ref.clone(),
+            payload,
+            outcome,
+        };
+        let index = rows.len();
+        if end.is_none() {
+            open_calls.push((begin.node.clone(), index));
+        }
+        let at_ms = i64::try_from(stamp.saturating_sub(start_mono_ns) / 1_000_000).unwrap_or(i64::MAX);
+        rows.push(Row { index, at_ms, node: begin.node.clone(), event: Event::Call(call) });
+    }
+    Merged { rows, events, open_calls, orphan_ends }
+}
+
+/// The soak's database through a read-only store: the judge never writes to what it judges.
+pub fn open_read_only(db: &Path) -> SoakResult<SqliteStore> {
+    Ok(SqliteStore::open(SqliteOptions::file(db, Arc::new(SystemClock)).read_only())?)
+}
+
+/// `PRAGMA integrity_check`, its lines joined (`ok` for a sound file).
+fn integrity_check(store: &SqliteStore) -> SoakResult<String> {
+    let rows: Vec<String> = store
+        .raw_connection()
+        .prepare("PRAGMA integrity_check")
+        .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect())
+        .map_err(SoakError::sqlite("integrity_check"))?;
+    Ok(rows.join("; "))
+}
+
+/// At most [`crate::oracle::MAX_PER_CHECKER`] findings per checker, plus one line counting the
+/// rest, so a report stays readable.
+fn cap_per_checker(findings: Vec<Finding>) -> Vec<Finding> {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut kept = Vec::new();
+    for f in findings {
+        let n = seen.entry(f.checker.clone()).or_default();
+        *n += 1;
+        if *n <= crate::oracle::MAX_PER_CHECKER {
+            kept.push(f);
+        }
+    }
+    for (checker, n) in seen.into_iter().filter(|(_, n)| *n > crate::oracle::MAX_PER_CHECKER) {
+        let more = n - crate::oracle::MAX_PER_CHECKER;
+        kept.push(Finding { checker, explanation: format!("and {more} more like it"), row: None });
+    }
+    kept
+}
+
+/// Judge a finished soak folder.
+pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row>)> {
+    let logs = read_logs(layout)?;
+    let merged = merge(&logs, meta.start_mono_ns);
+    let rows = merged.rows;
+    let store = open_read_only(&layout.db())?;
+    let integrity = integrity_check(&store)?;
+    let mut named: BTreeSet<RunId> = rows.iter().filter_map(Row::call).map(|c| c.run.clone()).collect();
+    named.insert(RunId::new(RUN));
+    named.insert(RunId::new(OTHER));
+    named.remove(&RunId::new("*"));
+    let snapshot = Snapshot::read(&store, named)?;
+    let cfg = OracleConfig { ttl_ms: meta.ttl_ms, planned: vec![], scope: Scope::Store };
+    let mut findings: Vec<Finding> = check(&rows, &snapshot, &cfg)
+        .into_iter()
+        .map(|v| Finding { checker: v.checker.to_owned(), explanation: v.explanation, row: v.row })
+        .collect();
+    let mut soak = |checker: &str, explanation: String, row: Option<usize>| {
+        findings.push(Finding { checker: checker.to_owned(), explanation, row });
+    };
+    // Every writer accounted for.
+    let killed: BTreeSet<String> = meta
+        .accounts
+        .iter()
+        .filter(|a| a.killed_on_purpose || a.hung)
+        .map(|a| super::owner_name(a.index, a.generation))
+        .collect();
+    for a in &meta.accounts {
+        if a.hung {
+            soak(
+                "writers-accounted",
+                format!("writer w{} g{} (pid {}) hung past the exit deadline", a.index, a.generation, a.pid),
+                None,
+            );
+        } else if !a.accounted() {
+            let err = if a.stderr.is_empty() { String::new() } else { format!(": {}", a.stderr) };
+            soak("writers-accounted", format!("writer w{} g{} ended {}{err}", a.index, a.generation, a.status), None);
+        }
+    }
+    // Direct findings from the writers' own protocol.
+    for ev in &merged.events {
+        let surface = ev.surface.clone().unwrap_or_default();
+        let epoch = ev.epoch.map_or(String::new(), |e| format!(" under epoch {e}"));
+        match ev.kind.as_str() {
+            "fatal" if surface == "boot" => soak(
+                "clean-boot",
+                format!(
+                    "{} could not open the store at the concurrent boot: {}",
+                    ev.node,
+                    ev.detail.clone().unwrap_or_default()
+                ),
+                None,
+            ),
+            "fatal" => {
+                soak("typed-refusals", format!("{} died: {}", ev.node, ev.detail.clone().unwrap_or_default()), None)
+            }
+            "error" => soak(
+                "typed-refusals",
+                format!("unexpected error on {surface} by {}: {}", ev.node, ev.detail.clone().unwrap_or_default()),
+                None,
+            ),
+            "stale-accept" => {
+                soak("stale-probes-refused", format!("STALE ACCEPT on {surface}{epoch} by {}", ev.node), None)
+            }
+            "tombstone" => {
+                if let (Some(old), Some(new)) = (ev.epoch, ev.other_epoch)
+                    && new <= old
+                {
+                    soak(
+                        "epoch-tombstone",
+                        format!(
+                            "{} re-acquired as epoch {new}, not above the deleted run's epoch {old}",
+                            ev.target.clone().unwrap_or_default()
+                        ),
+                        None,
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    // Logs: a call with no end only where the writer was killed; no end without a begin.
+    for (node, index) in &merged.open_calls {
+        if !killed.contains(node) {
+            soak("log-complete", format!("{node} logged a call with no outcome but was not killed"), Some(*index));
+        }
+    }
+    for (node, id) in &merged.orphan_ends {
+        soak("log-complete", format!("{node} logged the end of call {id} without its begin"), None);
+    }
+    if integrity != "ok" {
+        soak("integrity", format!("PRAGMA integrity_check: {integrity}"), None);
+    }
+    let empty = crate::history::RunState::default();
+    let journal = &snapshot.run(&RunId::new(RUN)).unwrap_or(&empty).journal;
+    if let Some((i, e)) = journal.iter().enumerate().find(|(i, e)| e.seq.0 != *i as i64 + 1) {
+        soak("seq-contiguous", format!("{RUN} entry {} has seq {}, expected {}", i, e.seq, i + 1), None);
+    }
+    for ev in merged.events.iter().filter(|e| e.kind == "victim") {
+        let vid = RunId::new(ev.target.clone().unwrap_or_default());
+        if let Some(state) = snapshot.run(&vid)
+            && (!state.journal.is_empty() || state.meta.is_some() || !state.blobs.is_empty())
+        {
+            soak(
+                "victims-gone",
+                format!(
+                    "victim {vid} left {} entries, meta {}, {} blobs",
+                    state.journal.len(),
+                    state.meta.is_some(),
+                    state.blobs.len()
+                ),
+                None,
+            );
+        }
+    }
+    if let Some(other) = snapshot.run(&RunId::new(OTHER))
+        && (!other.blobs.is_empty() || !other.journal.is_empty() || other.meta.is_some())
+    {
+        soak("side-run-untouched", format!("cross-run writes leaked into {OTHER}: {} blobs", other.blobs.len()), None);
+    }
+    // The most specific finding first: a failed boot explains the writer's exit.
+    findings.sort_by_key(|f| f.checker == "writers-accounted");
+    let findings = cap_per_checker(findings);
+    let calls = rows.iter().filter(|r| r.call().is_some()).count();
+    let indeterminate = merged.open_calls.len();
+    let judgement = Judgement {
+        rows: rows.len(),
+        calls,
+        indeterminate,
+        journal_entries: journal.len(),
+        integrity,
+        findings,
+        torn_lines: logs.torn,
+    };
+    Ok((judgement, rows))
+}

@@ -1,0 +1,145 @@
+//! The store-level soak: real OS processes (re-executed `fencesim soak-writer`s) storm one SQLite
+//! WAL file under lease fencing while a referee (the parent process) injects real faults
+//! (`SIGKILL`, `SIGSTOP`/`SIGCONT`, per-writer clock skew); the writers' JSON-line logs are then
+//! merged into one history in serialization order and judged by the simulator's oracle plus the
+//! soak's own checks, gated by an activity quorum.
+//!
+//! Files: `wall` (the only real-time code: wall clock, monotonic stamps, sleeps), `log` (the
+//! line format, the one-`write(2)`-per-line appender and the tolerant reader), `writer` (the
+//! stamp clock, the recording store and the writer protocol), `quorum` (activity counters and
+//! gates), `judge` (logs to rows, the oracle and the soak checks), `referee` (the storm: spawn,
+//! faults, stop, reap, measure), `report` (soak.json and junit.xml, written atomically).
+//!
+//! The OS scheduler is not deterministic: one seed fixes every writer's choices and the referee's
+//! fault schedule, not the interleaving.
+
+use std::path::PathBuf;
+
+pub mod engine;
+pub mod judge;
+pub mod log;
+pub mod quorum;
+pub mod referee;
+pub mod report;
+pub mod wall;
+pub mod writer;
+
+/// The run every writer contends for.
+pub const RUN: &str = "soak-run";
+/// The side run a live cross-run probe targets; it must stay untouched.
+pub const OTHER: &str = "soak-other";
+/// The blob a cross-run probe writes.
+pub const OTHER_BLOB: &str = "soak-other/blob";
+/// Inside a soak folder: the database, the stop file, the referee's record.
+pub const DB_FILE: &str = "soak.db";
+pub const STOP_FILE: &str = "soak-stop";
+pub const META_FILE: &str = "soak-meta.json";
+/// The environment variable naming the referee's pid to its writers.
+pub const PARENT_ENV: &str = "FENCESIM_SOAK_PARENT";
+
+/// The log file of writer `index`, generation `generation`.
+pub fn log_name(index: usize, generation: u32) -> String {
+    format!("writer-w{index}-g{generation}.jsonl")
+}
+
+/// The owner name of writer `index`, generation `generation` (a restart is a new owner).
+pub fn owner_name(index: usize, generation: u32) -> String {
+    format!("soak-w{index}-g{generation}")
+}
+
+/// A soak harness error: never a pass (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum SoakError {
+    #[error("io: {what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("store: {0}")]
+    Store(#[from] fencesim_store::StoreError),
+    #[error("sqlite: {what}: {source}")]
+    Sqlite {
+        what: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("os: {what}: {source}")]
+    Os {
+        what: String,
+        #[source]
+        source: nix::Error,
+    },
+    #[error("json: {what}: {source}")]
+    Json {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("usage: {0}")]
+    Usage(String),
+    #[error("interrupted by {0}")]
+    Interrupted(String),
+    #[error("writer protocol: {0}")]
+    Protocol(String),
+}
+
+impl SoakError {
+    pub fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SoakError {
+        let what = what.into();
+        move |source| SoakError::Io { what, source }
+    }
+
+    pub fn os(what: impl Into<String>) -> impl FnOnce(nix::Error) -> SoakError {
+        let what = what.into();
+        move |source| SoakError::Os { what, source }
+    }
+
+    pub fn sqlite(what: impl Into<String>) -> impl FnOnce(rusqlite::Error) -> SoakError {
+        let what = what.into();
+        move |source| SoakError::Sqlite { what, source }
+    }
+
+    pub fn json(what: impl Into<String>) -> impl FnOnce(serde_json::Error) -> SoakError {
+        let what = what.into();
+        move |source| SoakError::Json { what, source }
+    }
+}
+
+pub type SoakResult<T> = Result<T, SoakError>;
+
+/// Paths inside one soak folder.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub dir: PathBuf,
+}
+
+impl Layout {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.dir.join(DB_FILE)
+    }
+
+    pub fn wal(&self) -> PathBuf {
+        self.dir.join(format!("{DB_FILE}-wal"))
+    }
+
+    pub fn stop(&self) -> PathBuf {
+        self.dir.join(STOP_FILE)
+    }
+
+    pub fn meta(&self) -> PathBuf {
+        self.dir.join(META_FILE)
+    }
+
+    pub fn log(&self, index: usize, generation: u32) -> PathBuf {
+        self.dir.join(log_name(index, generation))
+    }
+
+    pub fn stderr(&self, index: usize, generation: u32) -> PathBuf {
+        self.dir.join(format!("writer-w{index}-g{generation}.stderr"))
+    }
+}

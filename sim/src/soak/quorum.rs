@@ -1,0 +1,276 @@
+//! Activity counters of a soak and the quorum that gates it (contracts 5.7, plus the real faults
+//! the reference never had): a store-level storm stops once every floor is met, and a soak of
+//! either level that ends below one fails, naming the counters that fell short.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::Serialize;
+
+use super::log::Ev;
+use super::{RUN, SoakError, SoakResult};
+
+/// The counter names, in report order. `busy_retries` is reported, never gated.
+pub const COUNTERS: [&str; 11] = [
+    "epochs",
+    "stale_rejects",
+    "appends",
+    "meta_writes",
+    "blob_puts",
+    "blob_deletes",
+    "victim_cycles",
+    "live_cross_rejects",
+    "sigkills_recovered",
+    "sigstop_zombies",
+    "busy_retries",
+];
+
+/// What the storm did so far.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Activity {
+    #[serde(skip)]
+    epochs_seen: BTreeSet<i64>,
+    pub epochs: u64,
+    pub stale_rejects: u64,
+    pub appends: u64,
+    pub meta_writes: u64,
+    pub blob_puts: u64,
+    pub blob_deletes: u64,
+    pub victim_cycles: u64,
+    pub live_cross_rejects: u64,
+    pub sigkills_recovered: u64,
+    pub sigstop_zombies: u64,
+    pub busy_retries: u64,
+}
+
+/// Counters a quorum can gate, by name.
+pub trait Counters {
+    fn get(&self, name: &str) -> u64;
+}
+
+/// The engine-level soak's counters, in report order.
+pub const ENGINE_COUNTERS: [&str; 5] = ["runs_settled", "segments", "crashes", "zombies", "paid_calls"];
+
+impl Counters for super::engine::EngineSoakReport {
+    fn get(&self, name: &str) -> u64 {
+        u64::from(match name {
+            "runs_settled" => self.runs_settled,
+            "segments" => self.segments,
+            "crashes" => self.crashes,
+            "zombies" => self.zombies,
+            "paid_calls" => self.paid_calls,
+            _ => 0,
+        })
+    }
+}
+
+impl Counters for Activity {
+    fn get(&self, name: &str) -> u64 {
+        Activity::get(self, name)
+    }
+}
+
+impl Activity {
+    /// Count one protocol event.
+    pub fn observe(&mut self, ev: &Ev) {
+        match ev.kind.as_str() {
+            "grant" if ev.target.as_deref() == Some(RUN) => {
+                if let Some(epoch) = ev.epoch {
+                    self.epochs_seen.insert(epoch);
+                    self.epochs = self.epochs_seen.len() as u64;
+                }
+            }
+            "stale-reject" => self.stale_rejects += 1,
+            "accept" => match ev.surface.as_deref() {
+                Some("marker" | "append") => self.appends += 1,
+                Some("meta") => self.meta_writes += 1,
+                Some("blob-put") => self.blob_puts += 1,
+                Some("blob-delete") => self.blob_deletes += 1,
+                _ => {}
+            },
+            "victim" => self.victim_cycles += 1,
+            "live-cross-reject" => self.live_cross_rejects += 1,
+            "busy" => self.busy_retries += 1,
+            _ => {}
+        }
+    }
+
+    pub fn get(&self, name: &str) -> u64 {
+        match name {
+            "epochs" => self.epochs,
+            "stale_rejects" => self.stale_rejects,
+            "appends" => self.appends,
+            "meta_writes" => self.meta_writes,
+            "blob_puts" => self.blob_puts,
+            "blob_deletes" => self.blob_deletes,
+            "victim_cycles" => self.victim_cycles,
+            "live_cross_rejects" => self.live_cross_rejects,
+            "sigkills_recovered" => self.sigkills_recovered,
+            "sigstop_zombies" => self.sigstop_zombies,
+            "busy_retries" => self.busy_retries,
+            _ => 0,
+        }
+    }
+}
+
+/// Floors per counter (a counter absent from the map is not gated).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Quorum {
+    pub name: String,
+    pub floors: Vec<(String, u64)>,
+    /// The least number of writers this quorum may run with.
+    pub min_writers: usize,
+}
+
+/// The reference's floors (5.7) plus one recovered SIGKILL and one refused SIGSTOP zombie.
+const DEFAULT_FLOORS: [(&str, u64); 10] = [
+    ("epochs", 4),
+    ("stale_rejects", 16),
+    ("appends", 8),
+    ("meta_writes", 5),
+    ("blob_puts", 5),
+    ("blob_deletes", 1),
+    ("victim_cycles", 1),
+    ("live_cross_rejects", 1),
+    ("sigkills_recovered", 1),
+    ("sigstop_zombies", 1),
+];
+
+impl Quorum {
+    pub fn default_floors() -> Self {
+        Self {
+            name: "default".into(),
+            floors: DEFAULT_FLOORS.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
+            min_writers: 1,
+        }
+    }
+
+    /// What a release is gated on: 5 writers and the release floors, the default for the rest.
+    pub fn release() -> Self {
+        let mut q = Self::default_floors();
+        q.name = "release".into();
+        q.min_writers = 5;
+        for (k, v) in [
+            ("epochs", 500),
+            ("stale_rejects", 5000),
+            ("appends", 2000),
+            ("victim_cycles", 200),
+            ("sigkills_recovered", 100),
+            ("sigstop_zombies", 100),
+        ] {
+            q.set(k, v);
+        }
+        q
+    }
+
+    fn set(&mut self, key: &str, value: u64) {
+        match self.floors.iter_mut().find(|(k, _)| k == key) {
+            Some(slot) => slot.1 = value,
+            None => self.floors.push((key.to_owned(), value)),
+        }
+    }
+
+    /// The engine-level soak's floors: `default` (a few seconds of workers, one crash and one
+    /// zombie at least) or `release`.
+    pub fn engine(name: &str) -> Option<Self> {
+        let floors: &[(&str, u64)] = match name {
+            "default" => &[("runs_settled", 3), ("segments", 8), ("crashes", 1), ("zombies", 1), ("paid_calls", 4)],
+            "release" => {
+                &[("runs_settled", 150), ("segments", 300), ("crashes", 20), ("zombies", 20), ("paid_calls", 300)]
+            }
+            _ => return None,
+        };
+        let floors = floors.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect();
+        Some(Self { name: name.to_owned(), floors, min_writers: if name == "release" { 5 } else { 1 } })
+    }
+
+    /// [`Quorum::parse`] for the engine-level soak's counters.
+    pub fn parse_engine(text: &str) -> SoakResult<Self> {
+        match Self::engine(text) {
+            Some(q) => Ok(q),
+            None => Self::parse_terms(text, &ENGINE_COUNTERS),
+        }
+    }
+
+    /// `default`, `release`, or `k=v,...` (floors over nothing: only the named counters gate).
+    pub fn parse(text: &str) -> SoakResult<Self> {
+        match text {
+            "default" => Ok(Self::default_floors()),
+            "release" => Ok(Self::release()),
+            _ => Self::parse_terms(text, &COUNTERS[..10]),
+        }
+    }
+
+    /// `k=v,...` over the counters `valid`.
+    fn parse_terms(text: &str, valid: &[&str]) -> SoakResult<Self> {
+        let mut q = Self { name: text.to_owned(), floors: Vec::new(), min_writers: 1 };
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = part
+                .split_once('=')
+                .ok_or_else(|| SoakError::Usage(format!("quorum term '{part}' is not key=value")))?;
+            let key = key.trim();
+            if !valid.contains(&key) {
+                return Err(SoakError::Usage(format!("unknown quorum counter '{key}' (valid: {})", valid.join(", "))));
+            }
+            let value: u64 = value
+                .trim()
+                .parse()
+                .map_err(|_| SoakError::Usage(format!("quorum {key}: '{value}' is not a count")))?;
+            q.set(key, value);
+        }
+        if q.floors.is_empty() {
+            return Err(SoakError::Usage(format!("empty quorum '{text}' (use default, release or k=v,...)")));
+        }
+        Ok(q)
+    }
+
+    pub fn met(&self, activity: &impl Counters) -> bool {
+        self.short(activity).is_empty()
+    }
+
+    /// The counters below their floor: (name, have, need).
+    pub fn short(&self, activity: &impl Counters) -> Vec<(String, u64, u64)> {
+        self.floors
+            .iter()
+            .filter(|(k, v)| activity.get(k) < *v)
+            .map(|(k, v)| (k.clone(), activity.get(k), *v))
+            .collect()
+    }
+}
+
+impl fmt::Display for Quorum {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let floors: Vec<String> = self.floors.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        write!(f, "{} ({})", self.name, floors.join(","))
+    }
+}
+
+/// `epochs 5/4 stale_rejects 20/16 ...` for the progress line and reports.
+pub fn progress(quorum: &Quorum, activity: &Activity) -> String {
+    let mut parts: Vec<String> = quorum.floors.iter().map(|(k, v)| format!("{k} {}/{v}", activity.get(k))).collect();
+    parts.push(format!("busy {}", activity.busy_retries));
+    parts.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quorums_parse_and_refuse() {
+        assert_eq!(Quorum::parse("default").unwrap().floors.len(), 10);
+        let release = Quorum::parse("release").unwrap();
+        assert_eq!(release.min_writers, 5);
+        assert!(release.floors.contains(&("sigstop_zombies".into(), 100)));
+        assert!(release.floors.contains(&("meta_writes".into(), 5)));
+        let custom = Quorum::parse("epochs=2,appends=3").unwrap();
+        assert_eq!(custom.floors, vec![("epochs".into(), 2), ("appends".into(), 3)]);
+        assert!(Quorum::parse("bogus=1").unwrap_err().to_string().contains("bogus"));
+        assert!(Quorum::parse("epochs=x").unwrap_err().to_string().contains("epochs"));
+        let mut a = Activity::default();
+        assert_eq!(custom.short(&a).len(), 2);
+        a.epochs = 2;
+        a.appends = 3;
+        assert!(custom.met(&a));
+    }
+}

@@ -1,0 +1,571 @@
+//! The referee: owns one store-level storm. It spawns the writers at once (a real concurrent
+//! boot), tails their logs every 100 ms, injects real faults on a seeded schedule (`SIGSTOP` a
+//! lease holder until another writer takes the run over, then `SIGCONT` it: a zombie whose next
+//! fenced write must be refused; `SIGKILL` a writer anywhere and start a new generation in its
+//! place), keeps the WAL bounded, stops at the quorum or the cap, reaps every writer within one
+//! shared exit deadline, and hands the folder to the judge.
+//!
+//! No orphans: writers ask for `SIGKILL` when the referee dies (`PR_SET_PDEATHSIG`, then check
+//! their parent); on `SIGINT`/`SIGTERM`, a panic or an error the referee kills and reaps them
+//! (the [`Storm`]'s `Drop`); if the referee itself is killed, a janitor child (reading a pipe only
+//! the referee holds open) removes the temporary folder.
+//!
+//! Checkpoint policy: SQLite's automatic checkpoints run in the writers as usual (PASSIVE, at
+//! commit), every writer also runs `wal_checkpoint(PASSIVE)` every few tenures, and the referee
+//! runs `wal_checkpoint(TRUNCATE)` on its own connection every tick (busy timeout 0: skipped when
+//! a writer holds a lock, retried next tick). A stopped writer that holds a read snapshot starves
+//! checkpoints only for as long as it is stopped (bounded), after which the next TRUNCATE resets
+//! the WAL.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{IsTerminal, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use fencesim_store::StoreDefect;
+use nix::sys::signal::{Signal, kill};
+use nix::sys::signalfd::{SfdFlags, SigSet, SignalFd};
+use nix::unistd::Pid;
+use serde::Serialize;
+
+use super::judge::{Judgement, META_SCHEMA, SoakMeta, WriterAccount, judge};
+use super::log::{Line, LogOutcome, Tail};
+use super::quorum::{Activity, Quorum, progress};
+use super::wall::{Stopwatch, mono_ns, sleep_ms, unix_ms};
+use super::{Layout, PARENT_ENV, RUN, SoakError, SoakResult};
+use crate::rng::Stream;
+
+/// What a storm is asked to do.
+#[derive(Clone, Debug)]
+pub struct SoakOptions {
+    pub writers: usize,
+    pub ttl_ms: i64,
+    pub seed: u64,
+    pub cap_s: u64,
+    pub skew_ms: i64,
+    pub quorum: Quorum,
+    pub defects: Vec<StoreDefect>,
+    /// Keep the database and logs here instead of a temporary folder.
+    pub keep: Option<PathBuf>,
+    /// One shared deadline for every writer to exit after the stop file appears.
+    pub exit_deadline_ms: u64,
+    /// The `fencesim` binary the writers re-execute.
+    pub exe: PathBuf,
+    /// Draw a progress line (only ever on a terminal).
+    pub progress: bool,
+}
+
+/// What a storm measured and concluded.
+#[derive(Clone, Debug, Serialize)]
+pub struct SoakOutcome {
+    pub activity: Activity,
+    pub met: bool,
+    pub short: Vec<(String, u64, u64)>,
+    pub storm_ms: u64,
+    pub capped: bool,
+    pub wal_peak_bytes: u64,
+    pub referee_rss_kib: u64,
+    pub processes: usize,
+    pub meta: SoakMeta,
+    pub judgement: Judgement,
+    pub kept: Option<PathBuf>,
+}
+
+impl SoakOutcome {
+    pub fn passed(&self) -> bool {
+        self.met && self.judgement.findings.is_empty()
+    }
+}
+
+/// Peak resident set (VmHWM, KiB) of a live process; 0 when gone.
+pub fn vm_hwm_kib(pid: u32) -> u64 {
+    let path = if pid == 0 { "/proc/self/status".to_owned() } else { format!("/proc/{pid}/status") };
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// One writer process and what the referee knows of it.
+struct Proc {
+    index: usize,
+    generation: u32,
+    child: Child,
+    tail: Tail,
+    /// The soak-run epoch it holds (granted, not yet released, stalled or kicked).
+    holding: Option<i64>,
+    /// SIGSTOPped: since when (ms of the storm) and under which epoch.
+    stopped: Option<(u64, i64)>,
+    /// SIGCONTed after a takeover: the epoch whose next fenced call must be refused, and when.
+    zombie: Option<(i64, u64)>,
+    /// Calls begun and not yet ended: id -> (fenced epoch, begin stamp).
+    open: BTreeMap<u64, (Option<i64>, u64, String)>,
+    /// Started in place of a killed writer; counts as recovered at its first grant.
+    replacement: bool,
+    booted: bool,
+    signals: Vec<String>,
+    rss_kib: u64,
+}
+
+/// The storm: children and their bookkeeping. Dropping it kills and reaps every writer left.
+struct Storm {
+    layout: Layout,
+    opts: SoakOptions,
+    procs: Vec<Proc>,
+    accounts: Vec<WriterAccount>,
+    activity: Activity,
+    rng: Stream,
+    max_grant: i64,
+    spawned: usize,
+    clock: Stopwatch,
+    checkpointer: Option<rusqlite::Connection>,
+    wal_peak: u64,
+}
+
+impl Drop for Storm {
+    fn drop(&mut self) {
+        for p in &mut self.procs {
+            let _ = kill(Pid::from_raw(p.child.id() as i32), Signal::SIGKILL);
+            let _ = p.child.wait();
+        }
+    }
+}
+
+const FENCED: [&str; 7] = ["append", "put_meta", "delete", "put_blob", "delete_blob", "renew", "release"];
+
+impl Storm {
+    fn spawn(&mut self, index: usize, generation: u32, start_at_ms: Option<i64>, replacement: bool) -> SoakResult<()> {
+        let mut skew_rng = Stream::new(self.opts.seed).fork(&format!("skew/{index}/{generation}"));
+        let max = self.opts.skew_ms.unsigned_abs();
+        let skew = i64::try_from(skew_rng.range(0, 2 * max)).unwrap_or(0) - i64::try_from(max).unwrap_or(0);
+        let stderr = File::create(self.layout.stderr(index, generation))
+            .map_err(SoakError::io("cannot create a writer's stderr file"))?;
+        let mut cmd = Command::new(&self.opts.exe);
+        cmd.arg("soak-writer")
+            .arg("--db")
+            .arg(self.layout.db())
+            .arg("--log")
+            .arg(self.layout.log(index, generation))
+            .arg("--stop")
+            .arg(self.layout.stop())
+            .args(["--index", &index.to_string(), "--generation", &generation.to_string()])
+            .args(["--seed", &self.opts.seed.to_string(), "--ttl-ms", &self.opts.ttl_ms.to_string()])
+            .arg(format!("--skew-ms={skew}"));
+        if let Some(at) = start_at_ms {
+            cmd.args(["--start-at-ms", &at.to_string()]);
+        }
+        for d in &self.opts.defects {
+            cmd.args(["--defect", d.name()]);
+        }
+        cmd.env(PARENT_ENV, std::process::id().to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(stderr));
+        let child = cmd.spawn().map_err(SoakError::io("cannot start a writer"))?;
+        self.spawned += 1;
+        self.procs.push(Proc {
+            index,
+            generation,
+            child,
+            tail: Tail::new(self.layout.log(index, generation)),
+            holding: None,
+            stopped: None,
+            zombie: None,
+            open: BTreeMap::new(),
+            replacement,
+            booted: false,
+            signals: Vec::new(),
+            rss_kib: 0,
+        });
+        Ok(())
+    }
+
+    fn signal(p: &mut Proc, sig: Signal) {
+        if kill(Pid::from_raw(p.child.id() as i32), sig).is_ok() {
+            p.signals.push(sig.as_str().to_owned());
+        }
+    }
+
+    /// Read every writer's new lines: counters, holders, zombies, recoveries.
+    fn observe(&mut self) -> SoakResult<()> {
+        for p in &mut self.procs {
+            for line in p.tail.read_new()? {
+                match line {
+                    Line::Ev(ev) => {
+                        self.activity.observe(&ev);
+                        match ev.kind.as_str() {
+                            "booted" => p.booted = true,
+                            "grant" if ev.target.as_deref() == Some(RUN) => {
+                                p.holding = ev.epoch;
+                                self.max_grant = self.max_grant.max(ev.epoch.unwrap_or(0));
+                                if p.replacement {
+                                    p.replacement = false;
+                                    self.activity.sigkills_recovered += 1;
+                                }
+                            }
+                            // A stalling holder still holds (an expiring lease): stopping it
+                            // makes a zombie too.
+                            "released" | "fence-kick" | "stale-reject" => p.holding = None,
+                            _ => {}
+                        }
+                    }
+                    Line::Begin(b) => {
+                        let epoch = b.lease.as_ref().filter(|l| l.run.as_str() == RUN).map(|l| l.epoch.0);
+                        p.open.insert(b.id, (epoch, b.mono_ns, b.surface));
+                    }
+                    Line::End(e) => {
+                        let Some((epoch, begun, surface)) = p.open.remove(&e.id) else { continue };
+                        if let (Some((zombie_epoch, since)), Some(epoch)) = (p.zombie, epoch)
+                            && epoch == zombie_epoch
+                            && begun > since
+                            && FENCED.contains(&surface.as_str())
+                            && e.outcome != LogOutcome::Busy
+                        {
+                            p.zombie = None;
+                            if e.outcome == LogOutcome::Stale {
+                                self.activity.sigstop_zombies += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn account(
+        p: &mut Proc,
+        status: std::process::ExitStatus,
+        killed_on_purpose: bool,
+        hung: bool,
+        layout: &Layout,
+    ) -> WriterAccount {
+        let signal = status.signal().map(|s| Signal::try_from(s).map_or(s.to_string(), |s| s.as_str().to_owned()));
+        let stderr = std::fs::read_to_string(layout.stderr(p.index, p.generation))
+            .unwrap_or_default()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        WriterAccount {
+            index: p.index,
+            generation: p.generation,
+            pid: p.child.id(),
+            status: if hung {
+                "hung".to_owned()
+            } else {
+                signal
+                    .as_ref()
+                    .map_or_else(|| format!("exit {}", status.code().unwrap_or(-1)), |s| format!("signal {s}"))
+            },
+            exit_code: status.code(),
+            signal,
+            killed_on_purpose,
+            hung,
+            signals: p.signals.clone(),
+            rss_peak_kib: p.rss_kib,
+            stderr,
+        }
+    }
+
+    /// Reap writers that ended on their own; sample the live ones' RSS.
+    fn reap(&mut self) -> SoakResult<()> {
+        let mut i = 0;
+        while i < self.procs.len() {
+            let p = &mut self.procs[i];
+            p.rss_kib = p.rss_kib.max(vm_hwm_kib(p.child.id()));
+            match p.child.try_wait().map_err(SoakError::io("cannot wait for a writer"))? {
+                Some(status) => {
+                    let mut p = self.procs.remove(i);
+                    let account = Self::account(&mut p, status, false, false, &self.layout);
+                    self.accounts.push(account);
+                }
+                None => i += 1,
+            }
+        }
+        Ok(())
+    }
+
+    /// SIGKILL writer `i`, reap it, start its next generation.
+    fn kill_and_replace(&mut self, i: usize) -> SoakResult<()> {
+        let mut p = self.procs.remove(i);
+        p.rss_kib = p.rss_kib.max(vm_hwm_kib(p.child.id()));
+        Self::signal(&mut p, Signal::SIGKILL);
+        let status = p.child.wait().map_err(SoakError::io("cannot reap a killed writer"))?;
+        // Its last lines still count.
+        let mut rest = vec![p];
+        std::mem::swap(&mut self.procs, &mut rest);
+        self.observe()?;
+        std::mem::swap(&mut self.procs, &mut rest);
+        let mut p = rest.remove(0);
+        let account = Self::account(&mut p, status, true, false, &self.layout);
+        self.accounts.push(account);
+        self.spawn(p.index, p.generation + 1, None, true)
+    }
+
+    /// The seeded fault schedule, one draw per tick.
+    fn faults(&mut self) -> SoakResult<()> {
+        let now = self.clock.elapsed_ms();
+        let stop_bound = u64::try_from(self.opts.ttl_ms.saturating_mul(6)).unwrap_or(1_500).max(1_500);
+        let max_grant = self.max_grant;
+        for p in &mut self.procs {
+            if let Some((since, epoch)) = p.stopped {
+                let taken_over = max_grant > epoch;
+                if taken_over || now.saturating_sub(since) > stop_bound {
+                    Self::signal(p, Signal::SIGCONT);
+                    p.stopped = None;
+                    p.holding = None;
+                    if taken_over {
+                        p.zombie = Some((epoch, mono_ns()));
+                    }
+                }
+            }
+        }
+        let stop_draw = self.rng.unit_range(0.0, 1.0);
+        let kill_draw = self.rng.unit_range(0.0, 1.0);
+        let pick = self.rng.next_u64();
+        if self.procs.len() < 2 || !self.procs.iter().all(|p| p.booted) {
+            return Ok(());
+        }
+        let max_stopped = if self.procs.len() >= 4 { 2 } else { 1 };
+        if stop_draw < 0.6 && self.procs.iter().filter(|p| p.stopped.is_some()).count() < max_stopped {
+            let holders: Vec<usize> = (0..self.procs.len())
+                .filter(|i| self.procs[*i].holding.is_some() && self.procs[*i].zombie.is_none())
+                .collect();
+            if let Some(&i) = holders.get((pick % holders.len().max(1) as u64) as usize) {
+                let p = &mut self.procs[i];
+                let epoch = p.holding.unwrap_or(0);
+                Self::signal(p, Signal::SIGSTOP);
+                p.stopped = Some((now, epoch));
+            }
+        }
+        if kill_draw < 0.2 {
+            let candidates: Vec<usize> = (0..self.procs.len()).filter(|i| self.procs[*i].stopped.is_none()).collect();
+            if let Some(&i) = candidates.get(((pick >> 32) % candidates.len().max(1) as u64) as usize) {
+                self.kill_and_replace(i)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Measure the WAL and checkpoint it (TRUNCATE) from the referee's own connection.
+    fn wal(&mut self) {
+        if let Ok(meta) = std::fs::metadata(self.layout.wal()) {
+            self.wal_peak = self.wal_peak.max(meta.len());
+        }
+        if self.checkpointer.is_none() && self.procs.iter().any(|p| p.booted) {
+            self.checkpointer = rusqlite::Connection::open_with_flags(
+                self.layout.db(),
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .ok();
+        }
+        if let Some(conn) = &self.checkpointer {
+            // Busy (a writer holds a lock) is fine: the next tick tries again.
+            let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        }
+    }
+
+    /// Stop the storm: resume stopped writers, raise the stop file, wait for every exit.
+    fn stop(&mut self) -> SoakResult<()> {
+        for p in &mut self.procs {
+            if p.stopped.take().is_some() {
+                Self::signal(p, Signal::SIGCONT);
+            }
+        }
+        File::create(self.layout.stop()).map_err(SoakError::io("cannot create the stop file"))?;
+        let deadline = Stopwatch::start();
+        while !self.procs.is_empty() && deadline.elapsed_ms() < self.opts.exit_deadline_ms {
+            self.observe()?;
+            self.reap()?;
+            self.wal();
+            sleep_ms(20);
+        }
+        self.observe()?;
+        for mut p in std::mem::take(&mut self.procs) {
+            p.rss_kib = p.rss_kib.max(vm_hwm_kib(p.child.id()));
+            Self::signal(&mut p, Signal::SIGKILL);
+            let status = p.child.wait().map_err(SoakError::io("cannot reap a hung writer"))?;
+            let account = Self::account(&mut p, status, false, true, &self.layout);
+            self.accounts.push(account);
+        }
+        self.wal();
+        Ok(())
+    }
+}
+
+/// Refuse a `--keep` folder that exists and is not empty; create it otherwise.
+pub fn prepare_keep(dir: &Path) -> SoakResult<()> {
+    if dir.exists() {
+        let mut entries = std::fs::read_dir(dir).map_err(SoakError::io(format!("cannot read {}", dir.display())))?;
+        if entries.next().is_some() {
+            return Err(SoakError::Usage(format!("--keep folder {} exists and is not empty", dir.display())));
+        }
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir).map_err(SoakError::io(format!("cannot create {}", dir.display())))
+}
+
+/// Run one storm and judge it.
+pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
+    if opts.ttl_ms < 1 || opts.ttl_ms > 2_147_483_647 {
+        return Err(SoakError::Usage(format!("--ttl-ms {} is outside 1..=2147483647", opts.ttl_ms)));
+    }
+    if opts.writers < opts.quorum.min_writers.max(1) {
+        return Err(SoakError::Usage(format!(
+            "the {} quorum needs at least {} writers, got {}",
+            opts.quorum.name,
+            opts.quorum.min_writers.max(1),
+            opts.writers
+        )));
+    }
+    // SIGINT and SIGTERM become readable events instead of killing the referee mid-storm; the
+    // mask is inherited by the writers, which the referee stops itself.
+    let mut mask = SigSet::empty();
+    mask.add(Signal::SIGINT);
+    mask.add(Signal::SIGTERM);
+    mask.thread_block().map_err(SoakError::os("cannot block SIGINT/SIGTERM"))?;
+    let signals =
+        SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK).map_err(SoakError::os("cannot open a signalfd"))?;
+
+    let (temp, dir) = match &opts.keep {
+        Some(dir) => {
+            prepare_keep(dir)?;
+            (None, dir.clone())
+        }
+        None => {
+            let temp = tempfile::Builder::new()
+                .prefix("fencesim-soak-")
+                .tempdir()
+                .map_err(SoakError::io("cannot create a temporary folder"))?;
+            let dir = temp.path().to_owned();
+            (Some(temp), dir)
+        }
+    };
+    // The janitor removes the temporary folder if the referee dies without doing so.
+    let janitor = match &temp {
+        Some(_) => {
+            let (reader, writer) = std::io::pipe().map_err(SoakError::io("cannot create the janitor's pipe"))?;
+            let child = Command::new(&opts.exe)
+                .arg("soak-janitor")
+                .arg(&dir)
+                .stdin(Stdio::from(reader))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(SoakError::io("cannot start the janitor"))?;
+            Some((child, writer))
+        }
+        None => None,
+    };
+    let layout = Layout::new(&dir);
+    let start_mono_ns = mono_ns();
+    let mut storm = Storm {
+        layout: layout.clone(),
+        rng: Stream::new(opts.seed).fork("referee/faults"),
+        opts: opts.clone(),
+        procs: Vec::new(),
+        accounts: Vec::new(),
+        activity: Activity::default(),
+        max_grant: 0,
+        spawned: 0,
+        clock: Stopwatch::start(),
+        checkpointer: None,
+        wal_peak: 0,
+    };
+    // Every first-generation writer opens the fresh file at the same instant.
+    let start_at = unix_ms() + 150 + 20 * i64::try_from(opts.writers).unwrap_or(0);
+    for index in 0..opts.writers {
+        storm.spawn(index, 0, Some(start_at), false)?;
+    }
+    let terminal = opts.progress && std::io::stderr().is_terminal();
+    let cap_ms = opts.cap_s.saturating_mul(1000);
+    let mut capped = false;
+    loop {
+        if let Ok(Some(info)) = signals.read_signal() {
+            let name = Signal::try_from(info.ssi_signo as i32).map_or("a signal", |s| s.as_str());
+            return Err(SoakError::Interrupted(name.to_owned()));
+        }
+        storm.observe()?;
+        storm.reap()?;
+        storm.wal();
+        if opts.quorum.met(&storm.activity) {
+            break;
+        }
+        if storm.clock.elapsed_ms() >= cap_ms {
+            capped = true;
+            break;
+        }
+        // A writer that died on its own fails the soak; stop early instead of storming on.
+        if storm.accounts.iter().any(|a| !a.accounted()) {
+            break;
+        }
+        storm.faults()?;
+        if terminal {
+            eprint!(
+                "\r\x1b[2K{:>5.1}s {}",
+                storm.clock.elapsed_ms() as f64 / 1000.0,
+                progress(&opts.quorum, &storm.activity)
+            );
+            let _ = std::io::stderr().flush();
+        }
+        sleep_ms(100);
+    }
+    if terminal {
+        eprintln!();
+    }
+    let storm_ms = storm.clock.elapsed_ms();
+    storm.stop()?;
+    storm.checkpointer = None;
+    let meta = SoakMeta {
+        schema: META_SCHEMA.to_owned(),
+        seed: opts.seed,
+        ttl_ms: opts.ttl_ms,
+        writers: opts.writers,
+        defects: opts.defects.iter().map(|d| d.name().to_owned()).collect(),
+        start_mono_ns,
+        accounts: storm.accounts.clone(),
+    };
+    super::report::write_atomic(
+        &layout.meta(),
+        &serde_json::to_vec_pretty(&meta).map_err(SoakError::json("soak meta"))?,
+    )?;
+    let (judgement, _rows) = judge(&layout, &meta)?;
+    let met = opts.quorum.met(&storm.activity);
+    let outcome = SoakOutcome {
+        short: opts.quorum.short(&storm.activity),
+        activity: storm.activity.clone(),
+        met,
+        storm_ms,
+        capped,
+        wal_peak_bytes: storm.wal_peak,
+        referee_rss_kib: vm_hwm_kib(0),
+        processes: storm.spawned + 1 + usize::from(janitor.is_some()),
+        meta,
+        judgement,
+        kept: opts.keep.clone(),
+    };
+    drop(storm);
+    drop(temp);
+    if let Some((mut child, writer)) = janitor {
+        drop(writer);
+        let _ = child.wait();
+    }
+    Ok(outcome)
+}
+
+/// The janitor: wait for EOF on stdin (the referee finished or died), give the writers a moment
+/// to die by their parent-death signal, then remove the folder.
+pub fn janitor(dir: &Path) {
+    let mut sink = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+    sleep_ms(300);
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -1,0 +1,214 @@
+//! The soak's reports: `soak.json` (schema `fencesim.soak/1`, `reports/soak.schema.json`) and
+//! `junit.xml`, each written atomically (a temporary file in the same folder, fsync, rename), so
+//! a reader never sees half a report.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::judge::{Finding, WriterAccount};
+use super::quorum::{Activity, COUNTERS, Quorum};
+use super::referee::SoakOutcome;
+use super::{SoakError, SoakResult};
+
+pub const SCHEMA: &str = "fencesim.soak/1";
+
+/// Write `bytes` to `path` atomically.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> SoakResult<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut temp =
+        tempfile::NamedTempFile::new_in(dir).map_err(SoakError::io(format!("cannot write in {}", dir.display())))?;
+    temp.write_all(bytes).map_err(SoakError::io(format!("cannot write {}", path.display())))?;
+    temp.as_file().sync_all().map_err(SoakError::io(format!("cannot sync {}", path.display())))?;
+    temp.persist(path)
+        .map_err(|e| SoakError::Io { what: format!("cannot rename onto {}", path.display()), source: e.error })?;
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct Floor {
+    counter: String,
+    floor: u64,
+    observed: u64,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    schema: &'static str,
+    level: &'static str,
+    seed: u64,
+    writers: usize,
+    ttl_ms: i64,
+    skew_ms: i64,
+    defects: &'a [String],
+    quorum: &'a str,
+    floors: Vec<Floor>,
+    counters: &'a Activity,
+    met: bool,
+    capped: bool,
+    storm_ms: u64,
+    rows: usize,
+    indeterminate: usize,
+    journal_entries: usize,
+    integrity: &'a str,
+    violations: &'a [Finding],
+    writers_accounted: &'a [WriterAccount],
+    processes: usize,
+    wal_peak_bytes: u64,
+    rss_peak_kib: RssPeaks,
+    verdict: &'static str,
+}
+
+#[derive(Serialize)]
+struct RssPeaks {
+    referee: u64,
+    writer_max: u64,
+}
+
+pub fn verdict(outcome: &SoakOutcome) -> &'static str {
+    if outcome.passed() { "pass" } else { "fail" }
+}
+
+/// `soak.json`.
+pub fn json(outcome: &SoakOutcome, quorum: &Quorum, skew_ms: i64) -> SoakResult<Vec<u8>> {
+    let floors = quorum
+        .floors
+        .iter()
+        .map(|(k, v)| Floor { counter: k.clone(), floor: *v, observed: outcome.activity.get(k) })
+        .collect();
+    let report = Report {
+        schema: SCHEMA,
+        level: "store",
+        seed: outcome.meta.seed,
+        writers: outcome.meta.writers,
+        ttl_ms: outcome.meta.ttl_ms,
+        skew_ms,
+        defects: &outcome.meta.defects,
+        quorum: &quorum.name,
+        floors,
+        counters: &outcome.activity,
+        met: outcome.met,
+        capped: outcome.capped,
+        storm_ms: outcome.storm_ms,
+        rows: outcome.judgement.rows,
+        indeterminate: outcome.judgement.indeterminate,
+        journal_entries: outcome.judgement.journal_entries,
+        integrity: &outcome.judgement.integrity,
+        violations: &outcome.judgement.findings,
+        writers_accounted: &outcome.meta.accounts,
+        processes: outcome.processes,
+        wal_peak_bytes: outcome.wal_peak_bytes,
+        rss_peak_kib: RssPeaks {
+            referee: outcome.referee_rss_kib,
+            writer_max: outcome.meta.accounts.iter().map(|a| a.rss_peak_kib).max().unwrap_or(0),
+        },
+        verdict: verdict(outcome),
+    };
+    let mut bytes = serde_json::to_vec_pretty(&report).map_err(SoakError::json("soak report"))?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+fn xml(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// `junit.xml`: one test case for the quorum, one per checker family that reported.
+pub fn junit(outcome: &SoakOutcome) -> Vec<u8> {
+    let mut cases = Vec::new();
+    let quorum_fail = (!outcome.met).then(|| {
+        outcome.short.iter().map(|(k, have, need)| format!("{k} {have}/{need}")).collect::<Vec<_>>().join(", ")
+    });
+    cases.push(("quorum".to_owned(), quorum_fail));
+    let violations = (!outcome.judgement.findings.is_empty()).then(|| {
+        outcome
+            .judgement
+            .findings
+            .iter()
+            .map(|f| format!("{}: {}", f.checker, f.explanation))
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    cases.push(("violations".to_owned(), violations));
+    let failures = cases.iter().filter(|(_, f)| f.is_some()).count();
+    let mut out = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"fencesim soak store seed {}\" tests=\"{}\" failures=\"{failures}\" time=\"{:.3}\">\n",
+        outcome.meta.seed,
+        cases.len(),
+        outcome.storm_ms as f64 / 1000.0
+    );
+    for (name, failure) in cases {
+        match failure {
+            None => out += &format!("    <testcase name=\"{name}\"/>\n"),
+            Some(message) => {
+                let first = message.lines().next().unwrap_or_default();
+                out += &format!(
+                    "    <testcase name=\"{name}\">\n      <failure message=\"{}\">{}</failure>\n    </testcase>\n",
+                    xml(first),
+                    xml(&message)
+                );
+            }
+        }
+    }
+    out += "  </testsuite>\n</testsuites>\n";
+    out.into_bytes()
+}
+
+/// The text summary the CLI prints.
+pub fn text(outcome: &SoakOutcome, quorum: &Quorum) -> String {
+    let a = &outcome.activity;
+    let mut out = format!(
+        "soak store seed {} writers {} ttl {}ms defects {}: {}\n",
+        outcome.meta.seed,
+        outcome.meta.writers,
+        outcome.meta.ttl_ms,
+        if outcome.meta.defects.is_empty() { "none".to_owned() } else { outcome.meta.defects.join(",") },
+        verdict(outcome).to_uppercase()
+    );
+    let counters: Vec<String> = COUNTERS.iter().map(|k| format!("{k}={}", a.get(k))).collect();
+    out += &format!("  activity: {}\n", counters.join(" "));
+    out += &format!(
+        "  quorum {}: {}; storm {} ms{}\n",
+        quorum,
+        if outcome.met { "met".to_owned() } else { "MISSED".to_owned() },
+        outcome.storm_ms,
+        if outcome.capped { " (capped)" } else { "" }
+    );
+    for (k, have, need) in &outcome.short {
+        out += &format!("  SHORT {k}: {have} of {need}\n");
+    }
+    let j = &outcome.judgement;
+    out += &format!(
+        "  history: {} rows, {} indeterminate, journal {} entries, integrity {}\n",
+        j.rows, j.indeterminate, j.journal_entries, j.integrity
+    );
+    let writer_max = outcome.meta.accounts.iter().map(|a| a.rss_peak_kib).max().unwrap_or(0);
+    out += &format!(
+        "  processes {} (writers {}), WAL peak {} bytes, RSS peak referee {} KiB writer {} KiB\n",
+        outcome.processes,
+        outcome.meta.accounts.len(),
+        outcome.wal_peak_bytes,
+        outcome.referee_rss_kib,
+        writer_max
+    );
+    for f in &j.findings {
+        let row = f.row.map_or(String::new(), |r| format!(" (row {r})"));
+        out += &format!("  VIOLATION {}: {}{row}\n", f.checker, f.explanation);
+    }
+    if let Some(dir) = &outcome.kept {
+        out += &format!("  kept: {} (re-judge with fencesim soak-check {})\n", dir.display(), dir.display());
+    }
+    out += &format!(
+        "  repro: fencesim soak --level store --seed {} --writers {} --ttl-ms {}{} (the OS scheduler is not deterministic)\n",
+        outcome.meta.seed,
+        outcome.meta.writers,
+        outcome.meta.ttl_ms,
+        outcome.meta.defects.iter().map(|d| format!(" --defect {d}")).collect::<String>()
+    );
+    out
+}

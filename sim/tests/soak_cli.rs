@@ -1,0 +1,241 @@
+//! `fencesim soak --level store` end to end, with real writer processes: an honest storm meets
+//! the default quorum and passes (its kept folder re-judges clean with `soak-check`, its reports
+//! follow the schema); planted store defects fail naming their checker; tampered logs (a dropped
+//! end line, a forged accept, a swapped epoch) fail `soak-check`; bad flags exit 2 with one line;
+//! and a referee killed with SIGKILL leaves no writer and no temporary folder behind.
+
+mod cli;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use cli::{assert_exit, fencesim, stderr, stdout};
+use fencesim::soak::wall::{Stopwatch, sleep_ms};
+use serde_json::Value;
+
+/// Copy a kept soak folder (flat) so one honest storm serves several tampering tests.
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+/// The writers' logs in a folder, as (path, lines).
+fn logs(dir: &Path) -> Vec<(PathBuf, Vec<String>)> {
+    let mut out: Vec<(PathBuf, Vec<String>)> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .map(|p| {
+            let text = fs::read_to_string(&p).unwrap();
+            (p, text.lines().map(str::to_owned).collect())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn write_lines(path: &Path, lines: &[String]) {
+    fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+/// The owners that exited cleanly (not killed), from the referee's record.
+fn clean_owners(dir: &Path) -> Vec<String> {
+    let meta: Value = serde_json::from_str(&fs::read_to_string(dir.join("soak-meta.json")).unwrap()).unwrap();
+    meta["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["exit_code"] == 0)
+        .map(|a| format!("soak-w{}-g{}", a["index"], a["generation"]))
+        .collect()
+}
+
+fn check_fails(dir: &Path, checker: &str) {
+    let out = fencesim(&["soak-check".as_ref(), dir.as_os_str()]);
+    assert_exit(&out, 1);
+    assert!(stdout(&out).contains(checker), "expected {checker}: {}", stdout(&out));
+}
+
+#[test]
+fn an_honest_soak_passes_and_its_kept_folder_rejudges_and_tampering_fails() {
+    let root = tempfile::tempdir().unwrap();
+    let (keep, report) = (root.path().join("keep"), root.path().join("report"));
+    let out = fencesim(&[
+        "soak".as_ref(),
+        "--level".as_ref(),
+        "store".as_ref(),
+        "--seed".as_ref(),
+        "7".as_ref(),
+        "--skew-ms".as_ref(),
+        "20".as_ref(),
+        "--keep".as_ref(),
+        keep.as_os_str(),
+        "--report".as_ref(),
+        report.as_os_str(),
+    ]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    assert!(text.contains(": PASS") && text.contains("quorum default"), "{text}");
+
+    // The report follows its schema's shape.
+    let doc: Value = serde_json::from_str(&fs::read_to_string(report.join("soak.json")).unwrap()).unwrap();
+    let schema: Value = serde_json::from_str(
+        &fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../reports/soak.schema.json")).unwrap(),
+    )
+    .unwrap();
+    for key in schema["required"].as_array().unwrap() {
+        assert!(doc.get(key.as_str().unwrap()).is_some(), "soak.json lacks {key}");
+    }
+    assert_eq!(doc["schema"], "fencesim.soak/1");
+    assert_eq!(doc["verdict"], "pass");
+    assert_eq!(doc["seed"], 7);
+    assert!(doc["counters"]["sigkills_recovered"].as_u64().unwrap() >= 1);
+    assert!(doc["counters"]["sigstop_zombies"].as_u64().unwrap() >= 1);
+    assert!(fs::read_to_string(report.join("junit.xml")).unwrap().contains("<testsuite"));
+
+    // Offline, the kept folder judges the same.
+    assert_exit(&fencesim(&["soak-check".as_ref(), keep.as_os_str()]), 0);
+    let clean = clean_owners(&keep);
+    assert!(!clean.is_empty(), "some writer exited cleanly");
+
+    // A dropped end line of a writer that was never killed.
+    let dropped = root.path().join("dropped");
+    copy_dir(&keep, &dropped);
+    let (path, mut lines) = logs(&dropped)
+        .into_iter()
+        .find(|(_, lines)| clean.iter().any(|o| lines.iter().any(|l| l.contains(&format!("\"node\":\"{o}\"")))))
+        .unwrap();
+    let end = lines.iter().position(|l| l.contains("\"t\":\"end\"")).unwrap();
+    lines.remove(end);
+    write_lines(&path, &lines);
+    check_fails(&dropped, "log-complete");
+
+    // A forged accept: a refused stale probe turned into an accepted one.
+    let forged = root.path().join("forged");
+    copy_dir(&keep, &forged);
+    let mut done = false;
+    for (path, mut lines) in logs(&forged) {
+        let begins: Vec<(u64, String)> = lines
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["t"] == "begin" && v["surface"] == "put_meta")
+            .map(|v| (v["id"].as_u64().unwrap(), v["node"].as_str().unwrap().to_owned()))
+            .collect();
+        if let Some(i) = lines.iter().position(|l| {
+            let v: Value = serde_json::from_str(l).unwrap_or(Value::Null);
+            v["t"] == "end"
+                && v["outcome"]["k"] == "stale"
+                && begins.iter().any(|(id, node)| v["id"] == *id && v["node"] == node.as_str())
+        }) {
+            lines[i] = lines[i].replace("{\"k\":\"stale\"}", "{\"k\":\"ok\"}");
+            write_lines(&path, &lines);
+            done = true;
+            break;
+        }
+    }
+    assert!(done, "the storm refused some stale put_meta");
+    check_fails(&forged, "no-stale-acceptance");
+
+    // A swapped epoch: one grant re-labelled with another writer's epoch.
+    let swapped = root.path().join("swapped");
+    copy_dir(&keep, &swapped);
+    let all = logs(&swapped);
+    let grant_epoch = |lines: &[String]| {
+        lines.iter().find_map(|l| {
+            let v: Value = serde_json::from_str(l).ok()?;
+            (v["t"] == "end" && v["granted"]["run"] == "soak-run").then(|| v["granted"]["epoch"].as_i64().unwrap())
+        })
+    };
+    let (a, b) = (&all[0], all.iter().skip(1).find(|(_, l)| grant_epoch(l).is_some()).unwrap());
+    let (ea, eb) = (grant_epoch(&a.1).unwrap(), grant_epoch(&b.1).unwrap());
+    assert_ne!(ea, eb);
+    let mut lines = a.1.clone();
+    let i = lines.iter().position(|l| l.contains("\"granted\"") && l.contains("\"soak-run\"")).unwrap();
+    lines[i] = lines[i].replace(&format!("\"epoch\":{ea}"), &format!("\"epoch\":{eb}"));
+    write_lines(&a.0, &lines);
+    let out = fencesim(&["soak-check".as_ref(), swapped.as_os_str()]);
+    assert_exit(&out, 1);
+    assert!(
+        stdout(&out).contains("epochs-increasing") || stdout(&out).contains("no-stale-acceptance"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn planted_store_defects_fail_the_soak_naming_their_checker() {
+    for (defect, checker) in [
+        ("unfenced-meta", "no-stale-acceptance"),
+        ("epoch-reset-on-delete", "epochs-increasing"),
+        ("unfenced-delete", "no-stale-acceptance"),
+        ("no-boot-retry", "clean-boot"),
+    ] {
+        let out = fencesim(&["soak", "--level", "store", "--defect", defect, "--cap-s", "30"]);
+        assert_exit(&out, 1);
+        assert!(stdout(&out).contains(&format!("VIOLATION {checker}")), "{defect}: {}", stdout(&out));
+    }
+}
+
+#[test]
+fn bad_flags_exit_2_with_one_line() {
+    let kept = tempfile::tempdir().unwrap();
+    fs::write(kept.path().join("x"), "occupied").unwrap();
+    let occupied = kept.path().to_str().unwrap().to_owned();
+    for (args, mentions) in [
+        (vec!["soak", "--ttl-ms", "0"], "ttl"),
+        (vec!["soak", "--quorum", "epochs=3,bogus=1"], "bogus"),
+        (vec!["soak", "--quorum", "epochs=many"], "epochs"),
+        (vec!["soak", "--quorum", "release", "--writers", "3"], "5 writers"),
+        (vec!["soak", "--keep", occupied.as_str()], "not empty"),
+        (vec!["soak", "--level", "engine"], "engine"),
+    ] {
+        let out = fencesim(&args);
+        assert_exit(&out, 2);
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(mentions), "{args:?}: expected {mentions:?} in {err}");
+    }
+}
+
+/// Writer processes whose command line names `needle`.
+fn writers_naming(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = fs::read(entry.path().join("cmdline")) {
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmdline.contains("soak-writer") && cmdline.contains(needle) {
+                found.push(cmdline);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_referee_killed_mid_storm_leaves_no_writer_and_no_temporary_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut referee = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["soak", "--level", "store", "--quorum", "epochs=100000", "--cap-s", "60"])
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let needle = tmp.path().to_str().unwrap().to_owned();
+    let started = Stopwatch::start();
+    while writers_naming(&needle).len() < 3 {
+        assert!(started.elapsed_ms() < 20_000, "the writers never started");
+        sleep_ms(50);
+    }
+    sleep_ms(700);
+    referee.kill().unwrap();
+    referee.wait().unwrap();
+    sleep_ms(2_000);
+    assert_eq!(writers_naming(&needle), Vec::<String>::new());
+    let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
