@@ -165,6 +165,10 @@ fn run_engine(args: &Args) -> CmdResult {
         report.wall_ms
     );
     println!("  {} (quorum {quorum})", counters.join(" "));
+    println!(
+        "  history: {} store calls from every process, {} indeterminate, judged by the oracle",
+        report.calls, report.indeterminate
+    );
     for (name, have, need) in &short {
         println!("  QUORUM MISSED {name}: {have} of {need}");
     }

@@ -32,13 +32,23 @@ use fencesim_engine::{
     EngineDefects, EngineOptions, Env, Fault, Ledger, Paid, Phase, Point, RealEnv, RunOptions, Site, Worker,
     WorkerOptions, Workflow,
 };
-use fencesim_store::{Defects, RunFilter, RunId, RunStatus, Store};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use fencesim_store::{Defects, RunFilter, RunId, RunStatus, SqliteOptions, SqliteStore, Store};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde::Serialize;
 
+use super::Layout;
+use super::judge::{merge, read_logs};
+use super::log::LogFile;
+use super::wall::mono_ns;
+use super::writer::{LoggedStore, StampClock};
+use crate::history::Snapshot;
 use crate::killpoints::{self, Config};
 use crate::killpoints_real::{self, Deferral, LogLine, RealError, Reaped};
+use crate::oracle::{self, OracleConfig, Scope};
 use crate::rng::Stream;
 
 /// How a soak runs. [`EngineSoakOptions::tiny`] is a few seconds' worth.
@@ -94,6 +104,10 @@ pub struct EngineSoakReport {
     pub zombies: u32,
     pub paid_calls: u32,
     pub paid_tools: u32,
+    /// Store calls in the merged history the oracle judged, and how many of them are
+    /// indeterminate (their process was SIGKILLed before it learned the outcome).
+    pub calls: u64,
+    pub indeterminate: u32,
     pub wall_ms: u64,
     pub violations: Vec<String>,
 }
@@ -113,6 +127,26 @@ pub enum SoakError {
     Store(#[from] fencesim_store::StoreError),
     #[error("invalid soak options: {0}")]
     Options(String),
+    #[error(transparent)]
+    Log(#[from] super::SoakError),
+}
+
+/// A process's store: SqliteStore over the soak's file, every call logged (begin and end, one
+/// `write(2)` each) to `writer-<node>.jsonl` beside `effects`, stamped by the in-lock clock
+/// reading, so the judge can merge every process's calls into one history for the oracle.
+fn open_logged(
+    db: &Path,
+    effects: &Path,
+    node: &str,
+    ttl_ms: u32,
+    defects: Defects,
+) -> Result<Rc<dyn Store>, SoakError> {
+    let clock = Arc::new(StampClock::new(0));
+    let options = SqliteOptions::file(db, clock.clone()).lease_ttl_ms(i64::from(ttl_ms)).defects(defects);
+    let inner = SqliteStore::open(options)?;
+    let folder = effects.parent().unwrap_or(Path::new("."));
+    let log = Arc::new(LogFile::open(&folder.join(format!("writer-{node}.jsonl")))?);
+    Ok(Rc::new(LoggedStore::new(inner, clock, log, node.to_owned())))
 }
 
 /// The run ids and workflows of a soak: deterministic from the seed.
@@ -196,7 +230,7 @@ pub fn run_worker(
     store_defects: Defects,
 ) -> Result<(), SoakError> {
     killpoints_real::guard_parent()?;
-    let store: Rc<dyn Store> = killpoints_real::open_store(db, ttl_ms, store_defects)?;
+    let store = open_logged(db, effects, owner, ttl_ms, store_defects)?;
     let env = soak_env(effects, Vec::new())?;
     let engine_opts = EngineOptions { owner: owner.into(), defects: engine_defects, ..EngineOptions::default() };
     let engine = Rc::new(
@@ -222,7 +256,7 @@ const CLIENT_SUBMIT_ATTEMPTS: u32 = 40;
 pub fn run_client(db: &Path, effects: &Path, opts: &EngineSoakOptions) -> Result<(), SoakError> {
     killpoints_real::guard_parent()?;
     let plan = plan(opts);
-    let store: Rc<dyn Store> = killpoints_real::open_store(db, opts.ttl_ms, opts.store_defects)?;
+    let store = open_logged(db, effects, "client", opts.ttl_ms, opts.store_defects)?;
     let submit_only = plan.iter().skip(1).step_by(2).map(|(run, _)| run.clone()).collect();
     let env = soak_env(effects, submit_only)?;
     let engine_opts =
@@ -323,6 +357,7 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
     };
     let db = dir.join("soak.db");
     let started = Instant::now();
+    let start_mono_ns = mono_ns();
     // Boot the file once here, so the processes race only for runs.
     drop(killpoints_real::open_store(&db, opts.ttl_ms, opts.store_defects)?);
 
@@ -409,7 +444,7 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
     drop(client);
     report.violations.extend(client_failed);
 
-    judge(exe, &dir, &db, store.as_ref(), &plan, &effects, opts, &mut report)?;
+    judge(start_mono_ns, exe, &dir, &db, store.as_ref(), &plan, &effects, opts, &mut report)?;
     report.wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     drop(store);
     if opts.keep.is_none() {
@@ -433,7 +468,9 @@ fn settled_or_waiting(store: &dyn Store, plan: &[(RunId, Workflow)]) -> Result<b
 
 /// The end-of-soak checks over the file and the effects logs.
 #[allow(clippy::too_many_arguments, reason = "one call site, every argument a different thing")]
+#[allow(clippy::too_many_arguments, reason = "the storm's products, each named at the one call site")]
 fn judge(
+    start_mono_ns: u64,
     exe: &Path,
     dir: &Path,
     db: &Path,
@@ -444,6 +481,20 @@ fn judge(
     report: &mut EngineSoakReport,
 ) -> Result<(), SoakError> {
     let violations = &mut report.violations;
+    // The oracle over every process's logged calls, before the operator's repair writes anything.
+    let merged = merge(&read_logs(&Layout::new(dir))?, start_mono_ns);
+    let mut named: BTreeSet<RunId> = merged.rows.iter().filter_map(|r| r.call()).map(|c| c.run.clone()).collect();
+    named.remove(&RunId::new("*"));
+    named.extend(plan.iter().map(|(run, _)| run.clone()));
+    let snapshot = Snapshot::read(store, named)?;
+    let cfg = OracleConfig {
+        ttl_ms: i64::from(opts.ttl_ms),
+        planned: plan.iter().map(|(run, _)| run.clone()).collect(),
+        scope: Scope::Engine,
+    };
+    report.calls = merged.rows.len() as u64;
+    report.indeterminate = merged.open_calls.len() as u32;
+    violations.extend(oracle::check(&merged.rows, &snapshot, &cfg).iter().map(ToString::to_string));
     let bill = Ledger::new();
     for log in effects {
         let (ledger, _) = killpoints_real::read_effects(log)?;

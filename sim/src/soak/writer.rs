@@ -504,29 +504,29 @@ impl Writer {
                     Out::Other(m) => self.error("seq-probe", &m)?,
                 }
                 continue;
-            } else if dice < 0.30 {
+            } else if dice < 0.40 {
                 let entry = Self::entry(tail + 1, &nonce);
                 let out = self.attempt("append", |s| s.append(&run, &entry, Some(&lease))).0;
                 if out == Out::Ok {
                     tail += 1;
                 }
                 ("append", out)
-            } else if dice < 0.50 {
+            } else if dice < 0.55 {
                 let mut meta = RunMeta::new(RUN, RunStatus::Running);
                 meta.extra.insert("updatedAt".into(), json!(format!("soak-{nonce}")));
                 meta.extra.insert("soak".into(), json!({ "nonce": nonce }));
                 ("meta", self.attempt("put_meta", |s| s.put_meta(&meta, Some(&lease))).0)
-            } else if dice < 0.65 {
+            } else if dice < 0.66 {
                 let blob_ref = format!("{RUN}/blob-{}", self.rng.below(4));
                 let bytes = Self::blob(&nonce);
                 ("blob-put", self.attempt("put_blob", |s| s.put_blob(&blob_ref, &bytes, Some(&lease))).0)
-            } else if dice < 0.75 {
+            } else if dice < 0.74 {
                 let blob_ref = format!("{RUN}/blob-{}", self.rng.below(4));
                 ("blob-delete", self.attempt("delete_blob", |s| s.delete_blob(&blob_ref, Some(&lease))).0)
-            } else if dice < 0.85 {
+            } else if dice < 0.84 {
                 self.victim(&lease)?;
                 continue;
-            } else if dice < 0.93 {
+            } else if dice < 0.92 {
                 let out = self.attempt("renew", |s| s.renew(&lease)).0;
                 if out == Out::Ok {
                     self.ev_at("renewed", "renew", epoch)?;
