@@ -468,7 +468,6 @@ fn settled_or_waiting(store: &dyn Store, plan: &[(RunId, Workflow)]) -> Result<b
 
 /// The end-of-soak checks over the file and the effects logs.
 #[allow(clippy::too_many_arguments, reason = "one call site, every argument a different thing")]
-#[allow(clippy::too_many_arguments, reason = "the storm's products, each named at the one call site")]
 fn judge(
     start_mono_ns: u64,
     exe: &Path,
