@@ -309,10 +309,12 @@ struct Writer {
 }
 
 /// Chance per tenure that its next fenced call stalls mid-call (between check and mutation):
-/// high in a generation's first tenures (so a default-quorum storm meets a few), low after (over
-/// a correct store each one holds SQLite's write lock for the stall and starves everyone).
+/// high in the first writers' first tenures (so a default-quorum storm meets a few), low after:
+/// over a correct store each one holds SQLite's write lock for the stall and starves every other
+/// writer (in a release storm with a quarter of every restarted generation's first tenures
+/// stalling, the lock was held for half the storm).
 const MID_CALL_STALL_EARLY: f64 = 0.25;
-const MID_CALL_STALL_LATE: f64 = 0.03;
+const MID_CALL_STALL_LATE: f64 = 0.005;
 const EARLY_TENURES: u32 = 4;
 
 /// Run one writer to its end: until the stop file appears (exit 0), or a fatal error.
@@ -454,7 +456,8 @@ impl Writer {
         let epoch = lease.epoch.0;
         self.event("grant", |e| Ev { epoch: Some(epoch), target: Some(RUN.into()), ..e })?;
         self.granted += 1;
-        let chance = if self.granted <= EARLY_TENURES { MID_CALL_STALL_EARLY } else { MID_CALL_STALL_LATE };
+        let early = self.cfg.generation == 0 && self.granted <= EARLY_TENURES;
+        let chance = if early { MID_CALL_STALL_EARLY } else { MID_CALL_STALL_LATE };
         if self.rng.chance(chance) {
             self.mid_call.store(true, Ordering::SeqCst);
             self.ev_at("mid-call-stall", "fenced", epoch)?;

@@ -121,11 +121,13 @@ fn validate_location(location: &Location) -> StoreResult<()> {
 /// One attempt at the whole bootstrap: probe, open read-write, WAL, then the schema in one write
 /// transaction. Idempotent, so a busy attempt can be retried whole.
 fn boot_once(location: &Location) -> Result<Connection, Failure> {
+    // Whether the file was already a complete fencesim database when probed.
+    let mut complete = false;
     let rw = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = match location {
         Location::File(path) => {
             let path = literal(path);
-            probe(&path)?;
+            complete = probe(&path)?;
             Connection::open_with_flags(&path, rw)?
         }
         Location::Memdb(name) => {
@@ -145,6 +147,13 @@ fn boot_once(location: &Location) -> Result<Connection, Failure> {
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(Failure::Refused(format!("cannot switch the database to WAL journal_mode={mode}")));
         }
+    }
+    // A database that already holds every object needs no write transaction: a new connection
+    // under a storm of writers would otherwise queue for the write lock just to create nothing
+    // (a restarted soak writer starved past the boot bound that way). Objects are only ever
+    // created whole in one transaction, so "all present" cannot be half a bootstrap.
+    if complete {
+        return Ok(conn);
     }
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let result = bootstrap_schema(&conn).and_then(|()| conn.execute_batch("COMMIT").map_err(Failure::from));
@@ -200,19 +209,23 @@ fn literal(path: &Path) -> PathBuf {
 }
 
 /// Judge an existing, non-empty file through a read-only connection before anything opens it for
-/// writing: a read-write open would roll back a hot journal, recover a WAL or checkpoint it on
+/// writing, and say whether it is already a complete fencesim database: a read-write open would roll back a hot journal, recover a WAL or checkpoint it on
 /// close, each of which writes to a file that may not be ours.
-fn probe(path: &Path) -> Result<(), Failure> {
+fn probe(path: &Path) -> Result<bool, Failure> {
     let empty = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
     if empty {
-        return Ok(());
+        return Ok(false);
     }
     let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     conn.busy_timeout(Duration::ZERO)?;
     if check_ownership(&conn)? {
-        return Ok(());
+        return Ok(false);
     }
-    check_schema(&conn)
+    check_schema(&conn)?;
+    let list = schema::OBJECTS.map(|name| format!("'{name}'")).join(", ");
+    let present: i64 =
+        conn.query_row(&format!("SELECT count(*) FROM sqlite_master WHERE name IN ({list})"), [], |r| r.get(0))?;
+    Ok(usize::try_from(present).ok() == Some(schema::OBJECTS.len()))
 }
 
 /// Whether this database is ours (or empty), judged from its header and catalog in one read, so
