@@ -9,11 +9,13 @@ compile_error!("fencesim must be built with --cfg madsim: a RUSTFLAGS variable o
 
 pub mod catalogue;
 pub mod env;
+pub mod files;
 pub mod history;
 pub mod killpoints;
 pub mod killpoints_real;
 pub mod mutants;
 pub use fencesim_oracle as oracle;
+pub mod planfile;
 pub mod probes;
 pub mod report;
 pub mod rng;

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use fencesim::catalogue::{self, Defect};
+use fencesim::catalogue::Defect;
 use fencesim::report;
 use fencesim::stores::DbKind;
 use fencesim::world::{self, WorldConfig};
@@ -14,9 +14,12 @@ use super::{CmdResult, Format, Verdict};
 pub struct Args {
     /// A built-in scenario (see `scenarios/`) or a path to a scenario `.toml` file.
     #[arg(long)]
-    scenario: String,
+    scenario: Option<String>,
     #[arg(long)]
-    seed: u64,
+    seed: Option<u64>,
+    /// Run the world of a plan file (`fencesim plan`, `fencesim shrink`) instead of a seed.
+    #[arg(long, value_name = "FILE")]
+    plan: Option<PathBuf>,
     /// The world's database: memdb (fast) or file (a WAL file in a fresh temporary folder).
     #[arg(long, default_value = "memdb", value_parser = super::parse_db)]
     db: DbKind,
@@ -34,21 +37,15 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> CmdResult {
-    let scenario = catalogue::scenario(&args.scenario)?;
-    let (engine_defects, store_defects) = Defect::split(&args.defects);
-    let cfg = WorldConfig {
-        scenario,
-        seed: args.seed,
-        db: args.db,
-        store_defects,
-        engine_defects,
-        keep_db: args.keep_db.clone(),
-    };
+    let (scenario, seed, defects) =
+        super::plan::resolve(args.scenario.as_deref(), args.seed, args.plan.as_deref(), &args.defects)?;
+    let (engine_defects, store_defects) = Defect::split(&defects);
+    let cfg = WorldConfig { scenario, seed, db: args.db, store_defects, engine_defects, keep_db: args.keep_db.clone() };
     let outcome = world::run(&cfg)?;
     match args.format {
-        Format::Text => print!("{}", report::text(&outcome, &args.defects, args.trace)),
+        Format::Text => print!("{}", report::text(&outcome, &defects, args.trace)),
         Format::Json => {
-            let mut doc = report::world_json(&outcome, &args.defects);
+            let mut doc = report::world_json(&outcome, &defects);
             if args.trace {
                 doc["trace"] = outcome.rows.iter().map(ToString::to_string).collect();
             }

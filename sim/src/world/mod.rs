@@ -261,7 +261,7 @@ impl Shared {
 }
 
 async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
-    let plan = Plan::draw(&cfg.scenario, cfg.seed);
+    let plan = cfg.scenario.plan.as_deref().cloned().unwrap_or_else(|| Plan::draw(&cfg.scenario, cfg.seed));
     let client = nodes::ClientState::new(&plan);
     let clocks = plan.skews.iter().map(|(node, skew)| (node.clone(), SimClock::new(*skew))).collect();
     let shared = Arc::new(Shared {
