@@ -20,6 +20,7 @@ pub mod probes;
 pub mod report;
 pub mod rng;
 pub mod scenario;
+pub mod shrink;
 pub mod soak_engine;
 pub mod stores;
 pub mod world;

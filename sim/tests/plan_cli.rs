@@ -68,3 +68,44 @@ fn plan_then_run_plan_prints_the_same_world() {
     let both = fencesim(&["run", "--plan", path.to_str().unwrap(), "--seed", "3"]);
     assert_exit(&both, 2);
 }
+
+/// shrink -> promote -> replay: the minimal plan fails the same checker in a fresh process, is
+/// kept with its story, and a replay of the folder passes because it still fails; the same plan
+/// without its defect makes the replay fail (an expected failure can be missed).
+#[test]
+fn shrink_promote_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let min = dir.path().join("min.toml");
+    let min_s = min.to_str().unwrap();
+    let world = ["--scenario", "mid-call-takeover", "--seed", "1", "--defect", "non-atomic-fence"];
+    let out = fencesim(&[&["shrink"][..], &world, &["--out", min_s]].concat());
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    assert!(text.contains("keeps failing no-stale-acceptance"), "{text}");
+    assert!(text.contains(&format!("repro: fencesim run --plan {min_s} --trace")), "{text}");
+    let again = fencesim(&[&["shrink"][..], &world, &["--out", min_s]].concat());
+    assert_exit(&again, 2);
+    assert!(stderr(&again).contains("refusing to overwrite"), "{}", stderr(&again));
+
+    let run = fencesim(&["run", "--plan", min_s, "--format", "json"]);
+    assert_exit(&run, 1);
+    let doc: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(doc["violations"][0]["checker"], "no-stale-acceptance");
+
+    let kept = dir.path().join("regressions");
+    let kept_s = kept.to_str().unwrap();
+    let promote = fencesim(&["promote", "--plan", min_s, "--story", "D3 planted", "--dir", kept_s]);
+    assert_exit(&promote, 0);
+    let report = dir.path().join("report");
+    let replay = fencesim(&["replay", kept_s, "--report", report.to_str().unwrap()]);
+    assert_exit(&replay, 0);
+    assert!(stdout(&replay).contains("1 passed"), "{}", stdout(&replay));
+
+    let plan = std::fs::read_dir(&kept).unwrap().next().unwrap().unwrap().path();
+    let text = std::fs::read_to_string(&plan).unwrap();
+    assert!(text.contains("story = \"D3 planted\""), "{text}");
+    std::fs::write(&plan, text.replace("defects = [\"non-atomic-fence\"]", "defects = []")).unwrap();
+    let missed = fencesim(&["replay", kept_s, "--report", report.to_str().unwrap()]);
+    assert_exit(&missed, 1);
+    assert!(stdout(&missed).contains("expected no-stale-acceptance to fail, got a pass"), "{}", stdout(&missed));
+}

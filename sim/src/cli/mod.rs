@@ -7,9 +7,11 @@ mod killpoints_real;
 mod mutants;
 mod par;
 mod plan;
+mod promote;
 mod replay;
 mod run;
 mod runs;
+mod shrink;
 mod soak_engine;
 mod sweep;
 
@@ -55,6 +57,13 @@ enum Command {
     ///
     /// `fencesim run --plan FILE` runs the same world from it. Exit 0, or 2 on bad input.
     Plan(plan::Args),
+    /// Shrink a failing world to a smaller plan that fails the same checker.
+    ///
+    /// Exit 0 when a plan was shrunk, 1 when `--kill-matrix` misses its goals, 2 on bad input
+    /// (or a world that passes).
+    Shrink(shrink::Args),
+    /// Keep a minimal plan as a regression under `seeds/regressions/`.
+    Promote(promote::Args),
     /// Run many seeds of one scenario in parallel; a summary and every failing seed's repro.
     ///
     /// Exit 0 when every seed passes, 1 when any fails, 2 on bad input.
@@ -114,6 +123,8 @@ pub fn main() -> ExitCode {
         Command::Runs(args) => runs::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Plan(args) => plan::run(&args),
+        Command::Shrink(args) => shrink::run(&args),
+        Command::Promote(args) => promote::run(&args),
         Command::Sweep(args) => sweep::run(&args),
         Command::Mutants(args) => mutants::run(&args),
         Command::Replay(args) => replay::run(&args),

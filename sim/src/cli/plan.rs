@@ -49,3 +49,49 @@ pub fn resolve(
         (None, _, _) => anyhow::bail!("name a world: --scenario NAME --seed S, or --plan FILE"),
     }
 }
+
+/// A corpus entry for a plan file (`plan PATH` in a corpus, or a file of a plan folder).
+pub fn entry(line: usize, path: &str) -> Result<super::replay::Entry, fencesim::scenario::ScenarioError> {
+    let file = PlanFile::load(std::path::Path::new(path))?;
+    Ok(super::replay::Entry {
+        line,
+        name: path.to_owned(),
+        scenario: file.scenario(path),
+        seed: file.seed,
+        defects: file.defects,
+        expect: file.expect,
+    })
+}
+
+/// Every plan file (`*.toml`) of a folder, sorted by name, as corpus entries (line 0).
+pub fn corpus_dir(dir: &std::path::Path) -> anyhow::Result<Vec<super::replay::Entry>> {
+    let mut paths: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| anyhow::anyhow!("cannot list plan folder {}: {e}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    paths.sort();
+    paths.iter().map(|p| Ok(entry(0, &p.display().to_string())?)).collect()
+}
+
+/// For an entry that must keep failing `checker`: its judgement and, unless it passed, why.
+/// `None` for an ordinary entry (which must pass).
+pub fn expected(
+    checker: Option<&str>,
+    first: &fencesim::world::WorldReport,
+    second: &fencesim::world::WorldReport,
+) -> Option<(super::replay::Judgement, Option<String>)> {
+    use super::replay::{Judgement, judge};
+    let checker = checker?;
+    Some(match judge(first, second) {
+        Judgement::Nondeterministic => (Judgement::Nondeterministic, super::replay::failure_line(first, second)),
+        _ if first.violations.iter().any(|v| v.checker == checker) => (Judgement::Passed, None),
+        _ => (
+            Judgement::Failed,
+            Some(format!(
+                "expected {checker} to fail, got {}",
+                first.violations.first().map_or("a pass".to_owned(), |v| format!("{}: {}", v.checker, v.explanation))
+            )),
+        ),
+    })
+}
