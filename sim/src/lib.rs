@@ -7,6 +7,7 @@
 #[cfg(not(madsim))]
 compile_error!("fencesim must be built with --cfg madsim: a RUSTFLAGS variable overrode .cargo/config.toml; unset it");
 
+pub mod bundle;
 pub mod catalogue;
 pub mod env;
 pub mod files;
@@ -23,4 +24,5 @@ pub mod scenario;
 pub mod shrink;
 pub mod soak_engine;
 pub mod stores;
+pub mod timeline;
 pub mod world;

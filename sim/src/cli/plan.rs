@@ -95,3 +95,22 @@ pub fn expected(
         ),
     })
 }
+
+/// The failure bundle of a replayed corpus entry.
+pub fn bundle(
+    dir: &std::path::Path,
+    entry: &super::replay::Entry,
+    db: fencesim::stores::DbKind,
+    seen: u64,
+) -> Result<std::path::PathBuf, fencesim::bundle::BundleError> {
+    let (engine_defects, store_defects) = Defect::split(&entry.defects);
+    let cfg = fencesim::world::WorldConfig {
+        scenario: entry.scenario.clone(),
+        seed: entry.seed,
+        db,
+        store_defects,
+        engine_defects,
+        keep_db: None,
+    };
+    fencesim::bundle::write(dir, &cfg, &entry.defects, seen)
+}

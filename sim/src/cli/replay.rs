@@ -34,6 +34,9 @@ pub struct Args {
     /// Every world's database: memdb (fast) or file (a WAL file in a fresh temporary folder).
     #[arg(long, default_value = "memdb", value_parser = super::parse_db)]
     db: DbKind,
+    /// Write a failure bundle per failing entry under DIR (see `fencesim run --bundle`).
+    #[arg(long, value_name = "DIR")]
+    bundle: Option<PathBuf>,
 }
 
 /// One line of a corpus.
@@ -227,6 +230,12 @@ pub fn run(args: &Args) -> CmdResult {
         let repro = report::repro(&r.first, &r.entry.defects);
         let failure = expected.map_or_else(|| failure_line(&r.first, &r.second), |e| e.1).map(|why| {
             println!("FAIL {name} ({file}:{}): {why}; repro: {repro}", r.entry.line);
+            if let Some(dir) = args.bundle.as_ref().filter(|_| !r.first.passed()) {
+                match super::plan::bundle(dir, r.entry, args.db, r.first.fingerprint) {
+                    Ok(path) => println!("  bundle: {}", path.display()),
+                    Err(e) => println!("  bundle not written: {e}"),
+                }
+            }
             format!("{why}\n{}", report::text(&r.first, &[], false))
         });
         cases.push(Case { name: name.clone(), seconds: r.seconds, failure });

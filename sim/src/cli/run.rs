@@ -34,6 +34,13 @@ pub struct Args {
     /// Save the final store state as a SQLite file (refuses to overwrite).
     #[arg(long, value_name = "PATH")]
     keep_db: Option<PathBuf>,
+    /// On a failure, write a bundle `DIR/<scenario>-<seed>/` (repro.sh, trace, report, plan,
+    /// store, timeline); an existing bundle is refused.
+    #[arg(long, value_name = "DIR")]
+    bundle: Option<PathBuf>,
+    /// Write the timeline page of the world (failing or not) to FILE (refuses to overwrite).
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 pub fn run(args: &Args) -> CmdResult {
@@ -41,7 +48,18 @@ pub fn run(args: &Args) -> CmdResult {
         super::plan::resolve(args.scenario.as_deref(), args.seed, args.plan.as_deref(), &args.defects)?;
     let (engine_defects, store_defects) = Defect::split(&defects);
     let cfg = WorldConfig { scenario, seed, db: args.db, store_defects, engine_defects, keep_db: args.keep_db.clone() };
+    if let Some(html) = args.html.as_ref().filter(|p| p.exists()) {
+        anyhow::bail!("--html {}: the file exists; refusing to overwrite it", html.display());
+    }
     let outcome = world::run(&cfg)?;
+    if let Some(html) = &args.html {
+        fencesim::files::write_atomic(html, fencesim::timeline::html(&outcome, &defects).as_bytes(), false)?;
+    }
+    if let Some(dir) = args.bundle.as_ref().filter(|_| !outcome.passed()) {
+        let written =
+            fencesim::bundle::write(dir, &WorldConfig { keep_db: None, ..cfg.clone() }, &defects, outcome.fingerprint)?;
+        eprintln!("bundle: {}", written.display());
+    }
     match args.format {
         Format::Text => print!("{}", report::text(&outcome, &defects, args.trace)),
         Format::Json => {
