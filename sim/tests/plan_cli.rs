@@ -109,3 +109,17 @@ fn shrink_promote_replay() {
     assert_exit(&missed, 1);
     assert!(stdout(&missed).contains("expected no-stale-acceptance to fail, got a pass"), "{}", stdout(&missed));
 }
+
+/// Every shipped regression plan parses and names the checker it must keep failing.
+#[test]
+fn the_shipped_regression_plans_parse() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../seeds/regressions");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let file = PlanFile::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert!(file.expect.is_some() && file.story.is_some(), "{} lacks expect or story", path.display());
+        n += 1;
+    }
+    assert!(n >= 1, "no regression plan in {}", dir.display());
+}
