@@ -83,3 +83,39 @@ fn sweep_bundle_writes_one_per_failing_seed() {
     assert!(stdout(&out).contains("bundle: "), "{}", stdout(&out));
     assert_eq!(entries(&root), ["mid-call-takeover-1", "mid-call-takeover-2"]);
 }
+
+/// A file world runs the same twice in one process (its temporary folder is made outside the
+/// runtime, so naming it draws nothing from madsim's generator), so its bundle can be written.
+#[test]
+fn a_file_world_repeats_in_one_process_and_bundles() {
+    use fencesim::world::{self, WorldConfig};
+    let cfg = WorldConfig {
+        scenario: fencesim::catalogue::scenario("mid-call-takeover").unwrap(),
+        seed: 1,
+        db: fencesim::stores::DbKind::File,
+        store_defects: Default::default(),
+        engine_defects: Default::default(),
+        keep_db: None,
+    };
+    let a = world::run(&cfg).unwrap();
+    let b = world::run(&cfg).unwrap();
+    assert_eq!(a.fingerprint, b.fingerprint);
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("b");
+    let out = fencesim(&[
+        "run",
+        "--scenario",
+        "mid-call-takeover",
+        "--seed",
+        "1",
+        "--defect",
+        "non-atomic-fence",
+        "--db",
+        "file",
+        "--bundle",
+        root.to_str().unwrap(),
+    ]);
+    assert_exit(&out, 1);
+    assert_eq!(entries(&root.join("mid-call-takeover-1")).len(), FILES.len());
+}
