@@ -2,7 +2,8 @@
 //! `DIR/<scenario>-<seed>/`: `repro.sh` (runs the world again from the bundle's plan and exits
 //! with its status), `trace.txt` (the `--trace` text), `report.json` (the versioned report),
 //! `plan.toml` (the world's plan, with its defects and the checker it fails), `store.db` (the
-//! final store, as `--keep-db` writes it) and `timeline.html` (the picture).
+//! final store, as `--keep-db` writes it) and `timeline.html` (the picture); with `run --shrink`,
+//! also `plan.min.toml` (the shrunk plan).
 //!
 //! A bundle is built in a temporary folder beside its final place and renamed into place once
 //! complete; its name is claimed first (creating the empty folder fails when it exists), so an
@@ -68,6 +69,17 @@ fn repro_sh(cfg: &WorldConfig, report: &WorldReport, defects: &[Defect]) -> Stri
 /// Write the bundle of a failing world under `root`; returns its folder. `seen` is the
 /// fingerprint of the run the caller judged, which the rerun must reproduce.
 pub fn write(root: &Path, cfg: &WorldConfig, defects: &[Defect], seen: u64) -> Result<PathBuf, BundleError> {
+    write_with(root, cfg, defects, seen, None)
+}
+
+/// [`write`], plus `plan.min.toml` when a shrunk plan is given (`run --bundle DIR --shrink`).
+pub fn write_with(
+    root: &Path,
+    cfg: &WorldConfig,
+    defects: &[Defect],
+    seen: u64,
+    minimal: Option<&PlanFile>,
+) -> Result<PathBuf, BundleError> {
     let io =
         |path: &Path, e: std::io::Error| BundleError::Io { path: path.display().to_string(), message: e.to_string() };
     std::fs::create_dir_all(root).map_err(|e| io(root, e))?;
@@ -85,13 +97,16 @@ pub fn write(root: &Path, cfg: &WorldConfig, defects: &[Defect], seen: u64) -> R
     let mut plan = PlanFile::draw(&cfg.scenario, cfg.seed, defects);
     plan.expect = report.violations.first().map(|v| v.checker.to_owned());
     let json = serde_json::to_string_pretty(&report::world_json(&report, defects)).unwrap_or_default() + "\n";
-    let files: [(&str, String); 5] = [
+    let mut files: Vec<(&str, String)> = vec![
         ("repro.sh", repro_sh(cfg, &report, defects)),
         ("trace.txt", report::text(&report, defects, true)),
         ("report.json", json),
         ("plan.toml", plan.to_toml()),
         ("timeline.html", crate::timeline::html(&report, defects)),
     ];
+    if let Some(minimal) = minimal {
+        files.push(("plan.min.toml", minimal.to_toml()));
+    }
     for (file, text) in files {
         let path = staging.path().join(file);
         let mut f = std::fs::File::create(&path).map_err(|e| io(&path, e))?;

@@ -119,3 +119,16 @@ fn a_file_world_repeats_in_one_process_and_bundles() {
     assert_exit(&out, 1);
     assert_eq!(entries(&root.join("mid-call-takeover-1")).len(), FILES.len());
 }
+
+/// `run --bundle DIR --shrink` adds the shrunk plan, which fails the same checker again.
+#[test]
+fn a_shrunk_bundle_carries_plan_min() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("b");
+    let world = ["run", "--scenario", "mid-call-takeover", "--seed", "1", "--defect", "non-atomic-fence"];
+    assert_exit(&fencesim(&[&world[..], &["--bundle", root.to_str().unwrap(), "--shrink"]].concat()), 1);
+    let min = root.join("mid-call-takeover-1").join("plan.min.toml");
+    let out = fencesim(&["run", "--plan", min.to_str().unwrap()]);
+    assert_exit(&out, 1);
+    assert!(stdout(&out).contains("VIOLATION no-stale-acceptance"), "{}", stdout(&out));
+}

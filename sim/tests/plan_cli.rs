@@ -83,6 +83,9 @@ fn shrink_promote_replay() {
     let text = stdout(&out);
     assert!(text.contains("keeps failing no-stale-acceptance"), "{text}");
     assert!(text.contains(&format!("repro: fencesim run --plan {min_s} --trace")), "{text}");
+    let hurried = fencesim(&[&["shrink"][..], &world, &["--budget-s", "0"]].concat());
+    assert_exit(&hurried, 0);
+    assert!(stdout(&hurried).contains("stopped early: the 0 s budget ran out"), "{}", stdout(&hurried));
     let again = fencesim(&[&["shrink"][..], &world, &["--out", min_s]].concat());
     assert_exit(&again, 2);
     assert!(stderr(&again).contains("refusing to overwrite"), "{}", stderr(&again));

@@ -38,6 +38,9 @@ pub struct Args {
     /// store, timeline); an existing bundle is refused.
     #[arg(long, value_name = "DIR")]
     bundle: Option<PathBuf>,
+    /// With --bundle: shrink the failing world too (60 s at most) and add `plan.min.toml`.
+    #[arg(long, requires = "bundle")]
+    shrink: bool,
     /// Write the timeline page of the world (failing or not) to FILE (refuses to overwrite).
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
@@ -56,8 +59,9 @@ pub fn run(args: &Args) -> CmdResult {
         fencesim::files::write_atomic(html, fencesim::timeline::html(&outcome, &defects).as_bytes(), false)?;
     }
     if let Some(dir) = args.bundle.as_ref().filter(|_| !outcome.passed()) {
-        let written =
-            fencesim::bundle::write(dir, &WorldConfig { keep_db: None, ..cfg.clone() }, &defects, outcome.fingerprint)?;
+        let cfg = WorldConfig { keep_db: None, ..cfg.clone() };
+        let minimal = if args.shrink { Some(super::shrink::minimal(&cfg, &defects)?) } else { None };
+        let written = fencesim::bundle::write_with(dir, &cfg, &defects, outcome.fingerprint, minimal.as_ref())?;
         eprintln!("bundle: {}", written.display());
     }
     match args.format {

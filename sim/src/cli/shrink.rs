@@ -194,3 +194,9 @@ fn print_row(r: &Row) {
         if r.replayed { "yes" } else { "NO" }
     );
 }
+
+/// The shrunk plan of a failing world (`run --bundle DIR --shrink`), within 60 s.
+pub fn minimal(cfg: &fencesim::world::WorldConfig, defects: &[Defect]) -> anyhow::Result<PlanFile> {
+    let file = PlanFile::draw(&cfg.scenario, cfg.seed, defects);
+    Ok(shrink::shrink(&file, cfg.db, &mut budget(60))?.minimal)
+}
