@@ -7,17 +7,22 @@
 #[cfg(not(madsim))]
 compile_error!("fencesim must be built with --cfg madsim: a RUSTFLAGS variable overrode .cargo/config.toml; unset it");
 
+pub mod bundle;
 pub mod catalogue;
 pub mod env;
+pub mod files;
 pub mod history;
 pub mod killpoints;
 pub mod killpoints_real;
 pub mod mutants;
 pub use fencesim_oracle as oracle;
+pub mod planfile;
 pub mod probes;
 pub mod report;
 pub mod rng;
 pub mod scenario;
+pub mod shrink;
 pub mod soak;
 pub mod stores;
+pub mod timeline;
 pub mod world;

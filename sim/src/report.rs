@@ -16,7 +16,10 @@ pub const REPLAY_SCHEMA: &str = "fencesim.replay/1";
 
 /// The command that reproduces this world byte for byte.
 pub fn repro(report: &WorldReport, defects: &[Defect]) -> String {
-    let mut command = format!("fencesim run --scenario {} --seed {}", report.source, report.seed);
+    let mut command = match report.source.strip_prefix(crate::planfile::PLAN_SOURCE_PREFIX) {
+        Some(plan) => format!("fencesim run --plan {plan}"),
+        None => format!("fencesim run --scenario {} --seed {}", report.source, report.seed),
+    };
     if report.db != crate::stores::DbKind::Memdb {
         command.push_str(&format!(" --db {}", report.db.as_str()));
     }

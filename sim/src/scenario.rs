@@ -28,6 +28,9 @@ pub struct Scenario {
     pub world: WorldShape,
     #[serde(default)]
     pub faults: FaultRanges,
+    /// A fixed plan (a world run from a plan file, `crate::planfile`): used instead of drawing one.
+    #[serde(skip)]
+    pub plan: Option<std::sync::Arc<crate::world::plan::Plan>>,
 }
 
 /// The world and its workload.

@@ -6,9 +6,12 @@ mod killpoints;
 mod killpoints_real;
 mod mutants;
 mod par;
+mod plan;
+mod promote;
 mod replay;
 mod run;
 mod runs;
+mod shrink;
 mod soak;
 mod soak_engine_children;
 mod sweep;
@@ -51,6 +54,17 @@ enum Command {
     /// Exit 0 when the oracle finds nothing, 1 on a violation (with a repro command), 2 on bad
     /// input. The same seed and build print byte-identical output.
     Run(run::Args),
+    /// Print what a seed draws (workload, faults, skews, timed events) as a plan file.
+    ///
+    /// `fencesim run --plan FILE` runs the same world from it. Exit 0, or 2 on bad input.
+    Plan(plan::Args),
+    /// Shrink a failing world to a smaller plan that fails the same checker.
+    ///
+    /// Exit 0 when a plan was shrunk, 1 when `--kill-matrix` misses its goals, 2 on bad input
+    /// (or a world that passes).
+    Shrink(shrink::Args),
+    /// Keep a minimal plan as a regression under `seeds/regressions/`.
+    Promote(promote::Args),
     /// Run many seeds of one scenario in parallel; a summary and every failing seed's repro.
     ///
     /// Exit 0 when every seed passes, 1 when any fails, 2 on bad input.
@@ -125,6 +139,9 @@ pub fn main() -> ExitCode {
         Command::Killpoints(args) => killpoints::run(&args),
         Command::Runs(args) => runs::run(&args),
         Command::Run(args) => run::run(&args),
+        Command::Plan(args) => plan::run(&args),
+        Command::Shrink(args) => shrink::run(&args),
+        Command::Promote(args) => promote::run(&args),
         Command::Sweep(args) => sweep::run(&args),
         Command::Mutants(args) => mutants::run(&args),
         Command::Replay(args) => replay::run(&args),

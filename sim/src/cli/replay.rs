@@ -14,7 +14,6 @@ use fencesim::report::{self, Case};
 use fencesim::scenario::Scenario;
 use fencesim::stores::DbKind;
 use fencesim::world::{self, WorldConfig, WorldReport};
-use fencesim_store::Defects;
 use serde_json::{Value, json};
 
 use super::par::{self, Progress, Stopwatch};
@@ -23,7 +22,8 @@ use super::{CmdResult, Verdict};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The corpus: one `scenario seed` per line (a built-in scenario or a path to a `.toml`
-    /// file, relative to the current folder; a u64 seed); `#` starts a comment.
+    /// file, relative to the current folder; a u64 seed) or `plan PATH` (a plan file); `#` starts
+    /// a comment. A folder replays every plan file in it (`seeds/regressions/`).
     corpus: PathBuf,
     /// The folder `replay.json` and `junit.xml` are written to (created if needed).
     #[arg(long, value_name = "DIR", default_value = "reports")]
@@ -34,6 +34,9 @@ pub struct Args {
     /// Every world's database: memdb (fast) or file (a WAL file in a fresh temporary folder).
     #[arg(long, default_value = "memdb", value_parser = super::parse_db)]
     db: DbKind,
+    /// Write a failure bundle per failing entry under DIR (see `fencesim run --bundle`).
+    #[arg(long, value_name = "DIR")]
+    bundle: Option<PathBuf>,
 }
 
 /// One line of a corpus.
@@ -45,6 +48,9 @@ pub struct Entry {
     pub name: String,
     pub scenario: Scenario,
     pub seed: u64,
+    /// A plan entry's planted defects, and the checker it must keep failing.
+    pub defects: Vec<fencesim::catalogue::Defect>,
+    pub expect: Option<String>,
 }
 
 /// A corpus that cannot be replayed: the first malformed line, and how many more there are.
@@ -69,6 +75,13 @@ pub fn parse_corpus(file: &str, text: &str) -> Result<Vec<Entry>, CorpusError> {
         let fields: Vec<&str> = content.split_whitespace().collect();
         let (name, seed) = match fields.as_slice() {
             [] => continue,
+            ["plan", path] => {
+                match super::plan::entry(line, path) {
+                    Ok(entry) => entries.push(entry),
+                    Err(e) => errors.push((line, format!("bad plan: {e}"))),
+                }
+                continue;
+            }
             [name, seed] => (*name, *seed),
             [name] => {
                 errors.push((line, format!("'{name}' has no seed (expected `scenario seed`)")));
@@ -99,7 +112,7 @@ pub fn parse_corpus(file: &str, text: &str) -> Result<Vec<Entry>, CorpusError> {
                 }
             },
         };
-        entries.push(Entry { line, name: name.to_owned(), scenario, seed });
+        entries.push(Entry { line, name: name.to_owned(), scenario, seed, defects: Vec::new(), expect: None });
     }
     match errors.first() {
         None => Ok(entries),
@@ -159,8 +172,12 @@ struct Replayed<'a> {
 pub fn run(args: &Args) -> CmdResult {
     anyhow::ensure!(args.jobs != Some(0), "--jobs must be at least 1");
     let file = args.corpus.display().to_string();
-    let text = std::fs::read_to_string(&args.corpus).with_context(|| format!("cannot read corpus {file}"))?;
-    let entries = parse_corpus(&file, &text)?;
+    let entries = if args.corpus.is_dir() {
+        super::plan::corpus_dir(&args.corpus)?
+    } else {
+        let text = std::fs::read_to_string(&args.corpus).with_context(|| format!("cannot read corpus {file}"))?;
+        parse_corpus(&file, &text)?
+    };
     // Refuse an unwritable report folder before the worlds run, not after.
     std::fs::create_dir_all(&args.report)
         .with_context(|| format!("cannot create the report folder {}", args.report.display()))?;
@@ -173,12 +190,13 @@ pub fn run(args: &Args) -> CmdResult {
     let progress = Progress::new(format!("replay {file}"), items.len());
     let outcomes = par::map(&items, jobs, &progress, |&(i, _)| {
         let entry = &entries[i];
+        let (engine_defects, store_defects) = fencesim::catalogue::Defect::split(&entry.defects);
         let cfg = WorldConfig {
             scenario: entry.scenario.clone(),
             seed: entry.seed,
             db: args.db,
-            store_defects: Defects::NONE,
-            engine_defects: Default::default(),
+            store_defects,
+            engine_defects,
             keep_db: None,
         };
         let watch = Stopwatch::start();
@@ -202,15 +220,22 @@ pub fn run(args: &Args) -> CmdResult {
     let mut cases = Vec::with_capacity(replayed.len());
     let mut worlds = Vec::with_capacity(replayed.len());
     for r in &replayed {
-        match judge(&r.first, &r.second) {
+        let expected = super::plan::expected(r.entry.expect.as_deref(), &r.first, &r.second);
+        match expected.as_ref().map_or_else(|| judge(&r.first, &r.second), |e| e.0.clone()) {
             Judgement::Passed => passed += 1,
             Judgement::Failed => failed += 1,
             Judgement::Nondeterministic => nondeterministic += 1,
         }
         let name = format!("{} {}", r.entry.name, r.entry.seed);
-        let repro = report::repro(&r.first, &[]);
-        let failure = failure_line(&r.first, &r.second).map(|why| {
+        let repro = report::repro(&r.first, &r.entry.defects);
+        let failure = expected.map_or_else(|| failure_line(&r.first, &r.second), |e| e.1).map(|why| {
             println!("FAIL {name} ({file}:{}): {why}; repro: {repro}", r.entry.line);
+            if let Some(dir) = args.bundle.as_ref().filter(|_| !r.first.passed()) {
+                match super::plan::bundle(dir, r.entry, args.db, r.first.fingerprint) {
+                    Ok(path) => println!("  bundle: {}", path.display()),
+                    Err(e) => println!("  bundle not written: {e}"),
+                }
+            }
             format!("{why}\n{}", report::text(&r.first, &[], false))
         });
         cases.push(Case { name: name.clone(), seconds: r.seconds, failure });

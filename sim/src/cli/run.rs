@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use fencesim::catalogue::{self, Defect};
+use fencesim::catalogue::Defect;
 use fencesim::report;
 use fencesim::stores::DbKind;
 use fencesim::world::{self, WorldConfig};
@@ -14,9 +14,12 @@ use super::{CmdResult, Format, Verdict};
 pub struct Args {
     /// A built-in scenario (see `scenarios/`) or a path to a scenario `.toml` file.
     #[arg(long)]
-    scenario: String,
+    scenario: Option<String>,
     #[arg(long)]
-    seed: u64,
+    seed: Option<u64>,
+    /// Run the world of a plan file (`fencesim plan`, `fencesim shrink`) instead of a seed.
+    #[arg(long, value_name = "FILE")]
+    plan: Option<PathBuf>,
     /// The world's database: memdb (fast) or file (a WAL file in a fresh temporary folder).
     #[arg(long, default_value = "memdb", value_parser = super::parse_db)]
     db: DbKind,
@@ -31,24 +34,40 @@ pub struct Args {
     /// Save the final store state as a SQLite file (refuses to overwrite).
     #[arg(long, value_name = "PATH")]
     keep_db: Option<PathBuf>,
+    /// On a failure, write a bundle `DIR/<scenario>-<seed>/` (repro.sh, trace, report, plan,
+    /// store, timeline); an existing bundle is refused.
+    #[arg(long, value_name = "DIR")]
+    bundle: Option<PathBuf>,
+    /// With --bundle: shrink the failing world too (60 s at most) and add `plan.min.toml`.
+    #[arg(long, requires = "bundle")]
+    shrink: bool,
+    /// Write the timeline page of the world (failing or not) to FILE (refuses to overwrite).
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 pub fn run(args: &Args) -> CmdResult {
-    let scenario = catalogue::scenario(&args.scenario)?;
-    let (engine_defects, store_defects) = Defect::split(&args.defects);
-    let cfg = WorldConfig {
-        scenario,
-        seed: args.seed,
-        db: args.db,
-        store_defects,
-        engine_defects,
-        keep_db: args.keep_db.clone(),
-    };
+    let (scenario, seed, defects) =
+        super::plan::resolve(args.scenario.as_deref(), args.seed, args.plan.as_deref(), &args.defects)?;
+    let (engine_defects, store_defects) = Defect::split(&defects);
+    let cfg = WorldConfig { scenario, seed, db: args.db, store_defects, engine_defects, keep_db: args.keep_db.clone() };
+    if let Some(html) = args.html.as_ref().filter(|p| p.exists()) {
+        anyhow::bail!("--html {}: the file exists; refusing to overwrite it", html.display());
+    }
     let outcome = world::run(&cfg)?;
+    if let Some(html) = &args.html {
+        fencesim::files::write_atomic(html, fencesim::timeline::html(&outcome, &defects).as_bytes(), false)?;
+    }
+    if let Some(dir) = args.bundle.as_ref().filter(|_| !outcome.passed()) {
+        let cfg = WorldConfig { keep_db: None, ..cfg.clone() };
+        let minimal = if args.shrink { Some(super::shrink::minimal(&cfg, &defects)?) } else { None };
+        let written = fencesim::bundle::write_with(dir, &cfg, &defects, outcome.fingerprint, minimal.as_ref())?;
+        eprintln!("bundle: {}", written.display());
+    }
     match args.format {
-        Format::Text => print!("{}", report::text(&outcome, &args.defects, args.trace)),
+        Format::Text => print!("{}", report::text(&outcome, &defects, args.trace)),
         Format::Json => {
-            let mut doc = report::world_json(&outcome, &args.defects);
+            let mut doc = report::world_json(&outcome, &defects);
             if args.trace {
                 doc["trace"] = outcome.rows.iter().map(ToString::to_string).collect();
             }

@@ -28,6 +28,9 @@ pub struct Args {
     /// Plant a store or engine defect (repeatable).
     #[arg(long = "defect", value_name = "NAME", value_parser = Defect::parse)]
     defects: Vec<Defect>,
+    /// Write a failure bundle per failing seed under DIR (see `fencesim run --bundle`).
+    #[arg(long, value_name = "DIR")]
+    bundle: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: &Args) -> CmdResult {
@@ -62,6 +65,24 @@ pub fn run(args: &Args) -> CmdResult {
             let n = outcome.violations.len();
             println!("FAIL seed {}: {n} violation(s), first {}: {}", outcome.seed, first.checker, first.explanation);
             println!("  repro: {}", report::repro(&outcome, &args.defects));
+            if let Some(dir) = &args.bundle {
+                let cfg = WorldConfig {
+                    scenario: scenario.clone(),
+                    seed: outcome.seed,
+                    db: args.db,
+                    store_defects,
+                    engine_defects,
+                    keep_db: None,
+                };
+                match fencesim::bundle::write(dir, &cfg, &args.defects, outcome.fingerprint) {
+                    Ok(path) => println!("  bundle: {}", path.display()),
+                    Err(e) => errors.push(fencesim::world::WorldError {
+                        scenario: scenario.name.clone(),
+                        seed: outcome.seed,
+                        message: e.to_string(),
+                    }),
+                }
+            }
         }
     }
     let n = seeds.len();

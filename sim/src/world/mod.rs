@@ -111,8 +111,21 @@ pub fn run(cfg: &WorldConfig) -> Result<WorldReport, WorldError> {
     let fail = |message: String| WorldError { scenario: cfg.scenario.name.clone(), seed: cfg.seed, message };
     IN_WORLD.with(|w| w.set(true));
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // The database (a file world's temporary folder) is made before the runtime exists: its
+        // random name comes from the thread's generator, which seeds itself on first use; inside
+        // the runtime that seeding would draw from madsim's generator and shift the scheduling of
+        // the first file world on each thread only (the same seed would then differ in-process).
+        let db = Db::new(cfg.db).map_err(|e| format!("cannot create the world's database: {e}"))?;
+        // Killed nodes can keep the world's shared state (and with it the folder's guard) alive
+        // past the runtime, so a file world's folder is removed here, whatever holds it.
+        let folder = db.path().and_then(|p| p.parent().map(std::path::Path::to_path_buf));
         let runtime = Runtime::with_seed_and_config(cfg.seed, madsim::Config::default());
-        runtime.block_on(run_in_runtime(cfg.clone()))
+        let outcome = runtime.block_on(supervise(cfg.clone(), db));
+        drop(runtime);
+        if let Some(folder) = folder {
+            let _ = std::fs::remove_dir_all(folder);
+        }
+        outcome
     }));
     IN_WORLD.with(|w| w.set(false));
     match outcome {
@@ -261,7 +274,7 @@ impl Shared {
 }
 
 async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
-    let plan = Plan::draw(&cfg.scenario, cfg.seed);
+    let plan = cfg.scenario.plan.as_deref().cloned().unwrap_or_else(|| Plan::draw(&cfg.scenario, cfg.seed));
     let client = nodes::ClientState::new(&plan);
     let clocks = plan.skews.iter().map(|(node, skew)| (node.clone(), SimClock::new(*skew))).collect();
     let shared = Arc::new(Shared {

@@ -1,0 +1,583 @@
+//! The plan as a file: everything a seed draws inside its scenario (the workload, every fault kind
+//! on or off with its rate and settings, clock skews, timed events) plus the world settings the
+//! running world reads, as a versioned TOML artifact (`fencesim.plan/1`). `fencesim plan` prints
+//! one, `fencesim run --plan FILE` runs a world from it alone, `fencesim shrink` edits it. A world
+//! run from the plan of seed S is the same world as seed S: the seed still drives what happens
+//! inside the world (madsim's scheduler, the per-node fault streams), the plan fixes the rest.
+//!
+//! The text is written by hand (not by a serializer) so its layout is stable and readable, and is
+//! read back through serde with spans, so a hand-edited plan that is wrong is refused naming the
+//! file and the line, like a scenario.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::Arc;
+
+use fencesim_store::RunId;
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::catalogue::Defect;
+use crate::scenario::{FaultKind, FaultRanges, Range, SITES, Scenario, ScenarioError, Span, WorldShape};
+use crate::world::plan::{Applied, Plan, RunPlan, Scheduled, nodes_with_clocks};
+
+/// The format identifier written at the top of every plan; bump on an incompatible change.
+pub const PLAN_FORMAT: &str = "fencesim.plan/1";
+
+/// How a world run from a plan names its source in reports: `plan:PATH` (the repro command then
+/// says `--plan PATH`).
+pub const PLAN_SOURCE_PREFIX: &str = "plan:";
+
+/// The fault kinds, in the order a plan applies them.
+pub const KINDS: [&str; 7] = ["stall", "takeover", "crash", "busy", "clock", "zombie", "restart"];
+
+const WORKFLOWS: [&str; 3] = ["happy", "limit", "approval"];
+
+/// The world settings a running world reads from its scenario (the rest only shape the draw).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    pub fault_ms: u32,
+    pub liveness_ms: u32,
+    pub retention_ms: u32,
+    pub operator_ms: u32,
+    pub boot_storm: u32,
+    pub call_ms: u32,
+    pub tool_ms: u32,
+}
+
+impl Settings {
+    fn of(w: &WorldShape) -> Self {
+        Self {
+            fault_ms: w.fault_ms,
+            liveness_ms: w.liveness_ms,
+            retention_ms: w.retention_ms,
+            operator_ms: w.operator_ms,
+            boot_storm: w.boot_storm,
+            call_ms: w.call_ms,
+            tool_ms: w.tool_ms,
+        }
+    }
+}
+
+/// A plan with everything needed to run its world again.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanFile {
+    /// The scenario it was drawn from (its name; informative, and the world's name).
+    pub scenario: String,
+    /// The seed of everything the world draws while it runs.
+    pub seed: u64,
+    /// Planted defects the world runs with.
+    pub defects: Vec<Defect>,
+    /// For a regression plan: the checker it must keep failing (a planted defect's minimal world).
+    pub expect: Option<String>,
+    /// For a regression plan: why it is kept.
+    pub story: Option<String>,
+    pub settings: Settings,
+    pub plan: Plan,
+}
+
+impl PlanFile {
+    /// What seed `seed` of `scenario` draws.
+    pub fn draw(scenario: &Scenario, seed: u64, defects: &[Defect]) -> Self {
+        let mut plan = scenario.plan.as_deref().cloned().unwrap_or_else(|| Plan::draw(scenario, seed));
+        // The ranges the draw read are spent; a plan keeps only what the world reads.
+        let spent = FaultKind::default();
+        for f in &mut plan.faults {
+            (f.spec.on, f.spec.rate) = (spent.on, spent.rate);
+        }
+        Self {
+            scenario: scenario.name.clone(),
+            seed,
+            defects: defects.to_vec(),
+            expect: None,
+            story: None,
+            settings: Settings::of(&scenario.world),
+            plan,
+        }
+    }
+
+    /// The scenario a world runs this plan under; `source` is how reports name it again (the
+    /// plan file's path).
+    pub fn scenario(&self, source: &str) -> Scenario {
+        let s = &self.settings;
+        Scenario {
+            name: self.scenario.clone(),
+            source: format!("{PLAN_SOURCE_PREFIX}{source}"),
+            description: format!("plan of {} seed {}", self.scenario, self.seed),
+            targets: Vec::new(),
+            world: WorldShape {
+                ttl_ms: self.plan.ttl_ms,
+                fault_ms: s.fault_ms,
+                liveness_ms: s.liveness_ms,
+                retention_ms: s.retention_ms,
+                operator_ms: s.operator_ms,
+                boot_storm: s.boot_storm,
+                call_ms: s.call_ms,
+                tool_ms: s.tool_ms,
+                ..WorldShape::default()
+            },
+            faults: FaultRanges::default(),
+            plan: Some(Arc::new(self.plan.clone())),
+        }
+    }
+
+    /// Timed events plus fault kinds switched on: what `shrink` reports as the plan's size.
+    pub fn events(&self) -> usize {
+        self.plan.events.len() + self.plan.faults.iter().filter(|f| f.on).count()
+    }
+
+    /// The plan as TOML text; [`PlanFile::parse`] reads it back to an equal plan.
+    pub fn to_toml(&self) -> String {
+        let p = &self.plan;
+        let s = &self.settings;
+        let mut o = String::new();
+        let _ = writeln!(o, "# A fencesim world plan: what a seed draws, as a file. Run it with");
+        let _ = writeln!(o, "# `fencesim run --plan FILE`; edit it by hand (it is validated) or shrink it.");
+        let _ = writeln!(o, "format = {}", q(PLAN_FORMAT));
+        let _ = writeln!(o, "scenario = {}", q(&self.scenario));
+        match i64::try_from(self.seed) {
+            Ok(seed) => {
+                let _ = writeln!(o, "seed = {seed}");
+            }
+            Err(_) => {
+                let _ = writeln!(o, "seed = {}", q(&self.seed.to_string()));
+            }
+        }
+        let _ = writeln!(o, "defects = [{}]", list(self.defects.iter().map(|d| d.name())));
+        if let Some(expect) = &self.expect {
+            let _ = writeln!(o, "expect = {}", q(expect));
+        }
+        if let Some(story) = &self.story {
+            let _ = writeln!(o, "story = {}", q(story));
+        }
+        let _ = writeln!(o, "\n[world]");
+        let _ = writeln!(o, "workers = [{}]", list(p.workers.iter().map(String::as_str)));
+        let _ = writeln!(o, "concurrency = {}", p.concurrency);
+        let _ = writeln!(o, "poll_ms = {}", p.poll_ms);
+        let _ = writeln!(o, "ttl_ms = {}", p.ttl_ms);
+        let _ = writeln!(o, "fault_ms = {}", s.fault_ms);
+        let _ = writeln!(o, "liveness_ms = {}", s.liveness_ms);
+        let _ = writeln!(o, "retention_ms = {}", s.retention_ms);
+        let _ = writeln!(o, "operator_ms = {}", s.operator_ms);
+        let _ = writeln!(o, "boot_storm = {}", s.boot_storm);
+        let _ = writeln!(o, "call_ms = {}", s.call_ms);
+        let _ = writeln!(o, "tool_ms = {}", s.tool_ms);
+        let _ = writeln!(o, "\n[skews]");
+        for (node, skew) in &p.skews {
+            let _ = writeln!(o, "{node} = {skew}");
+        }
+        for f in &p.faults {
+            let k = &f.spec;
+            let _ = writeln!(o, "\n[faults.{}]", f.kind);
+            let _ = writeln!(o, "on = {}", f.on);
+            let _ = writeln!(o, "rate = {:?}", f.rate);
+            let _ = writeln!(o, "sites = [{}]", list(k.sites.iter().map(String::as_str)));
+            let _ = writeln!(o, "nodes = [{}]", list(k.nodes.iter().map(String::as_str)));
+            let _ = writeln!(o, "factor = [{:?}, {:?}]", k.factor.0, k.factor.1);
+            let _ = writeln!(o, "restart_ms = [{}, {}]", k.restart_ms.0, k.restart_ms.1);
+            let _ = writeln!(o, "max_ms = {}", k.max_ms);
+            let _ = writeln!(o, "hold_ms = [{}, {}]", k.hold_ms.0, k.hold_ms.1);
+        }
+        for r in &p.runs {
+            let _ = writeln!(o, "\n[[runs]]");
+            let _ = writeln!(o, "id = {}", q(r.id.as_str()));
+            let _ = writeln!(o, "workflow = {}", q(&r.workflow));
+            let _ = writeln!(o, "start_ms = {}", r.start_ms);
+            let _ = writeln!(o, "resolve = {}", r.resolve);
+            let _ = writeln!(o, "recreate = {}", r.recreate);
+            if let Some(ms) = r.cancel_ms {
+                let _ = writeln!(o, "cancel_ms = {ms}");
+            }
+        }
+        for (at, event) in &p.events {
+            let _ = writeln!(o, "\n[[events]]");
+            let _ = writeln!(o, "at_ms = {at}");
+            match event {
+                Scheduled::Jump { node, delta_ms } => {
+                    let _ = writeln!(o, "kind = \"jump\"\nnode = {}\ndelta_ms = {delta_ms}", q(node));
+                }
+                Scheduled::Zombie => {
+                    let _ = writeln!(o, "kind = \"zombie\"");
+                }
+                Scheduled::Restart { node, after_ms } => {
+                    let _ = writeln!(o, "kind = \"restart\"\nnode = {}\nafter_ms = {after_ms}", q(node));
+                }
+            }
+        }
+        o
+    }
+
+    /// Read a plan file; errors name the file and, when known, the line.
+    pub fn load(path: &Path) -> Result<Self, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            path: path.display().to_string(),
+            line: None,
+            message: format!("cannot read plan: {e}"),
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// Parse a plan's text; `path` names it in errors.
+    pub fn parse(path: &Path, text: &str) -> Result<Self, ScenarioError> {
+        let shown = path.display().to_string();
+        let line_at = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+        let fail = |offset: Option<usize>, message: String| ScenarioError {
+            path: shown.clone(),
+            line: offset.map(line_at),
+            message,
+        };
+        let doc: Doc =
+            toml::from_str(text).map_err(|e| fail(e.span().map(|s| s.start), e.message().trim().replace('\n', " ")))?;
+        doc.into_plan().map_err(|(offset, message)| fail(Some(offset), message))
+    }
+}
+
+/// A TOML basic string.
+fn q(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn list<'a>(items: impl Iterator<Item = &'a str>) -> String {
+    items.map(q).collect::<Vec<_>>().join(", ")
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Seed {
+    Number(u64),
+    Text(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Doc {
+    format: Spanned<String>,
+    scenario: String,
+    seed: Spanned<Seed>,
+    #[serde(default)]
+    defects: Vec<Spanned<String>>,
+    #[serde(default)]
+    expect: Option<Spanned<String>>,
+    #[serde(default)]
+    story: Option<String>,
+    world: DocWorld,
+    #[serde(default)]
+    skews: BTreeMap<String, Spanned<i64>>,
+    #[serde(default)]
+    faults: BTreeMap<String, Spanned<DocFault>>,
+    #[serde(default)]
+    runs: Vec<Spanned<DocRun>>,
+    #[serde(default)]
+    events: Vec<Spanned<DocEvent>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DocWorld {
+    workers: Spanned<Vec<String>>,
+    concurrency: Spanned<u32>,
+    poll_ms: Spanned<u32>,
+    ttl_ms: Spanned<u32>,
+    fault_ms: u32,
+    liveness_ms: Spanned<u32>,
+    #[serde(default)]
+    retention_ms: u32,
+    #[serde(default)]
+    operator_ms: u32,
+    boot_storm: Option<Spanned<u32>>,
+    #[serde(default = "default_call_ms")]
+    call_ms: u32,
+    #[serde(default = "default_tool_ms")]
+    tool_ms: u32,
+}
+
+fn default_call_ms() -> u32 {
+    WorldShape::default().call_ms
+}
+
+fn default_tool_ms() -> u32 {
+    WorldShape::default().tool_ms
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DocFault {
+    on: bool,
+    #[serde(default)]
+    rate: f64,
+    sites: Option<Vec<String>>,
+    nodes: Option<Vec<String>>,
+    factor: Option<Range>,
+    restart_ms: Option<Span>,
+    max_ms: Option<u32>,
+    hold_ms: Option<Span>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DocRun {
+    id: String,
+    workflow: String,
+    #[serde(default)]
+    start_ms: u32,
+    #[serde(default)]
+    resolve: bool,
+    #[serde(default)]
+    recreate: bool,
+    cancel_ms: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DocEvent {
+    at_ms: u32,
+    kind: String,
+    node: Option<String>,
+    delta_ms: Option<i64>,
+    after_ms: Option<u32>,
+}
+
+type Bad = (usize, String);
+
+fn at<T>(s: &Spanned<T>) -> usize {
+    s.span().start
+}
+
+impl Doc {
+    fn into_plan(self) -> Result<PlanFile, Bad> {
+        if self.format.get_ref() != PLAN_FORMAT {
+            return Err((at(&self.format), format!("format '{}' is not {PLAN_FORMAT}", self.format.get_ref())));
+        }
+        let seed = match self.seed.get_ref() {
+            Seed::Number(n) => *n,
+            Seed::Text(t) => {
+                t.parse().map_err(|_| (at(&self.seed), format!("seed '{t}' is not a number from 0 to {}", u64::MAX)))?
+            }
+        };
+        let mut defects = Vec::new();
+        for d in &self.defects {
+            defects.push(Defect::parse(d.get_ref()).map_err(|e| (at(d), e))?);
+        }
+        let expect = match &self.expect {
+            Some(e) if !crate::oracle::CHECKERS.iter().any(|(name, _)| name == e.get_ref()) => {
+                return Err((at(e), format!("expect: unknown checker '{}'", e.get_ref())));
+            }
+            e => e.as_ref().map(|e| e.get_ref().clone()),
+        };
+        let w = &self.world;
+        let workers = w.workers.get_ref().clone();
+        let mut seen = BTreeSet::new();
+        if workers.is_empty() || workers.len() > 64 {
+            return Err((at(&w.workers), format!("world.workers: 1 to 64 workers, got {}", workers.len())));
+        }
+        for name in &workers {
+            let ok = name.strip_prefix('w').is_some_and(|i| i.parse::<u32>().is_ok_and(|i| i >= 1));
+            if !ok || !seen.insert(name.clone()) {
+                return Err((at(&w.workers), format!("world.workers: '{name}' is not a new worker name w1, w2, ...")));
+            }
+        }
+        const TIMER_MAX: u32 = i32::MAX as u32;
+        let ttl_ms = *w.ttl_ms.get_ref();
+        if !(3..=TIMER_MAX).contains(&ttl_ms) {
+            return Err((at(&w.ttl_ms), format!("world.ttl_ms: must be 3..={TIMER_MAX}, got {ttl_ms}")));
+        }
+        let liveness_ms = *w.liveness_ms.get_ref();
+        if liveness_ms == 0 {
+            return Err((at(&w.liveness_ms), "world.liveness_ms: must be positive, got 0".into()));
+        }
+        let poll_ms = *w.poll_ms.get_ref();
+        if poll_ms == 0 || poll_ms > TIMER_MAX / 3 || poll_ms >= liveness_ms {
+            return Err((at(&w.poll_ms), format!("world.poll_ms: 1 to below liveness_ms, got {poll_ms}")));
+        }
+        let concurrency = *w.concurrency.get_ref();
+        if concurrency == 0 || concurrency > 64 {
+            return Err((at(&w.concurrency), format!("world.concurrency: 1 to 64, got {concurrency}")));
+        }
+        let boot_storm = w.boot_storm.as_ref().map_or(0, |b| *b.get_ref());
+        if let Some(b) = w.boot_storm.as_ref().filter(|b| *b.get_ref() > 1_000) {
+            return Err((at(b), format!("world.boot_storm: at most 1000, got {}", b.get_ref())));
+        }
+        let settings = Settings {
+            fault_ms: w.fault_ms,
+            liveness_ms,
+            retention_ms: w.retention_ms,
+            operator_ms: w.operator_ms,
+            boot_storm,
+            call_ms: w.call_ms,
+            tool_ms: w.tool_ms,
+        };
+
+        let clocked = nodes_with_clocks(&workers);
+        let mut skews = BTreeMap::new();
+        for node in &clocked {
+            skews.insert(node.clone(), 0);
+        }
+        for (node, skew) in &self.skews {
+            if !clocked.contains(node) {
+                return Err((at(skew), format!("skews: unknown node '{node}' (known: {})", clocked.join(", "))));
+            }
+            if skew.get_ref().unsigned_abs() > 86_400_000 {
+                return Err((at(skew), format!("skews.{node}: at most a day either way, got {}", skew.get_ref())));
+            }
+            skews.insert(node.clone(), *skew.get_ref());
+        }
+
+        if let Some((kind, f)) = self.faults.iter().find(|(k, _)| !KINDS.contains(&k.as_str())) {
+            return Err((at(f), format!("faults: unknown kind '{kind}' (known: {})", KINDS.join(", "))));
+        }
+        let mut faults = Vec::new();
+        for kind in KINDS {
+            let Some(doc) = self.faults.get(kind) else {
+                faults.push(Applied { kind, on: false, rate: 0.0, spec: FaultKind::default() });
+                continue;
+            };
+            let f = doc.get_ref();
+            let bad = |message: String| (at(doc), format!("faults.{kind}: {message}"));
+            let per_point = matches!(kind, "stall" | "takeover" | "crash" | "busy");
+            let bound = if per_point { 1.0 } else { 50.0 };
+            if !(f.rate.is_finite() && (0.0..=bound).contains(&f.rate)) {
+                return Err(bad(format!("rate must be 0..={bound}, got {}", f.rate)));
+            }
+            let d = FaultKind::default();
+            let spec = FaultKind {
+                sites: f.sites.clone().unwrap_or(d.sites),
+                nodes: f.nodes.clone().unwrap_or(d.nodes),
+                factor: f.factor.unwrap_or(d.factor),
+                restart_ms: f.restart_ms.unwrap_or(d.restart_ms),
+                max_ms: f.max_ms.unwrap_or(d.max_ms),
+                hold_ms: f.hold_ms.unwrap_or(d.hold_ms),
+                ..d
+            };
+            if let Some(site) = spec.sites.iter().find(|s| !SITES.contains(&s.as_str())) {
+                return Err(bad(format!("unknown site '{site}' (known: {})", SITES.join(", "))));
+            }
+            let known_node = |n: &str| {
+                ["any", "worker", "client", "sweeper", "operator"].contains(&n)
+                    || n.strip_prefix('w').is_some_and(|i| i.parse::<u32>().is_ok_and(|i| i >= 1))
+            };
+            if let Some(node) = spec.nodes.iter().find(|n| !known_node(n)) {
+                return Err(bad(format!("unknown node '{node}'")));
+            }
+            if spec.max_ms > 86_400_000 {
+                return Err(bad(format!("max_ms at most a day, got {}", spec.max_ms)));
+            }
+            faults.push(Applied { kind, on: f.on, rate: f.rate, spec });
+        }
+
+        let mut runs = Vec::new();
+        let mut ids = BTreeSet::new();
+        for r in &self.runs {
+            let run = r.get_ref();
+            if run.id.is_empty() || run.id.contains(char::is_whitespace) || !ids.insert(run.id.clone()) {
+                return Err((at(r), format!("runs: id '{}' is empty, has spaces or repeats", run.id)));
+            }
+            if !WORKFLOWS.contains(&run.workflow.as_str()) {
+                return Err((
+                    at(r),
+                    format!("runs: unknown workflow '{}' (known: {})", run.workflow, WORKFLOWS.join(", ")),
+                ));
+            }
+            runs.push(RunPlan {
+                id: RunId::new(run.id.clone()),
+                workflow: run.workflow.clone(),
+                start_ms: run.start_ms,
+                resolve: run.resolve,
+                recreate: run.recreate,
+                cancel_ms: run.cancel_ms,
+            });
+        }
+
+        let mut events = Vec::new();
+        for e in &self.events {
+            let ev = e.get_ref();
+            let bad = |message: String| (at(e), format!("events: {message}"));
+            let worker = || match &ev.node {
+                Some(node) if workers.contains(node) => Ok(node.clone()),
+                Some(node) => Err(bad(format!("node '{node}' is not a worker ({})", workers.join(", ")))),
+                None => Err(bad(format!("a {} event needs a node", ev.kind))),
+            };
+            let scheduled = match ev.kind.as_str() {
+                "jump" => {
+                    let delta_ms = ev.delta_ms.ok_or_else(|| bad("a jump needs delta_ms".into()))?;
+                    if delta_ms.unsigned_abs() > 86_400_000 {
+                        return Err(bad(format!("delta_ms at most a day either way, got {delta_ms}")));
+                    }
+                    Scheduled::Jump { node: worker()?, delta_ms }
+                }
+                "zombie" => Scheduled::Zombie,
+                "restart" => Scheduled::Restart {
+                    node: worker()?,
+                    after_ms: ev.after_ms.ok_or_else(|| bad("a restart needs after_ms".into()))?,
+                },
+                other => return Err(bad(format!("unknown kind '{other}' (known: jump, zombie, restart)"))),
+            };
+            events.push((ev.at_ms, scheduled));
+        }
+        events.sort_by_key(|(at, _)| *at);
+
+        let plan = Plan { workers, concurrency, poll_ms, ttl_ms, runs, faults, skews, events };
+        Ok(PlanFile { scenario: self.scenario, seed, defects, expect, story: self.story, settings, plan })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue;
+
+    #[test]
+    fn every_built_in_plan_round_trips() {
+        for (name, _) in catalogue::SCENARIOS {
+            let scenario = catalogue::scenario(name).expect("built in");
+            for seed in [1, 7, u64::MAX] {
+                let file = PlanFile::draw(&scenario, seed, &[]);
+                let text = file.to_toml();
+                let back = PlanFile::parse(Path::new("p.toml"), &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+                assert_eq!(back, file, "{name} seed {seed}");
+                assert_eq!(back.to_toml(), text);
+            }
+        }
+    }
+
+    #[test]
+    fn bad_plans_name_the_file_and_line() {
+        let scenario = catalogue::scenario("swarm").expect("built in");
+        let text = PlanFile::draw(&scenario, 3, &[]).to_toml();
+        let line_of = |needle: &str| text.lines().position(|l| l.starts_with(needle)).expect("present") + 1;
+        let cases = [
+            ("ttl_ms = 1000", "ttl_ms = 0", "world.ttl_ms"),
+            ("format = ", "format = \"fencesim.plan/9\"", "format"),
+            ("concurrency = ", "concurrency = \"x\"", "invalid type"),
+        ];
+        for (from, to, says) in cases {
+            let line = line_of(from);
+            let edited: String =
+                text.lines().map(|l| if l.starts_with(from) { to } else { l }).collect::<Vec<_>>().join("\n");
+            let e = PlanFile::parse(Path::new("p.toml"), &edited).expect_err(to);
+            assert_eq!((e.path.as_str(), e.line), ("p.toml", Some(line)), "{e}");
+            assert!(e.to_string().contains(says), "{e}");
+        }
+        let e = PlanFile::parse(
+            Path::new("p.toml"),
+            &format!("{text}\n[[events]]\nat_ms = 5\nkind = \"jump\"\nnode = \"w99\"\ndelta_ms = 3\n"),
+        )
+        .expect_err("unknown node");
+        assert!(e.to_string().contains("node 'w99' is not a worker"), "{e}");
+        assert_eq!(e.line, Some(text.lines().count() + 2), "{e}");
+    }
+}

@@ -1,0 +1,383 @@
+//! Shrinking a failing world: from its plan, find a smaller plan whose world still fails the same
+//! checker. Delta debugging (ddmin, Zeller and Hildebrandt) over the timed events and the fault
+//! kinds switched on, then over the runs; then greedy passes: fewer workers, a shorter fault
+//! window, fault kinds aimed at one site or one node, lower rates, shorter workflows and fewer
+//! client actions. Every candidate is a whole world run from its plan, judged by the oracle; a
+//! candidate is kept only when a violation of the target checker is among its violations.
+//!
+//! The shrinker is deterministic for a given plan and build: the same candidates in the same
+//! order. Only where it stops depends on the caller's budget (`out_of_time`), which it checks
+//! between worlds.
+
+use std::collections::BTreeSet;
+
+use crate::catalogue::Defect;
+use crate::planfile::PlanFile;
+use crate::scenario::SITES;
+use crate::stores::DbKind;
+use crate::world::plan::Scheduled;
+use crate::world::{self, WorldConfig, WorldReport};
+
+/// How big a plan's world is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Size {
+    /// Injected fault rows in the world's trace (stalls, takeovers, crashes, busy, jumps,
+    /// restarts...): the fault schedule as it happened.
+    pub events: usize,
+    /// Timed events plus fault kinds on: the plan's own schedule.
+    pub plan_events: usize,
+    pub runs: usize,
+    pub workers: usize,
+    pub fault_ms: u32,
+    pub rows: usize,
+}
+
+impl Size {
+    fn of(file: &PlanFile, report: &WorldReport) -> Self {
+        Size {
+            events: report.counters.faults.values().sum(),
+            plan_events: file.events(),
+            runs: file.plan.runs.len(),
+            workers: file.plan.workers.len(),
+            fault_ms: file.settings.fault_ms,
+            rows: report.rows.len(),
+        }
+    }
+}
+
+/// What shrinking found.
+#[derive(Clone, Debug)]
+pub struct Shrunk {
+    /// The checker the original world failed first, which every kept candidate fails too.
+    pub checker: &'static str,
+    pub before: Size,
+    pub after: Size,
+    /// The smallest plan found (its `expect` names the checker).
+    pub minimal: PlanFile,
+    /// Worlds run, the original's included.
+    pub worlds: usize,
+    /// The budget ran out before the passes finished.
+    pub stopped_early: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ShrinkError {
+    #[error("the world passes: nothing to shrink (a plan shrinks only while it fails)")]
+    Passes,
+    #[error("the world fails, but not the checker '{0}' it is asked to keep failing")]
+    OtherChecker(String),
+    #[error("the world could not run: {0}")]
+    World(#[from] world::WorldError),
+}
+
+struct Shrinker<'a> {
+    db: DbKind,
+    checker: &'static str,
+    worlds: usize,
+    out_of_time: &'a mut dyn FnMut() -> bool,
+    stopped: bool,
+    best: PlanFile,
+    best_report: WorldReport,
+}
+
+fn run_plan(file: &PlanFile, db: DbKind) -> Result<WorldReport, world::WorldError> {
+    let (engine_defects, store_defects) = Defect::split(&file.defects);
+    world::run(&WorldConfig {
+        scenario: file.scenario("-"),
+        seed: file.seed,
+        db,
+        store_defects,
+        engine_defects,
+        keep_db: None,
+    })
+}
+
+/// Shrink `file` (whose world must fail; `expect`, when set, names the checker to keep failing,
+/// else its first violation's checker). `out_of_time` is asked between worlds.
+pub fn shrink(file: &PlanFile, db: DbKind, out_of_time: &mut dyn FnMut() -> bool) -> Result<Shrunk, ShrinkError> {
+    let report = run_plan(file, db)?;
+    let Some(first) = report.violations.first() else {
+        return Err(ShrinkError::Passes);
+    };
+    let checker = match &file.expect {
+        Some(name) => report
+            .violations
+            .iter()
+            .find(|v| v.checker == name)
+            .map(|v| v.checker)
+            .ok_or_else(|| ShrinkError::OtherChecker(name.clone()))?,
+        None => first.checker,
+    };
+    let before = Size::of(file, &report);
+    let mut s =
+        Shrinker { db, checker, worlds: 1, out_of_time, stopped: false, best: file.clone(), best_report: report };
+    s.best.expect = Some(checker.to_owned());
+    for _round in 0..2 {
+        let start = s.best.clone();
+        s.schedule();
+        s.runs();
+        s.workers();
+        s.window();
+        s.aim();
+        s.rates();
+        s.workflows();
+        if s.stopped || s.best == start {
+            break;
+        }
+    }
+    let after = Size::of(&s.best, &s.best_report);
+    Ok(Shrunk { checker, before, after, minimal: s.best, worlds: s.worlds, stopped_early: s.stopped })
+}
+
+/// Remove the `keep`-complement of items: ddmin over `n` items, `test(subset)` true when the
+/// subset still fails. Returns a 1-minimal subset (or the best found when time ran out).
+fn ddmin(n: usize, test: &mut dyn FnMut(&[usize]) -> Option<bool>) -> Vec<usize> {
+    let mut current: Vec<usize> = (0..n).collect();
+    if current.is_empty() {
+        return current;
+    }
+    // The empty set first: often nothing at all is needed.
+    match test(&[]) {
+        Some(true) => return Vec::new(),
+        None => return current,
+        Some(false) => {}
+    }
+    let mut granularity = 2usize;
+    while current.len() >= 2 {
+        let chunk = current.len().div_ceil(granularity);
+        let chunks: Vec<Vec<usize>> = current.chunks(chunk).map(<[usize]>::to_vec).collect();
+        let mut reduced = false;
+        // Try each chunk alone, then each complement.
+        for c in &chunks {
+            match test(c) {
+                Some(true) => {
+                    current = c.clone();
+                    granularity = 2;
+                    reduced = true;
+                    break;
+                }
+                None => return current,
+                Some(false) => {}
+            }
+        }
+        if !reduced && chunks.len() > 2 {
+            for (i, _) in chunks.iter().enumerate() {
+                let complement: Vec<usize> =
+                    chunks.iter().enumerate().filter(|(j, _)| *j != i).flat_map(|(_, c)| c.clone()).collect();
+                match test(&complement) {
+                    Some(true) => {
+                        current = complement;
+                        granularity = (granularity - 1).max(2);
+                        reduced = true;
+                        break;
+                    }
+                    None => return current,
+                    Some(false) => {}
+                }
+            }
+        }
+        if !reduced {
+            if granularity >= current.len() {
+                break;
+            }
+            granularity = (granularity * 2).min(current.len());
+        }
+    }
+    if current.len() == 1 && test(&[]) == Some(true) {
+        return Vec::new();
+    }
+    current
+}
+
+impl Shrinker<'_> {
+    /// Run a candidate; `Some(true)` when it fails the target checker (and becomes the best),
+    /// `None` when time ran out.
+    fn try_plan(&mut self, candidate: PlanFile) -> Option<bool> {
+        if self.stopped || (self.out_of_time)() {
+            self.stopped = true;
+            return None;
+        }
+        if candidate == self.best {
+            return Some(true);
+        }
+        self.worlds += 1;
+        match run_plan(&candidate, self.db) {
+            Ok(report) if report.violations.iter().any(|v| v.checker == self.checker) => {
+                self.best = candidate;
+                self.best_report = report;
+                Some(true)
+            }
+            _ => Some(false),
+        }
+    }
+
+    /// ddmin over the timed events and the fault kinds switched on, together.
+    fn schedule(&mut self) {
+        let base = self.best.clone();
+        let kinds: Vec<usize> = (0..base.plan.faults.len()).filter(|&i| base.plan.faults[i].on).collect();
+        let n_events = base.plan.events.len();
+        let build = |keep: &[usize]| {
+            let keep: BTreeSet<usize> = keep.iter().copied().collect();
+            let mut c = base.clone();
+            c.plan.events =
+                base.plan.events.iter().enumerate().filter(|(i, _)| keep.contains(i)).map(|(_, e)| e.clone()).collect();
+            for (k, &fi) in kinds.iter().enumerate() {
+                c.plan.faults[fi].on = keep.contains(&(n_events + k));
+            }
+            c
+        };
+        let mut test = |keep: &[usize]| self.try_plan(build(keep));
+        ddmin(n_events + kinds.len(), &mut test);
+    }
+
+    /// ddmin over the client's runs.
+    fn runs(&mut self) {
+        let base = self.best.clone();
+        let mut test = |keep: &[usize]| {
+            if keep.is_empty() {
+                return Some(false);
+            }
+            let mut c = base.clone();
+            c.plan.runs = keep.iter().map(|&i| base.plan.runs[i].clone()).collect();
+            self.try_plan(c)
+        };
+        ddmin(base.plan.runs.len(), &mut test);
+    }
+
+    /// Fewer workers: drop one at a time (the last first), with its events and skew.
+    fn workers(&mut self) {
+        let mut i = self.best.plan.workers.len();
+        while i > 0 && self.best.plan.workers.len() > 1 && !self.stopped {
+            i -= 1;
+            let Some(name) = self.best.plan.workers.get(i).cloned() else { continue };
+            let mut c = self.best.clone();
+            c.plan.workers.retain(|w| *w != name);
+            c.plan.skews.remove(&name);
+            c.plan.events.retain(|(_, e)| match e {
+                Scheduled::Jump { node, .. } | Scheduled::Restart { node, .. } => *node != name,
+                Scheduled::Zombie => true,
+            });
+            self.try_plan(c);
+        }
+    }
+
+    /// A shorter fault window: halve it while the world still fails, then a quarter back.
+    fn window(&mut self) {
+        let mut step = self.best.settings.fault_ms / 2;
+        while step >= 50 && !self.stopped {
+            let mut c = self.best.clone();
+            let fault_ms = c.settings.fault_ms.saturating_sub(step).max(1);
+            c.settings.fault_ms = fault_ms;
+            c.plan.events.retain(|(at, _)| *at < fault_ms);
+            if self.try_plan(c) != Some(true) {
+                step /= 2;
+            }
+        }
+    }
+
+    /// Aim each fault kind at one site, then at one node, when that still fails.
+    fn aim(&mut self) {
+        for fi in 0..self.best.plan.faults.len() {
+            let f = &self.best.plan.faults[fi];
+            if !f.on {
+                continue;
+            }
+            if matches!(f.kind, "stall" | "crash") && f.spec.sites.iter().any(|s| s == "any") {
+                for site in SITES.iter().filter(|s| **s != "any") {
+                    let mut c = self.best.clone();
+                    c.plan.faults[fi].spec.sites = vec![(*site).to_owned()];
+                    if self.try_plan(c) != Some(false) {
+                        break;
+                    }
+                }
+            }
+            if matches!(self.best.plan.faults[fi].kind, "stall" | "crash" | "takeover" | "busy")
+                && self.best.plan.faults[fi].spec.nodes.iter().any(|n| n == "any" || n == "worker")
+            {
+                let mut nodes = self.best.plan.workers.clone();
+                nodes.push("client".into());
+                for node in nodes {
+                    let mut c = self.best.clone();
+                    c.plan.faults[fi].spec.nodes = vec![node];
+                    if self.try_plan(c) != Some(false) {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Lower rates: halve each kind's rate while the world still fails.
+    fn rates(&mut self) {
+        for fi in 0..self.best.plan.faults.len() {
+            for _ in 0..8 {
+                if !self.best.plan.faults[fi].on || self.stopped {
+                    break;
+                }
+                let mut c = self.best.clone();
+                c.plan.faults[fi].rate /= 2.0;
+                if self.try_plan(c) != Some(true) {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Shorter workflows and fewer client actions: `happy` instead of a longer one, no resolve,
+    /// recreate or cancel.
+    fn workflows(&mut self) {
+        for ri in 0..self.best.plan.runs.len() {
+            let edits: [fn(&mut crate::world::plan::RunPlan) -> bool; 4] = [
+                |r| std::mem::replace(&mut r.workflow, "happy".into()) != "happy",
+                |r| std::mem::take(&mut r.recreate),
+                |r| r.cancel_ms.take().is_some(),
+                |r| std::mem::take(&mut r.resolve),
+            ];
+            for edit in edits {
+                let mut c = self.best.clone();
+                if edit(&mut c.plan.runs[ri]) {
+                    self.try_plan(c);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ddmin_finds_the_two_items_that_matter() {
+        let mut calls = 0;
+        let mut test = |keep: &[usize]| {
+            calls += 1;
+            Some(keep.contains(&3) && keep.contains(&11))
+        };
+        assert_eq!(ddmin(16, &mut test), vec![3, 11]);
+        assert!(calls < 60, "{calls} tests");
+        let mut none_needed = |_: &[usize]| Some(true);
+        assert_eq!(ddmin(5, &mut none_needed), Vec::<usize>::new());
+        let mut out_of_time = |_: &[usize]| None;
+        assert_eq!(ddmin(3, &mut out_of_time), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn shrinking_keeps_the_checker_and_reduces_the_world() {
+        let scenario = crate::catalogue::scenario("mid-call-takeover").expect("built in");
+        let defect = Defect::parse("non-atomic-fence").expect("defect");
+        let file = PlanFile::draw(&scenario, 1, &[defect]);
+        let shrunk = shrink(&file, DbKind::Memdb, &mut || false).expect("shrinks");
+        assert_eq!(shrunk.checker, "no-stale-acceptance");
+        assert!(shrunk.after.runs <= shrunk.before.runs && shrunk.after.runs <= 3, "{shrunk:?}");
+        assert!(shrunk.after.events < shrunk.before.events, "{shrunk:?}");
+        let again = run_plan(&shrunk.minimal, DbKind::Memdb).expect("runs");
+        assert!(again.violations.iter().any(|v| v.checker == shrunk.checker));
+        // Without the defect the same minimal plan passes: the checker sees the bug, not the plan.
+        let mut clean = shrunk.minimal.clone();
+        clean.defects.clear();
+        assert!(run_plan(&clean, DbKind::Memdb).expect("runs").passed());
+        let passing = PlanFile::draw(&scenario, 1, &[]);
+        assert!(matches!(shrink(&passing, DbKind::Memdb, &mut || false), Err(ShrinkError::Passes)));
+    }
+}

@@ -1,0 +1,128 @@
+//! The plan as a file, end to end: for every built-in scenario the world run from the plan of a
+//! seed is the same world as the seed (same fingerprint and trace); `fencesim plan` prints a plan
+//! that `fencesim run --plan` runs to the same bytes; a hand-edited plan that is wrong exits 2
+//! with one line naming the file and line.
+
+use fencesim::catalogue;
+use fencesim::planfile::PlanFile;
+use fencesim::stores::DbKind;
+use fencesim::world::{self, WorldConfig};
+
+mod cli;
+
+use cli::{assert_exit, fencesim, stderr, stdout};
+
+#[test]
+fn a_plan_runs_the_same_world_as_its_seed_for_every_scenario() {
+    for (name, _) in catalogue::SCENARIOS {
+        let scenario = catalogue::scenario(name).expect("built in");
+        for seed in [1, 2] {
+            let from_seed = WorldConfig {
+                scenario: scenario.clone(),
+                seed,
+                db: DbKind::Memdb,
+                store_defects: Default::default(),
+                engine_defects: Default::default(),
+                keep_db: None,
+            };
+            let file = PlanFile::draw(&scenario, seed, &[]);
+            let parsed = PlanFile::parse(std::path::Path::new("p.toml"), &file.to_toml()).expect("parses");
+            let from_plan = WorldConfig { scenario: parsed.scenario("p.toml"), seed: parsed.seed, ..from_seed.clone() };
+            let a = world::run(&from_seed).expect("runs");
+            let b = world::run(&from_plan).expect("runs");
+            assert_eq!(a.fingerprint, b.fingerprint, "{name} seed {seed}");
+            assert_eq!(a.config, b.config, "{name} seed {seed}");
+            assert_eq!(a.rows.len(), b.rows.len(), "{name} seed {seed}");
+        }
+    }
+}
+
+#[test]
+fn plan_then_run_plan_prints_the_same_world() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.toml");
+    let seed_args = ["--scenario", "mid-call-takeover", "--seed", "1", "--defect", "non-atomic-fence"];
+    let plan = fencesim(&[&["plan"][..], &seed_args].concat());
+    assert_exit(&plan, 0);
+    std::fs::write(&path, &plan.stdout).unwrap();
+    let by_seed = fencesim(&[&["run"][..], &seed_args, &["--trace"]].concat());
+    let by_plan = fencesim(&["run", "--plan", path.to_str().unwrap(), "--trace"]);
+    assert_exit(&by_seed, 1);
+    assert_exit(&by_plan, 1);
+    let body = |s: String| s.lines().filter(|l| !l.contains("repro:")).collect::<Vec<_>>().join("\n");
+    assert_eq!(body(stdout(&by_seed)), body(stdout(&by_plan)));
+    assert!(
+        stdout(&by_plan).contains(&format!("repro: fencesim run --plan {}", path.display())),
+        "{}",
+        stdout(&by_plan)
+    );
+
+    let text = String::from_utf8(plan.stdout).unwrap();
+    let line = text.lines().position(|l| l.starts_with("workers = ")).unwrap() + 1;
+    std::fs::write(&path, text.replace("workers = [\"w1\"", "workers = [\"x1\"")).unwrap();
+    let bad = fencesim(&["run", "--plan", path.to_str().unwrap()]);
+    assert_exit(&bad, 2);
+    let err = stderr(&bad);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&format!("p.toml:{line}: world.workers: 'x1'")), "{err}");
+    let both = fencesim(&["run", "--plan", path.to_str().unwrap(), "--seed", "3"]);
+    assert_exit(&both, 2);
+}
+
+/// shrink -> promote -> replay: the minimal plan fails the same checker in a fresh process, is
+/// kept with its story, and a replay of the folder passes because it still fails; the same plan
+/// without its defect makes the replay fail (an expected failure can be missed).
+#[test]
+fn shrink_promote_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let min = dir.path().join("min.toml");
+    let min_s = min.to_str().unwrap();
+    let world = ["--scenario", "mid-call-takeover", "--seed", "1", "--defect", "non-atomic-fence"];
+    let out = fencesim(&[&["shrink"][..], &world, &["--out", min_s]].concat());
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    assert!(text.contains("keeps failing no-stale-acceptance"), "{text}");
+    assert!(text.contains(&format!("repro: fencesim run --plan {min_s} --trace")), "{text}");
+    let hurried = fencesim(&[&["shrink"][..], &world, &["--budget-s", "0"]].concat());
+    assert_exit(&hurried, 0);
+    assert!(stdout(&hurried).contains("stopped early: the 0 s budget ran out"), "{}", stdout(&hurried));
+    let again = fencesim(&[&["shrink"][..], &world, &["--out", min_s]].concat());
+    assert_exit(&again, 2);
+    assert!(stderr(&again).contains("refusing to overwrite"), "{}", stderr(&again));
+
+    let run = fencesim(&["run", "--plan", min_s, "--format", "json"]);
+    assert_exit(&run, 1);
+    let doc: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(doc["violations"][0]["checker"], "no-stale-acceptance");
+
+    let kept = dir.path().join("regressions");
+    let kept_s = kept.to_str().unwrap();
+    let promote = fencesim(&["promote", "--plan", min_s, "--story", "D3 planted", "--dir", kept_s]);
+    assert_exit(&promote, 0);
+    let report = dir.path().join("report");
+    let replay = fencesim(&["replay", kept_s, "--report", report.to_str().unwrap()]);
+    assert_exit(&replay, 0);
+    assert!(stdout(&replay).contains("1 passed"), "{}", stdout(&replay));
+
+    let plan = std::fs::read_dir(&kept).unwrap().next().unwrap().unwrap().path();
+    let text = std::fs::read_to_string(&plan).unwrap();
+    assert!(text.contains("story = \"D3 planted\""), "{text}");
+    std::fs::write(&plan, text.replace("defects = [\"non-atomic-fence\"]", "defects = []")).unwrap();
+    let missed = fencesim(&["replay", kept_s, "--report", report.to_str().unwrap()]);
+    assert_exit(&missed, 1);
+    assert!(stdout(&missed).contains("expected no-stale-acceptance to fail, got a pass"), "{}", stdout(&missed));
+}
+
+/// Every shipped regression plan parses and names the checker it must keep failing.
+#[test]
+fn the_shipped_regression_plans_parse() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../seeds/regressions");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let file = PlanFile::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert!(file.expect.is_some() && file.story.is_some(), "{} lacks expect or story", path.display());
+        n += 1;
+    }
+    assert!(n >= 1, "no regression plan in {}", dir.display());
+}
