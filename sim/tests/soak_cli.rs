@@ -191,7 +191,10 @@ fn bad_flags_exit_2_with_one_line() {
         (vec!["soak", "--quorum", "epochs=many"], "epochs"),
         (vec!["soak", "--quorum", "release", "--writers", "3"], "5 writers"),
         (vec!["soak", "--keep", occupied.as_str()], "not empty"),
-        (vec!["soak", "--level", "engine"], "engine"),
+        (vec!["soak", "--level", "store", "--defect", "meta-before-settle"], "engine defect"),
+        (vec!["soak", "--level", "engine", "--ttl-ms", "0"], "ttl"),
+        (vec!["soak", "--level", "engine", "--runs", "0"], "runs"),
+        (vec!["soak", "--level", "engine", "--quorum", "epochs=3"], "epochs"),
     ] {
         let out = fencesim(&args);
         assert_exit(&out, 2);
@@ -238,4 +241,25 @@ fn a_referee_killed_mid_storm_leaves_no_writer_and_no_temporary_folder() {
     assert_eq!(writers_naming(&needle), Vec::<String>::new());
     let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.path()).collect();
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// The engine level from the command line: an honest soak passes and writes its report; a
+/// planted engine defect that a real process reaches fails it, named by the oracle's checker.
+#[test]
+fn the_engine_level_passes_honest_and_fails_a_planted_defect() {
+    let report = tempfile::tempdir().unwrap();
+    let dir = report.path().to_str().unwrap();
+    let out = fencesim(&["soak", "--level", "engine", "--seed", "2", "--report", dir]);
+    assert_exit(&out, 0);
+    assert!(stdout(&out).contains("judged by the oracle"), "{}", stdout(&out));
+    let doc: serde_json::Value =
+        serde_json::from_slice(&fs::read(report.path().join("soak-engine.json")).unwrap()).unwrap();
+    assert_eq!(doc["verdict"], "pass");
+    // Real processes are not deterministic: the defect must be caught within three seeds.
+    let caught = (1..=3).any(|seed| {
+        let out =
+            fencesim(&["soak", "--level", "engine", "--seed", &seed.to_string(), "--defect", "fresh-run-unleased"]);
+        out.status.code() == Some(1) && stdout(&out).contains("no-stale-acceptance")
+    });
+    assert!(caught, "fresh-run-unleased was not caught in three seeds");
 }
