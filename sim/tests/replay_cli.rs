@@ -1,7 +1,7 @@
 //! `fencesim replay` end to end: a small corpus replays twice per entry, passes, and writes a
 //! `replay.json` (whose worlds are the same reports `fencesim run --format json` prints) and a
 //! `junit.xml`; a failing entry exits 1 with a repro (naming a scenario file by its path) in the
-//! output and both reports; an empty corpus passes with 0 worlds; a malformed or missing corpus
+//! output and both reports; an empty corpus is refused (exit 2, no report); a malformed or missing corpus
 //! exits 2 with one line naming `FILE:LINE`, before any world runs or any report is written; and
 //! the CI corpus `seeds/ci.txt` replays clean.
 
@@ -146,7 +146,7 @@ fn a_file_database_replays_deterministically_too() {
 }
 
 #[test]
-fn the_regressions_corpus_replays_clean_and_an_empty_corpus_passes() {
+fn the_regressions_corpus_replays_clean_and_an_empty_corpus_is_refused() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../seeds/regressions.txt");
     let dir = tempfile::tempdir().unwrap();
     let out = fencesim(&[Path::new("replay"), &path, Path::new("--report"), dir.path()]);
@@ -157,12 +157,11 @@ fn the_regressions_corpus_replays_clean_and_an_empty_corpus_passes() {
 
     let empty = Corpus::new("# nothing yet\n\n");
     let out = empty.replay(&[]);
-    assert_exit(&out, 0);
-    assert!(
-        stdout(&out)
-            .starts_with(&format!("replayed 0 worlds from {}: 0 passed, 0 failed, 0 nondeterministic", empty.path))
-    );
-    assert_eq!(read_json(&empty.report_dir().join("replay.json"))["summary"]["verdict"], "pass");
+    assert_exit(&out, 2);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("the corpus has no entries"), "{err}");
+    assert!(!empty.report_dir().join("replay.json").exists());
 }
 
 #[test]

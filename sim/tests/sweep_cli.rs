@@ -48,3 +48,52 @@ fn no_seeds_is_refused() {
     assert!(err.contains("--seeds must be at least 1"), "{err}");
     assert!(out.stdout.is_empty());
 }
+
+/// Every `--db file` world removes its temporary folder when it ends, pass or fail: a sweep with
+/// TMPDIR pointed at a fresh folder leaves it empty. Debug worlds on a file run at a few per
+/// second, so the test runs 200 seeds (a release build was checked at 1,000; README "Fleets").
+#[test]
+fn a_file_sweep_leaves_nothing_in_the_temp_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (seeds, defect) in [("200", None), ("6", Some("non-atomic-fence"))] {
+        let mut args =
+            vec!["sweep", "--scenario", "mid-call-takeover", "--seeds", seeds, "--db", "file", "--jobs", "2"];
+        args.extend(defect.iter().flat_map(|d| ["--defect", d]));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
+            .args(&args)
+            .env("TMPDIR", tmp.path())
+            .output()
+            .expect("run fencesim");
+        assert_exit(&out, if defect.is_some() { 1 } else { 0 });
+        let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(left.is_empty(), "{seeds} seeds left {} entries behind: {left:?}", left.len());
+    }
+    // Told to keep them, it does.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["sweep", "--scenario", "mid-call-takeover", "--seeds", "2", "--db", "file"])
+        .env("TMPDIR", tmp.path())
+        .env("FENCESIM_KEEP_TEMP", "1")
+        .output()
+        .expect("run fencesim");
+    assert_exit(&out, 0);
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 2);
+}
+
+#[test]
+fn flags_asking_for_too_much_are_refused_with_one_line() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["--seeds", "1000000001"], "--seeds 1000000001 is more than the limit"),
+        (&["--start", "18446744073709551615", "--seeds", "2"], "overflows the largest seed"),
+        (&["--jobs", "0"], "--jobs must be at least 1"),
+        (&["--jobs", "100000"], "--jobs 100000 is more than the limit of 256"),
+        (&["--seeds", "-1"], "unexpected argument '-1'"),
+    ];
+    for (flags, message) in cases {
+        let out = fencesim(&[&["sweep", "--scenario", "swarm"][..], flags].concat());
+        assert_exit(&out, 2);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{flags:?}: {err}");
+        assert!(err.contains(message), "{flags:?}: {err}");
+        assert!(out.stdout.is_empty(), "{flags:?}");
+    }
+}

@@ -98,6 +98,7 @@ pub enum Verdict {
 pub type CmdResult = anyhow::Result<Verdict>;
 
 pub fn main() -> ExitCode {
+    fencesim::stores::keep_temp_folders(std::env::var_os("FENCESIM_KEEP_TEMP").is_some_and(|v| v == "1"));
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),

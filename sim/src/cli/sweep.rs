@@ -1,13 +1,18 @@
-//! `fencesim sweep`: many seeds of one scenario in parallel. Prints a summary and, for each
-//! failing seed, its violations' first line and its repro command; exit 1 if any seed failed.
+//! `fencesim sweep`: many seeds of one scenario in parallel. Prints, for each failing seed in
+//! seed order, its violations' first line and its repro command, then a summary; exit 1 if any
+//! seed failed. Each world is reduced to its summary as soon as it ends, so memory does not grow
+//! with the number of seeds.
 
 use fencesim::catalogue::{self, Defect};
 use fencesim::report;
 use fencesim::stores::DbKind;
-use fencesim::world::{self, WorldConfig};
+use fencesim::world::{self, WorldConfig, WorldError};
 
 use super::par::{self, Progress, Stopwatch};
 use super::{CmdResult, Verdict};
+
+/// The most seeds one sweep may ask for (about a year of one core); more is a typo.
+pub const MAX_SEEDS: u64 = 1_000_000_000;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -30,52 +35,85 @@ pub struct Args {
     defects: Vec<Defect>,
 }
 
+/// What is kept of one world once it ended: a few numbers, and its first violation and repro
+/// when it failed.
+struct Summary {
+    seed: u64,
+    virtual_ms: i64,
+    failure: Option<(usize, String, String)>,
+}
+
 pub fn run(args: &Args) -> CmdResult {
     anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
-    anyhow::ensure!(args.jobs != Some(0), "--jobs must be at least 1");
-    let end = args.start.checked_add(args.seeds - 1).ok_or_else(|| anyhow::anyhow!("--start + --seeds overflows"))?;
+    anyhow::ensure!(args.seeds <= MAX_SEEDS, "--seeds {} is more than the limit of {MAX_SEEDS}", args.seeds);
+    let jobs = par::jobs(args.jobs)?;
+    let end = args.start.checked_add(args.seeds - 1).ok_or_else(|| {
+        anyhow::anyhow!("--start {} + --seeds {} overflows the largest seed {}", args.start, args.seeds, u64::MAX)
+    })?;
     let scenario = catalogue::scenario(&args.scenario)?;
     let (engine_defects, store_defects) = Defect::split(&args.defects);
-    let seeds: Vec<u64> = (args.start..=end).collect();
     let clock = Stopwatch::start();
-    let progress = Progress::new(format!("sweep {}", scenario.name), seeds.len());
-    let jobs = args.jobs.unwrap_or_else(par::default_jobs);
-    let outcomes = par::map(&seeds, jobs, &progress, |&seed| {
-        let cfg =
-            WorldConfig { scenario: scenario.clone(), seed, db: args.db, store_defects, engine_defects, keep_db: None };
-        world::run(&cfg)
-    });
-    let seconds = clock.seconds();
-    let (mut failed, mut errors, mut virtual_ms) = (0, Vec::new(), 0);
-    for outcome in outcomes {
-        let outcome = match outcome {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                println!("ERROR seed {}: {}", e.seed, e.message);
-                errors.push(e);
-                continue;
+    let progress = Progress::new(format!("sweep {}", scenario.name), usize::try_from(args.seeds).unwrap_or(usize::MAX));
+    let (mut failed, mut errors, mut first_error, mut virtual_ms) = (0u64, 0u64, None::<WorldError>, 0i64);
+    par::stream(
+        args.seeds,
+        jobs,
+        &progress,
+        |i| {
+            let seed = args.start + i;
+            let cfg = WorldConfig {
+                scenario: scenario.clone(),
+                seed,
+                db: args.db,
+                store_defects,
+                engine_defects,
+                keep_db: None,
+            };
+            // Reduce the world to its summary here, on the worker thread: its rows go now.
+            world::run(&cfg).map(|outcome| Summary {
+                seed,
+                virtual_ms: outcome.counters.virtual_ms,
+                failure: outcome.violations.first().map(|first| {
+                    (
+                        outcome.violations.len(),
+                        format!("{}: {}", first.checker, first.explanation),
+                        report::repro(&outcome, &args.defects),
+                    )
+                }),
+            })
+        },
+        |_, summary| {
+            match summary {
+                Err(e) => {
+                    println!("ERROR seed {}: {}", e.seed, e.message);
+                    errors += 1;
+                    first_error.get_or_insert(e);
+                }
+                Ok(s) => {
+                    virtual_ms += s.virtual_ms;
+                    if let Some((n, first, repro)) = s.failure {
+                        failed += 1;
+                        println!("FAIL seed {}: {n} violation(s), first {first}", s.seed);
+                        println!("  repro: {repro}");
+                    }
+                }
             }
-        };
-        virtual_ms += outcome.counters.virtual_ms;
-        if let Some(first) = outcome.violations.first() {
-            failed += 1;
-            let n = outcome.violations.len();
-            println!("FAIL seed {}: {n} violation(s), first {}: {}", outcome.seed, first.checker, first.explanation);
-            println!("  repro: {}", report::repro(&outcome, &args.defects));
-        }
-    }
-    let n = seeds.len();
+            true
+        },
+    );
+    let seconds = clock.seconds();
+    let n = args.seeds;
     println!(
         "{}: {n} seeds ({}..={end}) on {} with {jobs} job(s): {} passed, {failed} failed in {seconds:.2} s ({:.1} seeds/s, {:.0}x simulated time)",
         scenario.name,
         args.start,
         args.db.as_str(),
-        n - failed - errors.len(),
+        n - failed - errors,
         n as f64 / seconds.max(1e-9),
         virtual_ms as f64 / 1000.0 / seconds.max(1e-9)
     );
-    if let Some(first) = errors.first() {
-        anyhow::bail!("{} world(s) could not run; the first: {first}", errors.len());
+    if let Some(first) = first_error {
+        anyhow::bail!("{errors} world(s) could not run; the first: {first}");
     }
     Ok(if failed == 0 { Verdict::Pass } else { Verdict::Fail })
 }
