@@ -9,6 +9,7 @@ compile_error!("fencesim must be built with --cfg madsim: a RUSTFLAGS variable o
 
 pub mod catalogue;
 pub mod env;
+pub mod fleet;
 pub mod history;
 pub mod killpoints;
 pub mod killpoints_real;

@@ -13,6 +13,7 @@ use crate::world::WorldReport;
 /// The JSON report's schema identifier; bump on any incompatible change.
 pub const WORLD_SCHEMA: &str = "fencesim.world/1";
 pub const REPLAY_SCHEMA: &str = "fencesim.replay/1";
+pub const SWEEP_SCHEMA: &str = "fencesim.sweep/1";
 
 /// The command that reproduces this world byte for byte.
 pub fn repro(report: &WorldReport, defects: &[Defect]) -> String {

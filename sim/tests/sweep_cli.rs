@@ -3,7 +3,7 @@
 
 mod cli;
 
-use cli::{assert_exit, fencesim, stdout};
+use cli::{assert_exit, fencesim, stderr, stdout};
 
 const SWEEP: [&str; 7] = ["sweep", "--scenario", "mid-call-takeover", "--seeds", "4", "--jobs", "2"];
 
@@ -96,4 +96,116 @@ fn flags_asking_for_too_much_are_refused_with_one_line() {
         assert!(err.contains(message), "{flags:?}: {err}");
         assert!(out.stdout.is_empty(), "{flags:?}");
     }
+}
+
+fn read_json(path: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A report without its wall-clock fields (time, jobs), which no two runs share.
+fn timeless(mut doc: serde_json::Value) -> serde_json::Value {
+    let summary = doc["summary"].as_object_mut().expect("a summary");
+    summary.remove("seconds");
+    summary.remove("jobs");
+    doc
+}
+
+fn junit_cases(path: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .filter(|l| l.contains("<testcase") || l.contains("<failure"))
+        .map(|l| {
+            // Drop the time attribute.
+            l.split(" time=").next().unwrap().to_owned()
+        })
+        .collect()
+}
+
+/// Three shards merge into a report equal to the unsharded sweep of the same seeds (JSON and
+/// JUnit, apart from wall-clock fields); a failing shard makes the merge exit 1; overlapping and
+/// missing shards are refused with exit 2 naming them.
+#[test]
+fn shards_merge_into_the_unsharded_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name);
+    let sweep = |extra: &[&str], report: &str| {
+        let report = path(report);
+        let args = [
+            &[
+                "sweep",
+                "--scenario",
+                "mid-call-takeover",
+                "--seeds",
+                "7",
+                "--start",
+                "3",
+                "--defect",
+                "non-atomic-fence",
+            ][..],
+            extra,
+            &["--report", report.to_str().unwrap()],
+        ]
+        .concat();
+        fencesim(&args)
+    };
+    assert_exit(&sweep(&[], "whole"), 1);
+    let mut outputs = Vec::new();
+    for i in 0..3 {
+        let out = sweep(&["--shard", &format!("{i}/3")], &format!("s{i}"));
+        assert_exit(&out, 1);
+        outputs.push(stdout(&out));
+    }
+    // Each seed ran in exactly one shard, chosen by the seed alone.
+    let shard0 = read_json(&path("s0/sweep.json"));
+    assert!(shard0["failures"].as_array().unwrap().iter().all(|f| f["seed"].as_u64().unwrap() % 3 == 0), "{shard0}");
+    assert_eq!(shard0["summary"]["worlds"], 3); // seeds 3, 6 and 9 of 3..=9
+    let dirs = |names: &[&str]| names.iter().map(|n| path(n).to_str().unwrap().to_owned()).collect::<Vec<_>>();
+    let merge = |names: &[&str], out: &str| {
+        let out = path(out);
+        fencesim(
+            &[
+                &["merge"][..],
+                &dirs(names).iter().map(String::as_str).collect::<Vec<_>>(),
+                &["--out", out.to_str().unwrap()],
+            ]
+            .concat(),
+        )
+    };
+    let out = merge(&["s2", "s0", "s1"], "merged");
+    assert_exit(&out, 1);
+    assert!(stdout(&out).starts_with("merged 3 shard(s) into "), "{}", stdout(&out));
+    assert_eq!(timeless(read_json(&path("merged/sweep.json"))), timeless(read_json(&path("whole/sweep.json"))));
+    assert_eq!(junit_cases(&path("merged/junit.xml")), junit_cases(&path("whole/junit.xml")));
+
+    let out = merge(&["s0", "s1"], "partial");
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("missing shards: 2/3 (of 3)"), "{}", stderr(&out));
+    assert!(!path("partial").exists());
+    let out = merge(&["s0", "s1", "s2", "s1"], "twice");
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("overlapping shards: 1/3 in "), "{}", stderr(&out));
+    assert_eq!(stderr(&out).lines().count(), 1);
+
+    // Clean shards merge with exit 0.
+    for i in 0..2 {
+        let report = path(&format!("c{i}"));
+        let out = fencesim(&[
+            "sweep",
+            "--scenario",
+            "swarm",
+            "--seeds",
+            "4",
+            "--shard",
+            &format!("{i}/2"),
+            "--report",
+            report.to_str().unwrap(),
+        ]);
+        assert_exit(&out, 0);
+    }
+    assert_exit(&merge(&["c0", "c1"], "clean"), 0);
+    // Reports of different runs do not merge.
+    let out = merge(&["c0", "s1"], "mixed");
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("are reports of different runs"), "{}", stderr(&out));
 }

@@ -28,6 +28,10 @@ pub struct Args {
     db: DbKind,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
+    /// Run only shard I of N (0-based): the defects and baseline worlds whose 0-based index is I
+    /// modulo N. Every shard must pass for the matrix to pass.
+    #[arg(long, value_name = "I/N", value_parser = fencesim::fleet::Shard::parse)]
+    shard: Option<fencesim::fleet::Shard>,
 }
 
 /// A clean-baseline world that found a violation.
@@ -48,7 +52,9 @@ pub fn run(args: &Args) -> CmdResult {
     );
     let jobs = par::jobs(args.jobs)?;
     let clock = Stopwatch::start();
-    let defects = Defect::all();
+    let shard = args.shard.unwrap_or(fencesim::fleet::Shard::ALL);
+    let defects: Vec<Defect> =
+        Defect::all().into_iter().enumerate().filter(|(i, _)| shard.owns(*i as u64)).map(|(_, d)| d).collect();
     let progress = Progress::new("mutants", defects.len());
     let hunts = par::map(&defects, jobs, &progress, |&d| hunt(d, args));
     let hunts: Vec<Hunt> = hunts.into_iter().collect::<anyhow::Result<_>>()?;
@@ -56,7 +62,8 @@ pub fn run(args: &Args) -> CmdResult {
     // The baseline: every scenario's seeds 1..=seeds, scenario-major, each world reduced to its
     // first violation (if any) as soon as it ends.
     let names: Vec<&str> = catalogue::SCENARIOS.iter().map(|(name, _)| *name).collect();
-    let count = names.len() as u64 * args.seeds;
+    // This shard's baseline worlds: the indexes k*N + I of the whole baseline.
+    let (first, count) = shard.seeds(0, names.len() as u64 * args.seeds - 1);
     let progress = Progress::new("baseline", usize::try_from(count).unwrap_or(usize::MAX));
     let mut dirty: Vec<Dirty> = Vec::new();
     let mut error: Option<anyhow::Error> = None;
@@ -65,6 +72,7 @@ pub fn run(args: &Args) -> CmdResult {
         jobs,
         &progress,
         |i| -> anyhow::Result<Option<Dirty>> {
+            let i = first + i * shard.count;
             let name = names[(i / args.seeds) as usize];
             let seed = i % args.seeds + 1;
             let scenario = catalogue::scenario(name)?;

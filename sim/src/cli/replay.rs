@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use fencesim::catalogue;
-use fencesim::report::{self, Case};
+use fencesim::fleet::{self, Shard};
+use fencesim::report;
 use fencesim::scenario::Scenario;
 use fencesim::stores::DbKind;
 use fencesim::world::{self, WorldConfig, WorldReport};
@@ -34,6 +35,9 @@ pub struct Args {
     /// Every world's database: memdb (fast) or file (a WAL file in a fresh temporary folder).
     #[arg(long, default_value = "memdb", value_parser = super::parse_db)]
     db: DbKind,
+    /// Replay only shard I of N (0-based): the entries whose 0-based index is I modulo N.
+    #[arg(long, value_name = "I/N", value_parser = Shard::parse)]
+    shard: Option<Shard>,
 }
 
 /// One line of a corpus.
@@ -170,6 +174,10 @@ pub fn run(args: &Args) -> CmdResult {
     let text = std::fs::read_to_string(&args.corpus).with_context(|| format!("cannot read corpus {file}"))?;
     let entries = parse_corpus(&file, &text)?;
     anyhow::ensure!(!entries.is_empty(), "{file}: the corpus has no entries");
+    let shard = args.shard.unwrap_or(Shard::ALL);
+    let total = entries.len();
+    let entries: Vec<Entry> =
+        entries.into_iter().enumerate().filter(|(i, _)| shard.owns(*i as u64)).map(|(_, e)| e).collect();
     // Refuse an unwritable report folder before the worlds run, not after.
     std::fs::create_dir_all(&args.report)
         .with_context(|| format!("cannot create the report folder {}", args.report.display()))?;
@@ -180,7 +188,7 @@ pub fn run(args: &Args) -> CmdResult {
     let items = entries.len() as u64 * 2;
     let progress = Progress::new(format!("replay {file}"), entries.len() * 2);
     let (mut passed, mut failed, mut nondeterministic) = (0, 0, 0);
-    let mut cases = Vec::with_capacity(entries.len());
+    let mut cases = 0usize;
     let mut worlds = Vec::with_capacity(entries.len());
     let mut first_run: Option<Reduced> = None;
     let mut error: Option<anyhow::Error> = None;
@@ -227,13 +235,14 @@ pub fn run(args: &Args) -> CmdResult {
                 println!("FAIL {name} ({file}:{}): {why}; repro: {repro}", entry.line);
                 format!("{why}\n{}", first.text)
             });
-            cases.push(Case { name: name.clone(), seconds, failure });
+            cases += 1;
             let mut doc = first.doc;
             doc["entry"] = json!(name);
             doc["line"] = json!(entry.line);
             doc["deterministic"] = json!(judge(&first.report, &second.report) != Judgement::Nondeterministic);
             doc["rerun_fingerprint"] = json!(format!("{:016x}", second.report.fingerprint));
             doc["seconds"] = json!(seconds);
+            doc["failure"] = json!(failure);
             worlds.push(doc);
             true
         },
@@ -248,6 +257,8 @@ pub fn run(args: &Args) -> CmdResult {
         "schema": report::REPLAY_SCHEMA,
         "corpus": file,
         "commit": git_commit(),
+        "entries": total,
+        "shard": shard.json(),
         "summary": {
             "verdict": if matches!(verdict, Verdict::Pass) { "pass" } else { "fail" },
             "worlds": worlds.len(),
@@ -260,17 +271,18 @@ pub fn run(args: &Args) -> CmdResult {
         },
         "worlds": worlds,
     });
-    write_reports(&args.report, &doc, &report::junit(&format!("fencesim replay {file}"), &cases))?;
+    write_reports(&args.report, "replay.json", &doc, &fleet::junit_of(&doc))?;
     println!(
         "replayed {} worlds from {file}: {passed} passed, {failed} failed, {nondeterministic} nondeterministic in {seconds:.2} s",
-        cases.len()
+        cases
     );
     Ok(verdict)
 }
 
-fn write_reports(dir: &Path, doc: &Value, junit: &str) -> anyhow::Result<()> {
-    let json_path = dir.join("replay.json");
-    let text = serde_json::to_string_pretty(doc).context("cannot encode replay.json")? + "\n";
+/// Write a report (`name`) and `junit.xml` into `dir`, each atomically.
+pub fn write_reports(dir: &Path, name: &str, doc: &Value, junit: &str) -> anyhow::Result<()> {
+    let json_path = dir.join(name);
+    let text = serde_json::to_string_pretty(doc).with_context(|| format!("cannot encode {name}"))? + "\n";
     report::write_atomic(&json_path, text.as_bytes())
         .with_context(|| format!("cannot write {}", json_path.display()))?;
     let xml_path = dir.join("junit.xml");
@@ -280,7 +292,7 @@ fn write_reports(dir: &Path, doc: &Value, junit: &str) -> anyhow::Result<()> {
 }
 
 /// The commit of the repository in the current folder, if git is there to say.
-fn git_commit() -> Option<String> {
+pub fn git_commit() -> Option<String> {
     let out = std::process::Command::new("git")
         .args(["rev-parse", "HEAD"])
         .stdin(std::process::Stdio::null())

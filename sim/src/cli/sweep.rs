@@ -3,10 +3,15 @@
 //! seed failed. Each world is reduced to its summary as soon as it ends, so memory does not grow
 //! with the number of seeds.
 
+use std::path::PathBuf;
+
+use anyhow::Context;
 use fencesim::catalogue::{self, Defect};
+use fencesim::fleet::{self, Shard};
 use fencesim::report;
 use fencesim::stores::DbKind;
 use fencesim::world::{self, WorldConfig, WorldError};
+use serde_json::json;
 
 use super::par::{self, Progress, Stopwatch};
 use super::{CmdResult, Verdict};
@@ -33,6 +38,12 @@ pub struct Args {
     /// Plant a store or engine defect (repeatable).
     #[arg(long = "defect", value_name = "NAME", value_parser = Defect::parse)]
     defects: Vec<Defect>,
+    /// Run only shard I of N (0-based): the seeds equal to I modulo N.
+    #[arg(long, value_name = "I/N", value_parser = Shard::parse)]
+    shard: Option<Shard>,
+    /// Write `sweep.json` and `junit.xml` into this folder (created if needed).
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
 }
 
 /// What is kept of one world once it ended: a few numbers, and its first violation and repro
@@ -51,16 +62,22 @@ pub fn run(args: &Args) -> CmdResult {
         anyhow::anyhow!("--start {} + --seeds {} overflows the largest seed {}", args.start, args.seeds, u64::MAX)
     })?;
     let scenario = catalogue::scenario(&args.scenario)?;
+    let shard = args.shard.unwrap_or(Shard::ALL);
+    let (first_seed, count) = shard.seeds(args.start, end);
+    if let Some(dir) = &args.report {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create the report folder {}", dir.display()))?;
+    }
+    let mut failures = Vec::new();
     let (engine_defects, store_defects) = Defect::split(&args.defects);
     let clock = Stopwatch::start();
-    let progress = Progress::new(format!("sweep {}", scenario.name), usize::try_from(args.seeds).unwrap_or(usize::MAX));
+    let progress = Progress::new(format!("sweep {}", scenario.name), usize::try_from(count).unwrap_or(usize::MAX));
     let (mut failed, mut errors, mut first_error, mut virtual_ms) = (0u64, 0u64, None::<WorldError>, 0i64);
     par::stream(
-        args.seeds,
+        count,
         jobs,
         &progress,
         |i| {
-            let seed = args.start + i;
+            let seed = first_seed + i * shard.count;
             let cfg = WorldConfig {
                 scenario: scenario.clone(),
                 seed,
@@ -86,6 +103,7 @@ pub fn run(args: &Args) -> CmdResult {
             match summary {
                 Err(e) => {
                     println!("ERROR seed {}: {}", e.seed, e.message);
+                    failures.push(json!({"seed": e.seed, "violations": 0, "first": format!("harness error: {}", e.message), "repro": null}));
                     errors += 1;
                     first_error.get_or_insert(e);
                 }
@@ -95,6 +113,7 @@ pub fn run(args: &Args) -> CmdResult {
                         failed += 1;
                         println!("FAIL seed {}: {n} violation(s), first {first}", s.seed);
                         println!("  repro: {repro}");
+                        failures.push(json!({"seed": s.seed, "violations": n, "first": first, "repro": repro}));
                     }
                 }
             }
@@ -102,9 +121,10 @@ pub fn run(args: &Args) -> CmdResult {
         },
     );
     let seconds = clock.seconds();
-    let n = args.seeds;
+    let n = count;
+    let which = if shard == Shard::ALL { String::new() } else { format!(", shard {shard}") };
     println!(
-        "{}: {n} seeds ({}..={end}) on {} with {jobs} job(s): {} passed, {failed} failed in {seconds:.2} s ({:.1} seeds/s, {:.0}x simulated time)",
+        "{}: {n} seeds ({}..={end}{which}) on {} with {jobs} job(s): {} passed, {failed} failed in {seconds:.2} s ({:.1} seeds/s, {:.0}x simulated time)",
         scenario.name,
         args.start,
         args.db.as_str(),
@@ -112,6 +132,31 @@ pub fn run(args: &Args) -> CmdResult {
         n as f64 / seconds.max(1e-9),
         virtual_ms as f64 / 1000.0 / seconds.max(1e-9)
     );
+    if let Some(dir) = &args.report {
+        let doc = json!({
+            "schema": report::SWEEP_SCHEMA,
+            "commit": super::replay::git_commit(),
+            "scenario": scenario.name,
+            "source": scenario.source,
+            "db": args.db.as_str(),
+            "defects": args.defects.iter().map(|d| d.name()).collect::<Vec<_>>(),
+            "start": args.start,
+            "seeds": args.seeds,
+            "shard": shard.json(),
+            "summary": {
+                "verdict": if failed + errors == 0 { "pass" } else { "fail" },
+                "worlds": n,
+                "passed": n - failed - errors,
+                "failed": failed,
+                "errors": errors,
+                "virtual_ms": virtual_ms,
+                "jobs": jobs,
+                "seconds": seconds,
+            },
+            "failures": failures,
+        });
+        super::replay::write_reports(dir, "sweep.json", &doc, &fleet::junit_of(&doc))?;
+    }
     if let Some(first) = first_error {
         anyhow::bail!("{errors} world(s) could not run; the first: {first}");
     }
