@@ -148,6 +148,18 @@ pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
         reports.iter().flat_map(|r| r.doc[array].as_array().cloned().unwrap_or_default()).collect();
     items.sort_by_key(|v| v[order].as_u64().unwrap_or(u64::MAX));
     doc[array] = Value::Array(items);
+    // Coverage rows (event, worlds, total), summed per event in event order.
+    if !doc["coverage"].is_null() {
+        let mut coverage: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for r in reports {
+            for row in r.doc["coverage"].as_array().into_iter().flatten() {
+                let entry = coverage.entry(row["event"].as_str().unwrap_or_default().to_owned()).or_default();
+                entry.0 += row["worlds"].as_u64().unwrap_or(0);
+                entry.1 += row["total"].as_u64().unwrap_or(0);
+            }
+        }
+        doc["coverage"] = crate::coverage::Table(coverage).json();
+    }
     let junit = junit_of(&doc);
     Ok((doc, junit))
 }

@@ -8,6 +8,7 @@
 compile_error!("fencesim must be built with --cfg madsim: a RUSTFLAGS variable overrode .cargo/config.toml; unset it");
 
 pub mod catalogue;
+pub mod coverage;
 pub mod env;
 pub mod fleet;
 pub mod history;

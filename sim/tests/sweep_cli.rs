@@ -12,9 +12,10 @@ fn a_clean_sweep_passes_with_a_summary() {
     let out = fencesim(&SWEEP);
     assert_exit(&out, 0);
     let text = stdout(&out);
-    assert_eq!(text.lines().count(), 1, "{text}");
+    let summary = text.lines().last().unwrap_or_default();
+    assert!(text.starts_with("coverage event"), "{text}");
     assert!(
-        text.starts_with("mid-call-takeover: 4 seeds (1..=4) on memdb with 2 job(s): 4 passed, 0 failed in "),
+        summary.starts_with("mid-call-takeover: 4 seeds (1..=4) on memdb with 2 job(s): 4 passed, 0 failed in "),
         "{text}"
     );
 }
@@ -208,4 +209,77 @@ fn shards_merge_into_the_unsharded_report() {
     let out = merge(&["c0", "s1"], "mixed");
     assert_exit(&out, 2);
     assert!(stderr(&out).contains("are reports of different runs"), "{}", stderr(&out));
+}
+
+fn scenario_text(name: &str) -> String {
+    std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios").join(format!("{name}.toml")),
+    )
+    .unwrap()
+}
+
+/// `--require-coverage` passes when the scenario's faults fire, and fails naming the events when
+/// the same scenario has its faults switched off; the coverage table is printed and reported.
+#[test]
+fn a_scenario_with_its_faults_off_fails_its_coverage_requirement() {
+    let dir = tempfile::tempdir().unwrap();
+    let on = scenario_text("mid-call-takeover");
+    let off = on.replacen("[faults.takeover]\non = 1.0", "[faults.takeover]\non = 0.0", 1);
+    assert_ne!(on, off, "the scenario file changed shape; update this test");
+    for (text, code) in [(&on, 0), (&off, 1)] {
+        let path = dir.path().join("mid-call-takeover.toml");
+        std::fs::write(&path, text).unwrap();
+        let report = dir.path().join(format!("r{code}"));
+        let out = fencesim(&[
+            "sweep",
+            "--scenario",
+            path.to_str().unwrap(),
+            "--seeds",
+            "6",
+            "--require-coverage",
+            "--report",
+            report.to_str().unwrap(),
+        ]);
+        assert_exit(&out, code);
+        let text = stdout(&out);
+        assert!(text.starts_with("coverage event"), "{text}");
+        let doc = read_json(&report.join("sweep.json"));
+        let takeovers = doc["coverage"].as_array().unwrap().iter().any(|c| c["event"] == "takeover-mid-append");
+        assert_eq!(takeovers, code == 0, "{doc}");
+        if code == 1 {
+            let line = text.lines().find(|l| l.starts_with("COVERAGE: ")).unwrap_or_else(|| panic!("{text}"));
+            assert!(line.contains("takeover-mid-append") && line.contains("takeover-mid-put_meta"), "{line}");
+        }
+    }
+}
+
+/// A scenario whose faults can never fire, or with nothing to do, is refused with its line;
+/// the same scenario without the flaw runs.
+#[test]
+fn a_scenario_whose_faults_cannot_fire_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = |aims: &str, runs: &str, stall: &str| {
+        format!(
+            "description = \"x\"\naims = [{aims}]\n[world]\nworkers = 2\nruns = {runs}\n[faults.stall]\non = 1.0\nrate = [0.1, 0.2]\n{stall}\n"
+        )
+    };
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, scenario("\"stall-woke-writing\"", "[2, 3]", "")).unwrap();
+    assert_exit(&fencesim(&["sweep", "--scenario", path.to_str().unwrap(), "--seeds", "1"]), 0);
+    let cases = [
+        (scenario("", "[2, 3]", "sites = []"), "bad.toml:9: faults.stall.sites: is empty"),
+        (scenario("", "[2, 3]", "nodes = [\"w3\"]"), "bad.toml:9: faults.stall.nodes: 'w3' does not exist"),
+        (scenario("", "[2, 3]", "nodes = [\"sweeper\"]"), "'sweeper' does not exist"),
+        (scenario("", "[2, 3]", "factor = [0.0, 2.0]"), "faults.stall.factor: must be above 0"),
+        (scenario("", "0", ""), "bad.toml:5: world.runs: must be at least 1"),
+        (scenario("\"no-such-event\"", "[2, 3]", ""), "bad.toml:2: aims: unknown coverage event 'no-such-event'"),
+    ];
+    for (text, message) in cases {
+        std::fs::write(&path, &text).unwrap();
+        let out = fencesim(&["sweep", "--scenario", path.to_str().unwrap(), "--seeds", "1"]);
+        assert_exit(&out, 2);
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(message), "{message}: {err}");
+    }
 }

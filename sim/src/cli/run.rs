@@ -44,9 +44,18 @@ pub fn run(args: &Args) -> CmdResult {
         engine_defects,
         keep_db: args.keep_db.clone(),
     };
+    let cfg_ttl = cfg.scenario.world.ttl_ms;
     let outcome = world::run(&cfg)?;
     match args.format {
-        Format::Text => print!("{}", report::text(&outcome, &args.defects, args.trace)),
+        Format::Text => {
+            // With the trace, its coverage counts head it (the report stays last, as without).
+            if args.trace {
+                let events = fencesim::coverage::count(&outcome.rows, i64::from(cfg_ttl));
+                let shown: Vec<String> = events.iter().map(|(e, n)| format!("{e}={n}")).collect();
+                println!("coverage {}", if shown.is_empty() { "none".to_owned() } else { shown.join(" ") });
+            }
+            print!("{}", report::text(&outcome, &args.defects, args.trace));
+        }
         Format::Json => {
             let mut doc = report::world_json(&outcome, &args.defects);
             if args.trace {

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use fencesim::catalogue::{self, Defect};
+use fencesim::coverage;
 use fencesim::fleet::{self, Shard};
 use fencesim::report;
 use fencesim::stores::DbKind;
@@ -41,6 +42,9 @@ pub struct Args {
     /// Run only shard I of N (0-based): the seeds equal to I modulo N.
     #[arg(long, value_name = "I/N", value_parser = Shard::parse)]
     shard: Option<Shard>,
+    /// Exit 1 naming every coverage event the scenario aims at (`aims`) that no world produced.
+    #[arg(long)]
+    require_coverage: bool,
     /// Write `sweep.json` and `junit.xml` into this folder (created if needed).
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
@@ -50,6 +54,7 @@ pub struct Args {
 /// when it failed.
 struct Summary {
     seed: u64,
+    coverage: std::collections::BTreeMap<String, u64>,
     virtual_ms: i64,
     failure: Option<(usize, String, String)>,
 }
@@ -68,6 +73,7 @@ pub fn run(args: &Args) -> CmdResult {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create the report folder {}", dir.display()))?;
     }
     let mut failures = Vec::new();
+    let mut table = coverage::Table::default();
     let (engine_defects, store_defects) = Defect::split(&args.defects);
     let clock = Stopwatch::start();
     let progress = Progress::new(format!("sweep {}", scenario.name), usize::try_from(count).unwrap_or(usize::MAX));
@@ -89,6 +95,7 @@ pub fn run(args: &Args) -> CmdResult {
             // Reduce the world to its summary here, on the worker thread: its rows go now.
             world::run(&cfg).map(|outcome| Summary {
                 seed,
+                coverage: coverage::count(&outcome.rows, i64::from(scenario.world.ttl_ms)),
                 virtual_ms: outcome.counters.virtual_ms,
                 failure: outcome.violations.first().map(|first| {
                     (
@@ -109,6 +116,7 @@ pub fn run(args: &Args) -> CmdResult {
                 }
                 Ok(s) => {
                     virtual_ms += s.virtual_ms;
+                    table.add(&s.coverage);
                     if let Some((n, first, repro)) = s.failure {
                         failed += 1;
                         println!("FAIL seed {}: {n} violation(s), first {first}", s.seed);
@@ -121,6 +129,8 @@ pub fn run(args: &Args) -> CmdResult {
         },
     );
     let seconds = clock.seconds();
+    print!("{}", table.text(&scenario.aims));
+    let missing = table.missing(&scenario.aims);
     let n = count;
     let which = if shard == Shard::ALL { String::new() } else { format!(", shard {shard}") };
     println!(
@@ -154,11 +164,16 @@ pub fn run(args: &Args) -> CmdResult {
                 "seconds": seconds,
             },
             "failures": failures,
+            "coverage": table.json(),
         });
         super::replay::write_reports(dir, "sweep.json", &doc, &fleet::junit_of(&doc))?;
     }
     if let Some(first) = first_error {
         anyhow::bail!("{errors} world(s) could not run; the first: {first}");
+    }
+    if args.require_coverage && !missing.is_empty() {
+        println!("COVERAGE: {} aimed-at event(s) never happened: {}", missing.len(), missing.join(", "));
+        return Ok(Verdict::Fail);
     }
     Ok(if failed == 0 { Verdict::Pass } else { Verdict::Fail })
 }
