@@ -156,16 +156,18 @@ pub fn failure_line(first: &WorldReport, second: &WorldReport) -> Option<String>
 /// to judge it), and the JSON and text that needed the rows.
 struct Reduced {
     report: WorldReport,
+    coverage: BTreeMap<String, u64>,
     doc: Value,
     text: String,
     seconds: f64,
 }
 
-fn reduce(mut report: WorldReport, seconds: f64) -> Reduced {
+fn reduce(mut report: WorldReport, seconds: f64, ttl_ms: u32) -> Reduced {
+    let coverage = fencesim::coverage::count(&report.rows, i64::from(ttl_ms));
     let doc = report::world_json(&report, &[]);
     let text = report::text(&report, &[], false);
     report.rows = Vec::new();
-    Reduced { report, doc, text, seconds }
+    Reduced { report, coverage, doc, text, seconds }
 }
 
 pub fn run(args: &Args) -> CmdResult {
@@ -191,6 +193,7 @@ pub fn run(args: &Args) -> CmdResult {
     let mut cases = 0usize;
     let mut worlds = Vec::with_capacity(entries.len());
     let mut first_run: Option<Reduced> = None;
+    let mut table = fencesim::coverage::Table::default();
     let mut error: Option<anyhow::Error> = None;
     par::stream(
         items,
@@ -207,7 +210,7 @@ pub fn run(args: &Args) -> CmdResult {
                 keep_db: None,
             };
             let watch = Stopwatch::start();
-            world::run(&cfg).map(|report| reduce(report, watch.seconds()))
+            world::run(&cfg).map(|report| reduce(report, watch.seconds(), entry.scenario.world.ttl_ms))
         },
         |i, outcome| {
             let entry = &entries[(i / 2) as usize];
@@ -223,6 +226,7 @@ pub fn run(args: &Args) -> CmdResult {
                 return true;
             };
             let second = run;
+            table.add(&first.coverage);
             match judge(&first.report, &second.report) {
                 Judgement::Passed => passed += 1,
                 Judgement::Failed => failed += 1,
@@ -270,8 +274,10 @@ pub fn run(args: &Args) -> CmdResult {
             "seconds": seconds,
         },
         "worlds": worlds,
+        "coverage": table.json(),
     });
     write_reports(&args.report, "replay.json", &doc, &fleet::junit_of(&doc))?;
+    print!("{}", table.text(&[]));
     println!(
         "replayed {} worlds from {file}: {passed} passed, {failed} failed, {nondeterministic} nondeterministic in {seconds:.2} s",
         cases
