@@ -4,7 +4,11 @@
 //! over one memdb (the design's reference figure, 50-60 seeds/s on this kind of machine).
 //! Rounds alternate between the measurements so machine noise hits all alike; medians reported.
 //!
-//!     cargo bench -p fencesim --bench worlds [-- --rounds 5 --seeds 60]
+//!     cargo bench -p fencesim --bench worlds [-- --rounds 5 --seeds 60 --rss 1000,10000]
+//!
+//! Then peak memory (issue 11): `fencesim sweep --scenario swarm --seeds N --jobs 2` as a child
+//! process for each N of `--rss` (comma-separated; `--rss 0` skips it), its peak resident set
+//! (`VmHWM`) sampled from `/proc` every 20 ms until it exits. Goal: flat in N, under 200 MB.
 //!
 //! Goals (issue 4): at least 60 seeds/s on one core, at least 1000x simulated time.
 
@@ -105,7 +109,42 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
+/// Peak RSS in MB of one `fencesim sweep` child, and its wall seconds.
+fn sweep_peak_rss(seeds: u64) -> (f64, f64) {
+    let start = Instant::now();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["sweep", "--scenario", "swarm", "--jobs", "2", "--seeds", &seeds.to_string()])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start fencesim sweep");
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak_kb = 0u64;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&status) {
+            let hwm = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+            peak_kb = peak_kb.max(hwm.unwrap_or(0));
+        }
+        if child.try_wait().expect("wait for fencesim").is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (peak_kb as f64 / 1024.0, start.elapsed().as_secs_f64())
+}
+
 fn main() {
+    let rss: Vec<u64> = std::env::args()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .find(|w| w[0] == "--rss")
+        .map_or("1000,10000".to_owned(), |w| w[1].clone())
+        .split(',')
+        .filter_map(|n| n.parse().ok())
+        .filter(|&n| n > 0)
+        .collect();
     let rounds = arg("--rounds", 5);
     let seeds = arg("--seeds", 60);
     let scenario = swarm();
@@ -130,4 +169,8 @@ fn main() {
     println!("  2 jobs: {two:7.1} seeds/s ({:.2}x one job)", two / one);
     println!("  simulated time: {accel:7.0}x wall time on one job (goal >= 1000x)");
     println!("  bare baseline (5 nodes x 200 fenced appends): {base:7.1} seeds/s");
+    for n in rss {
+        let (mb, seconds) = sweep_peak_rss(n);
+        println!("  sweep --seeds {n} --jobs 2: peak RSS {mb:.1} MB ({seconds:.0} s; goal < 200 MB, flat in seeds)");
+    }
 }

@@ -93,6 +93,14 @@ impl SimEnv {
         *self.script.borrow_mut() = script;
     }
 
+    /// Remove the fault script unless it is running (a script that holds a clone of its own env
+    /// is a reference cycle: the node's owner clears it when the node goes away).
+    pub fn clear_script(&self) {
+        if let Ok(mut script) = self.script.try_borrow_mut() {
+            *script = None;
+        }
+    }
+
     /// Install a synchronous script.
     pub fn on_fault(&self, mut decide: impl FnMut(&Point<'_>) -> Fault + 'static) {
         self.set_script(Some(Box::new(move |point| {

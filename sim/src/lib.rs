@@ -9,8 +9,10 @@ compile_error!("fencesim must be built with --cfg madsim: a RUSTFLAGS variable o
 
 pub mod bundle;
 pub mod catalogue;
+pub mod coverage;
 pub mod env;
 pub mod files;
+pub mod fleet;
 pub mod history;
 pub mod killpoints;
 pub mod killpoints_real;

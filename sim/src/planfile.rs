@@ -106,6 +106,8 @@ impl PlanFile {
             source: format!("{PLAN_SOURCE_PREFIX}{source}"),
             description: format!("plan of {} seed {}", self.scenario, self.seed),
             targets: Vec::new(),
+            // A plan is run, not swept: it aims at nothing a sweep could require.
+            aims: Vec::new(),
             world: WorldShape {
                 ttl_ms: self.plan.ttl_ms,
                 fault_ms: s.fault_ms,

@@ -13,6 +13,7 @@ use crate::world::WorldReport;
 /// The JSON report's schema identifier; bump on any incompatible change.
 pub const WORLD_SCHEMA: &str = "fencesim.world/1";
 pub const REPLAY_SCHEMA: &str = "fencesim.replay/1";
+pub const SWEEP_SCHEMA: &str = "fencesim.sweep/1";
 
 /// The command that reproduces this world byte for byte.
 pub fn repro(report: &WorldReport, defects: &[Defect]) -> String {
@@ -128,6 +129,23 @@ pub fn text(report: &WorldReport, defects: &[Defect], trace: bool) -> String {
         let _ = writeln!(out, "  repro: {}", repro(report, defects));
     }
     out
+}
+
+/// Write `bytes` to `path` atomically: into a temporary file in the same folder, flushed to disk,
+/// then renamed over `path`. A reader (or a crash) sees the old file or the whole new one, never
+/// a part.
+pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("report");
+    let mut file = tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".tmp").tempfile_in(dir)?;
+    file.write_all(bytes)?;
+    file.as_file().sync_all()?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 /// One JUnit test case: its name and, when it failed, the failure message.

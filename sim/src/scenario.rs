@@ -24,6 +24,10 @@ pub struct Scenario {
     /// The planted defects this scenario is the targeted hunt for (the kill matrix runs them here).
     #[serde(default)]
     pub targets: Vec<String>,
+    /// The coverage events this scenario exists to produce (`crate::coverage::events`);
+    /// `sweep --require-coverage` fails when one never happened.
+    #[serde(default)]
+    pub aims: Vec<String>,
     #[serde(default)]
     pub world: WorldShape,
     #[serde(default)]
@@ -310,9 +314,51 @@ impl Scenario {
         if w.liveness_ms == 0 {
             return world("liveness_ms", "must be positive, got 0".into());
         }
+        if w.runs.1 == 0 {
+            return world("runs", format!("must be at least 1 (a world with no runs does nothing), got {}", w.runs));
+        }
+        let events = crate::coverage::events();
+        if let Some(bad) = self.aims.iter().find(|e| !events.contains(e)) {
+            return Err(("", "aims", format!("aims: unknown coverage event '{bad}' (known: {})", events.join(", "))));
+        }
         for (kind, f) in self.faults.kinds() {
             let fault =
                 |key: &'static str, message: String| Err((kind, key, format!("faults.{kind}.{key}: {message}")));
+            // A kind that is on must be able to fire.
+            if f.on.0 > 0.0 {
+                if f.sites.is_empty() {
+                    return fault("sites", "is empty: the fault could never fire".into());
+                }
+                if f.nodes.is_empty() {
+                    return fault("nodes", "is empty: the fault could never fire".into());
+                }
+                if f.rate.1 <= 0.0 {
+                    return fault("rate", "is zero: the fault could never fire".into());
+                }
+                if kind == "stall" && f.factor.0 <= 0.0 {
+                    return fault(
+                        "factor",
+                        format!("must be above 0 (a stall of 0 ttls never stalls), got {}", f.factor.0),
+                    );
+                }
+                let exists = |n: &str| match n.strip_prefix('w').and_then(|i| i.parse::<u32>().ok()) {
+                    Some(i) => i <= w.workers.1,
+                    None => match n {
+                        "sweeper" => w.retention_ms > 0,
+                        "operator" => w.operator_ms > 0,
+                        _ => true,
+                    },
+                };
+                if let Some(bad) = f.nodes.iter().find(|n| !exists(n)) {
+                    return fault(
+                        "nodes",
+                        format!(
+                            "'{bad}' does not exist in this world (workers {}, retention_ms {}, operator_ms {})",
+                            w.workers, w.retention_ms, w.operator_ms
+                        ),
+                    );
+                }
+            }
             let per_point = matches!(kind, "stall" | "takeover" | "crash" | "busy");
             if per_point && f.rate.1 > 1.0 {
                 return fault("rate", format!("is a probability per call or fault point, at most 1, got {}", f.rate.1));
@@ -348,7 +394,7 @@ impl Scenario {
 /// The line of `key` in `[section]` (or `[faults.section]`) of a scenario's text, if written.
 fn line_of(text: &str, section: &str, key: &str) -> Option<usize> {
     let headers = [format!("[{section}]"), format!("[faults.{section}]")];
-    let mut inside = false;
+    let mut inside = section.is_empty();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.starts_with('[') {

@@ -1,10 +1,12 @@
 //! Where a simulated world keeps its data: one SQLite database per world, either a named `memdb`
 //! (fast, the default) or a WAL file in a fresh temporary folder (what production runs). Every
-//! node opens its own connection to it with its own clock.
+//! node opens its own connection to it with its own clock. A file world's folder is removed when
+//! the world ends, pass or fail, unless the process was told to keep temporary folders
+//! ([`keep_temp_folders`], the CLI's `FENCESIM_KEEP_TEMP=1`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use fencesim_store::{Clock, Defects, Location, SqliteOptions, SqliteStore, StoreResult};
 
@@ -29,6 +31,15 @@ impl DbKind {
 /// report; only a harness error (a database that would not open) may show one.
 static NEXT_MEMDB: AtomicU64 = AtomicU64::new(0);
 
+/// Whether file worlds keep their temporary folders (for a post-mortem); off by default. Never
+/// reaches a trace or a report.
+static KEEP_TEMP: AtomicBool = AtomicBool::new(false);
+
+/// Keep (or, the default, remove) every file world's temporary folder when the world ends.
+pub fn keep_temp_folders(keep: bool) {
+    KEEP_TEMP.store(keep, Ordering::Relaxed);
+}
+
 /// One world's database. A file database lives in a temporary folder removed on drop; a memdb
 /// lives while at least one connection to it is open.
 #[derive(Debug)]
@@ -45,11 +56,21 @@ impl Db {
                 Ok(Self { location: Location::Memdb(format!("fencesim-world-{n}")), _dir: None })
             }
             DbKind::File => {
-                let dir = tempfile::Builder::new().prefix("fencesim-world-").tempdir()?;
+                let dir = tempfile::Builder::new()
+                    .prefix("fencesim-world-")
+                    .disable_cleanup(KEEP_TEMP.load(Ordering::Relaxed))
+                    .tempdir()?;
                 let path = dir.path().join("world.db");
                 Ok(Self { location: Location::File(path), _dir: Some(dir) })
             }
         }
+    }
+
+    /// Take the guard of a file world's folder: the folder is removed when the returned guard
+    /// drops, whatever becomes of this `Db` (a madsim runtime may hold a killed node's
+    /// connection, and with it the `Db`, past the world's end). `None` for a memdb.
+    pub fn detach_folder(&mut self) -> Option<tempfile::TempDir> {
+        self._dir.take()
     }
 
     /// The database file, for a file world.

@@ -1,7 +1,7 @@
 //! `fencesim replay` end to end: a small corpus replays twice per entry, passes, and writes a
 //! `replay.json` (whose worlds are the same reports `fencesim run --format json` prints) and a
 //! `junit.xml`; a failing entry exits 1 with a repro (naming a scenario file by its path) in the
-//! output and both reports; an empty corpus passes with 0 worlds; a malformed or missing corpus
+//! output and both reports; an empty corpus is refused (exit 2, no report); a malformed or missing corpus
 //! exits 2 with one line naming `FILE:LINE`, before any world runs or any report is written; and
 //! the CI corpus `seeds/ci.txt` replays clean.
 
@@ -49,7 +49,7 @@ fn read_json(path: &Path) -> Value {
 /// The replay's own fields removed: what remains is a world report.
 fn world_part(world: &Value) -> Value {
     let mut world = world.clone();
-    for key in ["entry", "line", "deterministic", "rerun_fingerprint", "seconds"] {
+    for key in ["entry", "line", "deterministic", "rerun_fingerprint", "seconds", "failure"] {
         world.as_object_mut().unwrap().remove(key).unwrap_or_else(|| panic!("no {key} in {world}"));
     }
     world
@@ -61,9 +61,13 @@ fn a_small_corpus_replays_deterministically_and_writes_both_reports() {
     let out = corpus.replay(&["--jobs", "2"]);
     assert_exit(&out, 0);
     let text = stdout(&out);
-    assert_eq!(text.lines().count(), 1, "{text}");
+    // The coverage table, then the summary line.
+    assert!(text.starts_with("coverage event"), "{text}");
+    let last = text.lines().last().unwrap_or_default();
     let summary = format!("replayed 2 worlds from {}: 2 passed, 0 failed, 0 nondeterministic in ", corpus.path);
-    assert!(text.starts_with(&summary) && text.trim_end().ends_with(" s"), "{text}");
+    assert!(last.starts_with(&summary) && last.ends_with(" s"), "{text}");
+    let doc = read_json(&corpus.report_dir().join("replay.json"));
+    assert!(doc["coverage"].as_array().is_some_and(|c| !c.is_empty()), "{doc}");
 
     let doc = read_json(&corpus.report_dir().join("replay.json"));
     assert_eq!(doc["schema"], "fencesim.replay/1");
@@ -110,8 +114,10 @@ fn a_failing_entry_exits_1_with_its_repro_in_every_report() {
     let out = corpus.replay(&[]);
     assert_exit(&out, 1);
     let text = stdout(&out);
-    let lines: Vec<&str> = text.lines().collect();
+    // The failing entry's line and the summary (the coverage table stands between them).
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("FAIL ") || l.starts_with("replayed ")).collect();
     assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(text.lines().last(), Some(lines[1]), "{text}");
     let repro = format!("fencesim run --scenario {scenario} --seed 4 --trace");
     assert!(lines[0].starts_with(&format!("FAIL {scenario} 4 ({}:2): ", corpus.path)), "{text}");
     assert!(lines[0].contains(" violation(s), first liveness: "), "{text}");
@@ -146,23 +152,23 @@ fn a_file_database_replays_deterministically_too() {
 }
 
 #[test]
-fn the_regressions_corpus_replays_clean_and_an_empty_corpus_passes() {
+fn the_regressions_corpus_replays_clean_and_an_empty_corpus_is_refused() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../seeds/regressions.txt");
     let dir = tempfile::tempdir().unwrap();
     let out = fencesim(&[Path::new("replay"), &path, Path::new("--report"), dir.path()]);
     assert_exit(&out, 0);
     let worlds = read_json(&dir.path().join("replay.json"))["worlds"].as_array().expect("worlds").len();
-    assert!(stdout(&out).starts_with(&format!("replayed {worlds} worlds from ")), "{}", stdout(&out));
+    let last = stdout(&out).lines().last().unwrap_or_default().to_owned();
+    assert!(last.starts_with(&format!("replayed {worlds} worlds from ")), "{}", stdout(&out));
     assert!(dir.path().join("junit.xml").exists());
 
     let empty = Corpus::new("# nothing yet\n\n");
     let out = empty.replay(&[]);
-    assert_exit(&out, 0);
-    assert!(
-        stdout(&out)
-            .starts_with(&format!("replayed 0 worlds from {}: 0 passed, 0 failed, 0 nondeterministic", empty.path))
-    );
-    assert_eq!(read_json(&empty.report_dir().join("replay.json"))["summary"]["verdict"], "pass");
+    assert_exit(&out, 2);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("the corpus has no entries"), "{err}");
+    assert!(!empty.report_dir().join("replay.json").exists());
 }
 
 #[test]

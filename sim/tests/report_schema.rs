@@ -179,6 +179,36 @@ fn a_replay_report_matches_the_replay_schema() {
     assert_eq!(check(&schema("replay.schema.json"), &doc), Vec::<String>::new(), "{doc}");
 }
 
+#[test]
+fn sweep_and_merged_reports_match_the_sweep_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, shard) in ["0/2", "1/2"].iter().enumerate() {
+        let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+            .args(["sweep", "--scenario", "mid-call-takeover", "--seeds", "3", "--defect", "non-atomic-fence"])
+            .args(["--shard", shard, "--report"])
+            .arg(dir.path().join(format!("s{i}")))
+            .output()
+            .expect("run fencesim");
+        assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .arg("merge")
+        .args([dir.path().join("s0"), dir.path().join("s1")])
+        .arg("--out")
+        .arg(dir.path().join("m"))
+        .output()
+        .expect("run fencesim");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    for report in ["s0", "s1", "m"] {
+        let doc: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join(report).join("sweep.json")).unwrap())
+                .unwrap();
+        assert!(!doc["failures"].as_array().unwrap().is_empty(), "{doc}");
+        assert_eq!(check(&schema("sweep.schema.json"), &doc), Vec::<String>::new(), "{doc}");
+    }
+    assert_eq!(schema("sweep.schema.json")["properties"]["schema"]["const"], report::SWEEP_SCHEMA);
+}
+
 fn enum_of(schema: &Value, pointer: &str) -> Vec<String> {
     let values = schema.pointer(pointer).and_then(Value::as_array).unwrap_or_else(|| panic!("no enum at {pointer}"));
     values.iter().map(|v| v.as_str().expect("string enum").to_owned()).collect()
@@ -233,6 +263,6 @@ fn the_checker_reports_each_kind_of_breakage() {
         "worlds": [good],
     });
     let errors = check(&self::schema("replay.schema.json"), &replay);
-    assert_eq!(errors.len(), 5, "{errors:?}");
+    assert_eq!(errors.len(), 6, "{errors:?}");
     assert!(errors.iter().all(|e| e.starts_with("$.worlds[0]: missing required key")), "{errors:?}");
 }

@@ -3,7 +3,7 @@
 
 mod cli;
 
-use cli::{assert_exit, fencesim, stdout};
+use cli::{assert_exit, fencesim, stderr, stdout};
 
 const SWEEP: [&str; 7] = ["sweep", "--scenario", "mid-call-takeover", "--seeds", "4", "--jobs", "2"];
 
@@ -12,9 +12,10 @@ fn a_clean_sweep_passes_with_a_summary() {
     let out = fencesim(&SWEEP);
     assert_exit(&out, 0);
     let text = stdout(&out);
-    assert_eq!(text.lines().count(), 1, "{text}");
+    let summary = text.lines().last().unwrap_or_default();
+    assert!(text.starts_with("coverage event"), "{text}");
     assert!(
-        text.starts_with("mid-call-takeover: 4 seeds (1..=4) on memdb with 2 job(s): 4 passed, 0 failed in "),
+        summary.starts_with("mid-call-takeover: 4 seeds (1..=4) on memdb with 2 job(s): 4 passed, 0 failed in "),
         "{text}"
     );
 }
@@ -47,4 +48,238 @@ fn no_seeds_is_refused() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("--seeds must be at least 1"), "{err}");
     assert!(out.stdout.is_empty());
+}
+
+/// Every `--db file` world removes its temporary folder when it ends, pass or fail: a sweep with
+/// TMPDIR pointed at a fresh folder leaves it empty. Debug worlds on a file run at a few per
+/// second, so the test runs 200 seeds (a release build was checked at 1,000; README "Fleets").
+#[test]
+fn a_file_sweep_leaves_nothing_in_the_temp_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (seeds, defect) in [("200", None), ("6", Some("non-atomic-fence"))] {
+        let mut args =
+            vec!["sweep", "--scenario", "mid-call-takeover", "--seeds", seeds, "--db", "file", "--jobs", "2"];
+        args.extend(defect.iter().flat_map(|d| ["--defect", d]));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
+            .args(&args)
+            .env("TMPDIR", tmp.path())
+            .output()
+            .expect("run fencesim");
+        assert_exit(&out, if defect.is_some() { 1 } else { 0 });
+        let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(left.is_empty(), "{seeds} seeds left {} entries behind: {left:?}", left.len());
+    }
+    // Told to keep them, it does.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["sweep", "--scenario", "mid-call-takeover", "--seeds", "2", "--db", "file"])
+        .env("TMPDIR", tmp.path())
+        .env("FENCESIM_KEEP_TEMP", "1")
+        .output()
+        .expect("run fencesim");
+    assert_exit(&out, 0);
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 2);
+}
+
+#[test]
+fn flags_asking_for_too_much_are_refused_with_one_line() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["--seeds", "1000000001"], "--seeds 1000000001 is more than the limit"),
+        (&["--start", "18446744073709551615", "--seeds", "2"], "overflows the largest seed"),
+        (&["--jobs", "0"], "--jobs must be at least 1"),
+        (&["--jobs", "100000"], "--jobs 100000 is more than the limit of 256"),
+        (&["--seeds", "-1"], "unexpected argument '-1'"),
+    ];
+    for (flags, message) in cases {
+        let out = fencesim(&[&["sweep", "--scenario", "swarm"][..], flags].concat());
+        assert_exit(&out, 2);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{flags:?}: {err}");
+        assert!(err.contains(message), "{flags:?}: {err}");
+        assert!(out.stdout.is_empty(), "{flags:?}");
+    }
+}
+
+fn read_json(path: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A report without its wall-clock fields (time, jobs), which no two runs share.
+fn timeless(mut doc: serde_json::Value) -> serde_json::Value {
+    let summary = doc["summary"].as_object_mut().expect("a summary");
+    summary.remove("seconds");
+    summary.remove("jobs");
+    doc
+}
+
+fn junit_cases(path: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .filter(|l| l.contains("<testcase") || l.contains("<failure"))
+        .map(|l| {
+            // Drop the time attribute.
+            l.split(" time=").next().unwrap().to_owned()
+        })
+        .collect()
+}
+
+/// Three shards merge into a report equal to the unsharded sweep of the same seeds (JSON and
+/// JUnit, apart from wall-clock fields); a failing shard makes the merge exit 1; overlapping and
+/// missing shards are refused with exit 2 naming them.
+#[test]
+fn shards_merge_into_the_unsharded_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name);
+    let sweep = |extra: &[&str], report: &str| {
+        let report = path(report);
+        let args = [
+            &[
+                "sweep",
+                "--scenario",
+                "mid-call-takeover",
+                "--seeds",
+                "7",
+                "--start",
+                "3",
+                "--defect",
+                "non-atomic-fence",
+            ][..],
+            extra,
+            &["--report", report.to_str().unwrap()],
+        ]
+        .concat();
+        fencesim(&args)
+    };
+    assert_exit(&sweep(&[], "whole"), 1);
+    let mut outputs = Vec::new();
+    for i in 0..3 {
+        let out = sweep(&["--shard", &format!("{i}/3")], &format!("s{i}"));
+        assert_exit(&out, 1);
+        outputs.push(stdout(&out));
+    }
+    // Each seed ran in exactly one shard, chosen by the seed alone.
+    let shard0 = read_json(&path("s0/sweep.json"));
+    assert!(shard0["failures"].as_array().unwrap().iter().all(|f| f["seed"].as_u64().unwrap() % 3 == 0), "{shard0}");
+    assert_eq!(shard0["summary"]["worlds"], 3); // seeds 3, 6 and 9 of 3..=9
+    let dirs = |names: &[&str]| names.iter().map(|n| path(n).to_str().unwrap().to_owned()).collect::<Vec<_>>();
+    let merge = |names: &[&str], out: &str| {
+        let out = path(out);
+        fencesim(
+            &[
+                &["merge"][..],
+                &dirs(names).iter().map(String::as_str).collect::<Vec<_>>(),
+                &["--out", out.to_str().unwrap()],
+            ]
+            .concat(),
+        )
+    };
+    let out = merge(&["s2", "s0", "s1"], "merged");
+    assert_exit(&out, 1);
+    assert!(stdout(&out).starts_with("merged 3 shard(s) into "), "{}", stdout(&out));
+    assert_eq!(timeless(read_json(&path("merged/sweep.json"))), timeless(read_json(&path("whole/sweep.json"))));
+    assert_eq!(junit_cases(&path("merged/junit.xml")), junit_cases(&path("whole/junit.xml")));
+
+    let out = merge(&["s0", "s1"], "partial");
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("missing shards: 2/3 (of 3)"), "{}", stderr(&out));
+    assert!(!path("partial").exists());
+    let out = merge(&["s0", "s1", "s2", "s1"], "twice");
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("overlapping shards: 1/3 in "), "{}", stderr(&out));
+    assert_eq!(stderr(&out).lines().count(), 1);
+
+    // Clean shards merge with exit 0.
+    for i in 0..2 {
+        let report = path(&format!("c{i}"));
+        let out = fencesim(&[
+            "sweep",
+            "--scenario",
+            "swarm",
+            "--seeds",
+            "4",
+            "--shard",
+            &format!("{i}/2"),
+            "--report",
+            report.to_str().unwrap(),
+        ]);
+        assert_exit(&out, 0);
+    }
+    assert_exit(&merge(&["c0", "c1"], "clean"), 0);
+    // Reports of different runs do not merge.
+    let out = merge(&["c0", "s1"], "mixed");
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("are reports of different runs"), "{}", stderr(&out));
+}
+
+fn scenario_text(name: &str) -> String {
+    std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios").join(format!("{name}.toml")),
+    )
+    .unwrap()
+}
+
+/// `--require-coverage` passes when the scenario's faults fire, and fails naming the events when
+/// the same scenario has its faults switched off; the coverage table is printed and reported.
+#[test]
+fn a_scenario_with_its_faults_off_fails_its_coverage_requirement() {
+    let dir = tempfile::tempdir().unwrap();
+    let on = scenario_text("mid-call-takeover");
+    let off = on.replacen("[faults.takeover]\non = 1.0", "[faults.takeover]\non = 0.0", 1);
+    assert_ne!(on, off, "the scenario file changed shape; update this test");
+    for (text, code) in [(&on, 0), (&off, 1)] {
+        let path = dir.path().join("mid-call-takeover.toml");
+        std::fs::write(&path, text).unwrap();
+        let report = dir.path().join(format!("r{code}"));
+        let out = fencesim(&[
+            "sweep",
+            "--scenario",
+            path.to_str().unwrap(),
+            "--seeds",
+            "6",
+            "--require-coverage",
+            "--report",
+            report.to_str().unwrap(),
+        ]);
+        assert_exit(&out, code);
+        let text = stdout(&out);
+        assert!(text.starts_with("coverage event"), "{text}");
+        let doc = read_json(&report.join("sweep.json"));
+        let takeovers = doc["coverage"].as_array().unwrap().iter().any(|c| c["event"] == "takeover-mid-append");
+        assert_eq!(takeovers, code == 0, "{doc}");
+        if code == 1 {
+            let line = text.lines().find(|l| l.starts_with("COVERAGE: ")).unwrap_or_else(|| panic!("{text}"));
+            assert!(line.contains("takeover-mid-append") && line.contains("takeover-mid-put_meta"), "{line}");
+        }
+    }
+}
+
+/// A scenario whose faults can never fire, or with nothing to do, is refused with its line;
+/// the same scenario without the flaw runs.
+#[test]
+fn a_scenario_whose_faults_cannot_fire_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = |aims: &str, runs: &str, stall: &str| {
+        format!(
+            "description = \"x\"\naims = [{aims}]\n[world]\nworkers = 2\nruns = {runs}\n[faults.stall]\non = 1.0\nrate = [0.1, 0.2]\n{stall}\n"
+        )
+    };
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, scenario("\"stall-woke-writing\"", "[2, 3]", "")).unwrap();
+    assert_exit(&fencesim(&["sweep", "--scenario", path.to_str().unwrap(), "--seeds", "1"]), 0);
+    let cases = [
+        (scenario("", "[2, 3]", "sites = []"), "bad.toml:9: faults.stall.sites: is empty"),
+        (scenario("", "[2, 3]", "nodes = [\"w3\"]"), "bad.toml:9: faults.stall.nodes: 'w3' does not exist"),
+        (scenario("", "[2, 3]", "nodes = [\"sweeper\"]"), "'sweeper' does not exist"),
+        (scenario("", "[2, 3]", "factor = [0.0, 2.0]"), "faults.stall.factor: must be above 0"),
+        (scenario("", "0", ""), "bad.toml:5: world.runs: must be at least 1"),
+        (scenario("\"no-such-event\"", "[2, 3]", ""), "bad.toml:2: aims: unknown coverage event 'no-such-event'"),
+    ];
+    for (text, message) in cases {
+        std::fs::write(&path, &text).unwrap();
+        let out = fencesim(&["sweep", "--scenario", path.to_str().unwrap(), "--seeds", "1"]);
+        assert_exit(&out, 2);
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(message), "{message}: {err}");
+    }
 }

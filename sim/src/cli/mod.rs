@@ -4,6 +4,7 @@ mod boot;
 mod conformance;
 mod killpoints;
 mod killpoints_real;
+mod merge;
 mod mutants;
 mod par;
 mod plan;
@@ -81,6 +82,11 @@ enum Command {
     /// Exit 0 when every entry passes deterministically, 1 when any fails or is
     /// nondeterministic, 2 on bad input (a malformed corpus line is named by FILE:LINE).
     Replay(replay::Args),
+    /// Merge the shard reports of one sharded sweep or replay into one report and its JUnit.
+    ///
+    /// Exit 0 when every shard passed, 1 when any had a failure, 2 on overlapping or missing
+    /// shards, reports of different runs, or bad input.
+    Merge(merge::Args),
     /// One real kill point's child process (started by `killpoints --real`).
     #[command(hide = true)]
     KillpointChild(killpoints_real::ChildArgs),
@@ -129,6 +135,7 @@ pub enum Verdict {
 pub type CmdResult = anyhow::Result<Verdict>;
 
 pub fn main() -> ExitCode {
+    fencesim::stores::keep_temp_folders(std::env::var_os("FENCESIM_KEEP_TEMP").is_some_and(|v| v == "1"));
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),
@@ -145,6 +152,7 @@ pub fn main() -> ExitCode {
         Command::Sweep(args) => sweep::run(&args),
         Command::Mutants(args) => mutants::run(&args),
         Command::Replay(args) => replay::run(&args),
+        Command::Merge(args) => merge::run(&args),
         Command::KillpointChild(args) => killpoints_real::child(&args),
         Command::KillpointResume(args) => killpoints_real::resume(&args),
         Command::SoakEngineWorker(args) => soak_engine_children::worker(&args),

@@ -28,6 +28,10 @@ pub struct Args {
     db: DbKind,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
+    /// Run only shard I of N (0-based): the defects and baseline worlds whose 0-based index is I
+    /// modulo N. Every shard must pass for the matrix to pass.
+    #[arg(long, value_name = "I/N", value_parser = fencesim::fleet::Shard::parse)]
+    shard: Option<fencesim::fleet::Shard>,
 }
 
 /// A clean-baseline world that found a violation.
@@ -40,36 +44,68 @@ struct Dirty {
 
 pub fn run(args: &Args) -> CmdResult {
     anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
-    anyhow::ensure!(args.jobs != Some(0), "--jobs must be at least 1");
-    let jobs = args.jobs.unwrap_or_else(par::default_jobs);
+    anyhow::ensure!(
+        args.seeds <= super::sweep::MAX_SEEDS,
+        "--seeds {} is more than the limit of {}",
+        args.seeds,
+        super::sweep::MAX_SEEDS
+    );
+    let jobs = par::jobs(args.jobs)?;
     let clock = Stopwatch::start();
-    let defects = Defect::all();
+    let shard = args.shard.unwrap_or(fencesim::fleet::Shard::ALL);
+    let defects: Vec<Defect> =
+        Defect::all().into_iter().enumerate().filter(|(i, _)| shard.owns(*i as u64)).map(|(_, d)| d).collect();
     let progress = Progress::new("mutants", defects.len());
     let hunts = par::map(&defects, jobs, &progress, |&d| hunt(d, args));
     let hunts: Vec<Hunt> = hunts.into_iter().collect::<anyhow::Result<_>>()?;
 
-    let worlds: Vec<(&str, u64)> =
-        catalogue::SCENARIOS.iter().flat_map(|(name, _)| (1..=args.seeds).map(move |seed| (*name, seed))).collect();
-    let progress = Progress::new("baseline", worlds.len());
-    let baseline = par::map(&worlds, jobs, &progress, |&(name, seed)| -> anyhow::Result<Option<Dirty>> {
-        let scenario = catalogue::scenario(name)?;
-        let cfg = WorldConfig {
-            scenario,
-            seed,
-            db: args.db,
-            store_defects: Defects::NONE,
-            engine_defects: Default::default(),
-            keep_db: None,
-        };
-        let outcome = world::run(&cfg)?;
-        Ok(outcome.violations.first().map(|v| Dirty {
-            scenario: name.to_owned(),
-            seed,
-            first: format!("{}: {}", v.checker, v.explanation),
-            repro: report::repro(&outcome, &[]),
-        }))
-    });
-    let dirty: Vec<Dirty> = baseline.into_iter().collect::<anyhow::Result<Vec<_>>>()?.into_iter().flatten().collect();
+    // The baseline: every scenario's seeds 1..=seeds, scenario-major, each world reduced to its
+    // first violation (if any) as soon as it ends.
+    let names: Vec<&str> = catalogue::SCENARIOS.iter().map(|(name, _)| *name).collect();
+    // This shard's baseline worlds: the indexes k*N + I of the whole baseline.
+    let (first, count) = shard.seeds(0, names.len() as u64 * args.seeds - 1);
+    let progress = Progress::new("baseline", usize::try_from(count).unwrap_or(usize::MAX));
+    let mut dirty: Vec<Dirty> = Vec::new();
+    let mut error: Option<anyhow::Error> = None;
+    par::stream(
+        count,
+        jobs,
+        &progress,
+        |i| -> anyhow::Result<Option<Dirty>> {
+            let i = first + i * shard.count;
+            let name = names[(i / args.seeds) as usize];
+            let seed = i % args.seeds + 1;
+            let scenario = catalogue::scenario(name)?;
+            let cfg = WorldConfig {
+                scenario,
+                seed,
+                db: args.db,
+                store_defects: Defects::NONE,
+                engine_defects: Default::default(),
+                keep_db: None,
+            };
+            let outcome = world::run(&cfg)?;
+            Ok(outcome.violations.first().map(|v| Dirty {
+                scenario: name.to_owned(),
+                seed,
+                first: format!("{}: {}", v.checker, v.explanation),
+                repro: report::repro(&outcome, &[]),
+            }))
+        },
+        |_, outcome| match outcome {
+            Ok(d) => {
+                dirty.extend(d);
+                true
+            }
+            Err(e) => {
+                error = Some(e);
+                false
+            }
+        },
+    );
+    if let Some(e) = error {
+        return Err(e);
+    }
     let seconds = clock.seconds();
     let missed = hunts.iter().filter(|h| h.catch.is_none()).count();
 
@@ -93,7 +129,7 @@ pub fn run(args: &Args) -> CmdResult {
                 "{} of {} defects caught; clean baseline: {} worlds, {} with violations; {seconds:.1} s",
                 hunts.len() - missed,
                 hunts.len(),
-                worlds.len(),
+                count,
                 dirty.len()
             );
         }
@@ -105,7 +141,7 @@ pub fn run(args: &Args) -> CmdResult {
                 "caught": hunts.len() - missed,
                 "missed": missed,
                 "baseline": {
-                    "worlds": worlds.len(),
+                    "worlds": count,
                     "dirty": dirty.iter().map(|d| json!({"scenario": d.scenario, "seed": d.seed, "first": d.first, "repro": d.repro})).collect::<Vec<_>>(),
                 },
             });

@@ -4,32 +4,114 @@
 
 #![allow(clippy::disallowed_methods, reason = "the CLI edge measures wall time and runs worlds on OS threads")]
 
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
 use fencesim::history::lock;
 
+/// The most worlds one command may run at once: more threads than this only thrash.
+pub const MAX_JOBS: usize = 256;
+
+/// `--jobs`, checked: at least 1 and at most [`MAX_JOBS`]; the machine's cores when not given.
+pub fn jobs(requested: Option<usize>) -> anyhow::Result<usize> {
+    match requested {
+        Some(0) => anyhow::bail!("--jobs must be at least 1"),
+        Some(j) if j > MAX_JOBS => anyhow::bail!("--jobs {j} is more than the limit of {MAX_JOBS}"),
+        Some(j) => Ok(j),
+        None => Ok(default_jobs().min(MAX_JOBS)),
+    }
+}
+
 /// `f` over every item on `jobs` threads; results in item order.
 pub fn map<T: Sync, R: Send>(items: &[T], jobs: usize, progress: &Progress, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<R>>> = Mutex::new(items.iter().map(|_| None).collect());
+    let mut results = Vec::with_capacity(items.len());
+    stream(
+        items.len() as u64,
+        jobs,
+        progress,
+        |i| f(&items[i as usize]),
+        |_, r| {
+            results.push(r);
+            true
+        },
+    );
+    results
+}
+
+/// `f` over the indexes `0..count` on at most `jobs` threads (never more threads than items),
+/// handing each result to `sink` in index order as soon as every earlier one has been handed on.
+/// Memory stays constant in `count`: a thread takes index `i` only once `sink` has seen every
+/// index below `i - window`, so at most `window` results wait for a slow earlier one. Returns
+/// early (the indexes not yet taken are never run) when `sink` returns `false`.
+pub fn stream<R: Send>(
+    count: u64,
+    jobs: usize,
+    progress: &Progress,
+    f: impl Fn(u64) -> R + Sync,
+    mut sink: impl FnMut(u64, R) -> bool + Send,
+) {
+    let threads = (jobs.max(1) as u64).min(count.max(1)) as usize;
+    let window = (threads as u64) * 4;
+    struct State<R> {
+        next: u64,
+        emitted: u64,
+        stopped: bool,
+        pending: BTreeMap<u64, R>,
+    }
+    let state = Mutex::new(State { next: 0, emitted: 0, stopped: false, pending: BTreeMap::new() });
+    let room = Condvar::new();
+    let sink = Mutex::new(&mut sink);
     std::thread::scope(|scope| {
-        for _ in 0..jobs.clamp(1, items.len().max(1)) {
+        for _ in 0..threads {
             scope.spawn(|| {
                 loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(item) = items.get(i) else { break };
-                    let result = f(item);
-                    lock(&results)[i] = Some(result);
+                    let i = {
+                        let mut s = lock(&state);
+                        while !s.stopped && s.next < count && s.next >= s.emitted + window {
+                            s = room.wait(s).unwrap_or_else(|p| p.into_inner());
+                        }
+                        if s.stopped || s.next >= count {
+                            break;
+                        }
+                        s.next += 1;
+                        s.next - 1
+                    };
+                    let result = f(i);
                     progress.tick();
+                    // Hand on every result that is now in order; the sink runs under its own lock
+                    // so results reach it one at a time and in index order.
+                    let mut sink = lock(&sink);
+                    let ready: Vec<(u64, R)> = {
+                        let mut s = lock(&state);
+                        s.pending.insert(i, result);
+                        let mut ready = Vec::new();
+                        loop {
+                            let at = s.emitted;
+                            let Some(r) = s.pending.remove(&at) else { break };
+                            ready.push((at, r));
+                            s.emitted += 1;
+                        }
+                        ready
+                    };
+                    let mut go_on = true;
+                    for (index, r) in ready {
+                        go_on = go_on && sink(index, r);
+                    }
+                    drop(sink);
+                    let mut s = lock(&state);
+                    if !go_on {
+                        s.stopped = true;
+                    }
+                    drop(s);
+                    room.notify_all();
                 }
             });
         }
     });
     progress.finish();
-    results.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().flatten().collect()
 }
 
 /// A progress line on stderr, drawn only when stderr is a terminal (never in CI logs).

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use fencesim::catalogue;
-use fencesim::report::{self, Case};
+use fencesim::fleet::{self, Shard};
+use fencesim::report;
 use fencesim::scenario::Scenario;
 use fencesim::stores::DbKind;
 use fencesim::world::{self, WorldConfig, WorldReport};
@@ -37,6 +38,9 @@ pub struct Args {
     /// Write a failure bundle per failing entry under DIR (see `fencesim run --bundle`).
     #[arg(long, value_name = "DIR")]
     bundle: Option<PathBuf>,
+    /// Replay only shard I of N (0-based): the entries whose 0-based index is I modulo N.
+    #[arg(long, value_name = "I/N", value_parser = Shard::parse)]
+    shard: Option<Shard>,
 }
 
 /// One line of a corpus.
@@ -161,16 +165,26 @@ pub fn failure_line(first: &WorldReport, second: &WorldReport) -> Option<String>
     }
 }
 
-/// An entry after both runs.
-struct Replayed<'a> {
-    entry: &'a Entry,
-    first: WorldReport,
-    second: WorldReport,
+/// One run of an entry, reduced as soon as its world ended: the report without its rows (enough
+/// to judge it), and the JSON and text that needed the rows.
+struct Reduced {
+    report: WorldReport,
+    coverage: BTreeMap<String, u64>,
+    doc: Value,
+    text: String,
     seconds: f64,
 }
 
+fn reduce(mut report: WorldReport, seconds: f64, ttl_ms: u32) -> Reduced {
+    let coverage = fencesim::coverage::count(&report.rows, i64::from(ttl_ms));
+    let doc = report::world_json(&report, &[]);
+    let text = report::text(&report, &[], false);
+    report.rows = Vec::new();
+    Reduced { report, coverage, doc, text, seconds }
+}
+
 pub fn run(args: &Args) -> CmdResult {
-    anyhow::ensure!(args.jobs != Some(0), "--jobs must be at least 1");
+    let jobs = par::jobs(args.jobs)?;
     let file = args.corpus.display().to_string();
     let entries = if args.corpus.is_dir() {
         super::plan::corpus_dir(&args.corpus)?
@@ -178,84 +192,106 @@ pub fn run(args: &Args) -> CmdResult {
         let text = std::fs::read_to_string(&args.corpus).with_context(|| format!("cannot read corpus {file}"))?;
         parse_corpus(&file, &text)?
     };
+    anyhow::ensure!(!entries.is_empty(), "{file}: the corpus has no entries");
+    let shard = args.shard.unwrap_or(Shard::ALL);
+    let total = entries.len();
+    let entries: Vec<Entry> =
+        entries.into_iter().enumerate().filter(|(i, _)| shard.owns(*i as u64)).map(|(_, e)| e).collect();
     // Refuse an unwritable report folder before the worlds run, not after.
     std::fs::create_dir_all(&args.report)
         .with_context(|| format!("cannot create the report folder {}", args.report.display()))?;
 
     let clock = Stopwatch::start();
-    let jobs = args.jobs.unwrap_or_else(par::default_jobs);
-    // Both runs of an entry are separate items, so with two jobs or more they run at the same
-    // time on different threads.
-    let items: Vec<(usize, u8)> = (0..entries.len()).flat_map(|i| [(i, 0), (i, 1)]).collect();
-    let progress = Progress::new(format!("replay {file}"), items.len());
-    let outcomes = par::map(&items, jobs, &progress, |&(i, _)| {
-        let entry = &entries[i];
-        let (engine_defects, store_defects) = fencesim::catalogue::Defect::split(&entry.defects);
-        let cfg = WorldConfig {
-            scenario: entry.scenario.clone(),
-            seed: entry.seed,
-            db: args.db,
-            store_defects,
-            engine_defects,
-            keep_db: None,
-        };
-        let watch = Stopwatch::start();
-        world::run(&cfg).map(|report| (report, watch.seconds()))
-    });
-    let seconds = clock.seconds();
-
-    let mut replayed = Vec::with_capacity(entries.len());
-    let mut outcomes = outcomes.into_iter();
-    for entry in &entries {
-        let mut next = || -> anyhow::Result<(WorldReport, f64)> {
-            let outcome = outcomes.next().context("a world of the replay did not report")?;
-            outcome.with_context(|| format!("{file}:{}", entry.line))
-        };
-        let (first, a) = next()?;
-        let (second, b) = next()?;
-        replayed.push(Replayed { entry, first, second, seconds: a + b });
-    }
-
+    // Both runs of an entry are separate items (2i and 2i + 1), so with two jobs or more they run
+    // at the same time on different threads. Each is reduced on its thread as soon as it ends.
+    let items = entries.len() as u64 * 2;
+    let progress = Progress::new(format!("replay {file}"), entries.len() * 2);
     let (mut passed, mut failed, mut nondeterministic) = (0, 0, 0);
-    let mut cases = Vec::with_capacity(replayed.len());
-    let mut worlds = Vec::with_capacity(replayed.len());
-    for r in &replayed {
-        let expected = super::plan::expected(r.entry.expect.as_deref(), &r.first, &r.second);
-        match expected.as_ref().map_or_else(|| judge(&r.first, &r.second), |e| e.0.clone()) {
-            Judgement::Passed => passed += 1,
-            Judgement::Failed => failed += 1,
-            Judgement::Nondeterministic => nondeterministic += 1,
-        }
-        let name = format!("{} {}", r.entry.name, r.entry.seed);
-        let repro = report::repro(&r.first, &r.entry.defects);
-        let failure = expected.map_or_else(|| failure_line(&r.first, &r.second), |e| e.1).map(|why| {
-            println!("FAIL {name} ({file}:{}): {why}; repro: {repro}", r.entry.line);
-            if let Some(dir) = args.bundle.as_ref().filter(|_| !r.first.passed()) {
-                match super::plan::bundle(dir, r.entry, args.db, r.first.fingerprint) {
-                    Ok(path) => println!("  bundle: {}", path.display()),
-                    Err(e) => println!("  bundle not written: {e}"),
+    let mut cases = 0usize;
+    let mut worlds = Vec::with_capacity(entries.len());
+    let mut first_run: Option<Reduced> = None;
+    let mut table = fencesim::coverage::Table::default();
+    let mut error: Option<anyhow::Error> = None;
+    par::stream(
+        items,
+        jobs,
+        &progress,
+        |i| {
+            let entry = &entries[(i / 2) as usize];
+            let (engine_defects, store_defects) = fencesim::catalogue::Defect::split(&entry.defects);
+            let cfg = WorldConfig {
+                scenario: entry.scenario.clone(),
+                seed: entry.seed,
+                db: args.db,
+                store_defects,
+                engine_defects,
+                keep_db: None,
+            };
+            let watch = Stopwatch::start();
+            world::run(&cfg).map(|report| reduce(report, watch.seconds(), entry.scenario.world.ttl_ms))
+        },
+        |i, outcome| {
+            let entry = &entries[(i / 2) as usize];
+            let run = match outcome {
+                Ok(run) => run,
+                Err(e) => {
+                    error = Some(anyhow::Error::new(e).context(format!("{file}:{}", entry.line)));
+                    return false;
                 }
+            };
+            let Some(first) = first_run.take() else {
+                first_run = Some(run);
+                return true;
+            };
+            let second = run;
+            table.add(&first.coverage);
+            // A promoted plan must keep failing its checker; any other entry must pass.
+            let expected = super::plan::expected(entry.expect.as_deref(), &first.report, &second.report);
+            match expected.as_ref().map_or_else(|| judge(&first.report, &second.report), |e| e.0.clone()) {
+                Judgement::Passed => passed += 1,
+                Judgement::Failed => failed += 1,
+                Judgement::Nondeterministic => nondeterministic += 1,
             }
-            format!("{why}\n{}", report::text(&r.first, &[], false))
-        });
-        cases.push(Case { name: name.clone(), seconds: r.seconds, failure });
-        let mut doc = report::world_json(&r.first, &[]);
-        doc["entry"] = json!(name);
-        doc["line"] = json!(r.entry.line);
-        doc["deterministic"] = json!(judge(&r.first, &r.second) != Judgement::Nondeterministic);
-        doc["rerun_fingerprint"] = json!(format!("{:016x}", r.second.fingerprint));
-        doc["seconds"] = json!(r.seconds);
-        worlds.push(doc);
+            let name = format!("{} {}", entry.name, entry.seed);
+            let seconds = first.seconds + second.seconds;
+            let repro = report::repro(&first.report, &entry.defects);
+            let failure = expected.map_or_else(|| failure_line(&first.report, &second.report), |e| e.1).map(|why| {
+                println!("FAIL {name} ({file}:{}): {why}; repro: {repro}", entry.line);
+                if let Some(dir) = args.bundle.as_ref().filter(|_| !first.report.passed()) {
+                    match super::plan::bundle(dir, entry, args.db, first.report.fingerprint) {
+                        Ok(path) => println!("  bundle: {}", path.display()),
+                        Err(e) => println!("  bundle not written: {e}"),
+                    }
+                }
+                format!("{why}\n{}", first.text)
+            });
+            cases += 1;
+            let mut doc = first.doc;
+            doc["entry"] = json!(name);
+            doc["line"] = json!(entry.line);
+            doc["deterministic"] = json!(judge(&first.report, &second.report) != Judgement::Nondeterministic);
+            doc["rerun_fingerprint"] = json!(format!("{:016x}", second.report.fingerprint));
+            doc["seconds"] = json!(seconds);
+            doc["failure"] = json!(failure);
+            worlds.push(doc);
+            true
+        },
+    );
+    if let Some(e) = error {
+        return Err(e);
     }
+    let seconds = clock.seconds();
 
     let verdict = if failed + nondeterministic == 0 { Verdict::Pass } else { Verdict::Fail };
     let doc = json!({
         "schema": report::REPLAY_SCHEMA,
         "corpus": file,
         "commit": git_commit(),
+        "entries": total,
+        "shard": shard.json(),
         "summary": {
             "verdict": if matches!(verdict, Verdict::Pass) { "pass" } else { "fail" },
-            "worlds": replayed.len(),
+            "worlds": worlds.len(),
             "passed": passed,
             "failed": failed,
             "nondeterministic": nondeterministic,
@@ -264,26 +300,31 @@ pub fn run(args: &Args) -> CmdResult {
             "seconds": seconds,
         },
         "worlds": worlds,
+        "coverage": table.json(),
     });
-    write_reports(&args.report, &doc, &report::junit(&format!("fencesim replay {file}"), &cases))?;
+    write_reports(&args.report, "replay.json", &doc, &fleet::junit_of(&doc))?;
+    print!("{}", table.text(&[]));
     println!(
         "replayed {} worlds from {file}: {passed} passed, {failed} failed, {nondeterministic} nondeterministic in {seconds:.2} s",
-        replayed.len()
+        cases
     );
     Ok(verdict)
 }
 
-fn write_reports(dir: &Path, doc: &Value, junit: &str) -> anyhow::Result<()> {
-    let json_path = dir.join("replay.json");
-    let text = serde_json::to_string_pretty(doc).context("cannot encode replay.json")? + "\n";
-    std::fs::write(&json_path, text).with_context(|| format!("cannot write {}", json_path.display()))?;
+/// Write a report (`name`) and `junit.xml` into `dir`, each atomically.
+pub fn write_reports(dir: &Path, name: &str, doc: &Value, junit: &str) -> anyhow::Result<()> {
+    let json_path = dir.join(name);
+    let text = serde_json::to_string_pretty(doc).with_context(|| format!("cannot encode {name}"))? + "\n";
+    report::write_atomic(&json_path, text.as_bytes())
+        .with_context(|| format!("cannot write {}", json_path.display()))?;
     let xml_path = dir.join("junit.xml");
-    std::fs::write(&xml_path, junit).with_context(|| format!("cannot write {}", xml_path.display()))?;
+    report::write_atomic(&xml_path, junit.as_bytes())
+        .with_context(|| format!("cannot write {}", xml_path.display()))?;
     Ok(())
 }
 
 /// The commit of the repository in the current folder, if git is there to say.
-fn git_commit() -> Option<String> {
+pub fn git_commit() -> Option<String> {
     let out = std::process::Command::new("git")
         .args(["rev-parse", "HEAD"])
         .stdin(std::process::Stdio::null())

@@ -54,6 +54,7 @@ pub fn run(args: &Args) -> CmdResult {
     if let Some(html) = args.html.as_ref().filter(|p| p.exists()) {
         anyhow::bail!("--html {}: the file exists; refusing to overwrite it", html.display());
     }
+    let cfg_ttl = cfg.scenario.world.ttl_ms;
     let outcome = world::run(&cfg)?;
     if let Some(html) = &args.html {
         fencesim::files::write_atomic(html, fencesim::timeline::html(&outcome, &defects).as_bytes(), false)?;
@@ -65,7 +66,15 @@ pub fn run(args: &Args) -> CmdResult {
         eprintln!("bundle: {}", written.display());
     }
     match args.format {
-        Format::Text => print!("{}", report::text(&outcome, &defects, args.trace)),
+        Format::Text => {
+            // With the trace, its coverage counts head it (the report stays last, as without).
+            if args.trace {
+                let events = fencesim::coverage::count(&outcome.rows, i64::from(cfg_ttl));
+                let shown: Vec<String> = events.iter().map(|(e, n)| format!("{e}={n}")).collect();
+                println!("coverage {}", if shown.is_empty() { "none".to_owned() } else { shown.join(" ") });
+            }
+            print!("{}", report::text(&outcome, &defects, args.trace));
+        }
         Format::Json => {
             let mut doc = report::world_json(&outcome, &defects);
             if args.trace {

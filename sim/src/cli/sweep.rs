@@ -1,13 +1,24 @@
-//! `fencesim sweep`: many seeds of one scenario in parallel. Prints a summary and, for each
-//! failing seed, its violations' first line and its repro command; exit 1 if any seed failed.
+//! `fencesim sweep`: many seeds of one scenario in parallel. Prints, for each failing seed in
+//! seed order, its violations' first line and its repro command, then a summary; exit 1 if any
+//! seed failed. Each world is reduced to its summary as soon as it ends, so memory does not grow
+//! with the number of seeds.
 
+use std::path::PathBuf;
+
+use anyhow::Context;
 use fencesim::catalogue::{self, Defect};
+use fencesim::coverage;
+use fencesim::fleet::{self, Shard};
 use fencesim::report;
 use fencesim::stores::DbKind;
-use fencesim::world::{self, WorldConfig};
+use fencesim::world::{self, WorldConfig, WorldError};
+use serde_json::json;
 
 use super::par::{self, Progress, Stopwatch};
 use super::{CmdResult, Verdict};
+
+/// The most seeds one sweep may ask for (about a year of one core); more is a typo.
+pub const MAX_SEEDS: u64 = 1_000_000_000;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -28,75 +39,163 @@ pub struct Args {
     /// Plant a store or engine defect (repeatable).
     #[arg(long = "defect", value_name = "NAME", value_parser = Defect::parse)]
     defects: Vec<Defect>,
+    /// Run only shard I of N (0-based): the seeds equal to I modulo N.
+    #[arg(long, value_name = "I/N", value_parser = Shard::parse)]
+    shard: Option<Shard>,
+    /// Exit 1 naming every coverage event the scenario aims at (`aims`) that no world produced.
+    #[arg(long)]
+    require_coverage: bool,
+    /// Write `sweep.json` and `junit.xml` into this folder (created if needed).
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
     /// Write a failure bundle per failing seed under DIR (see `fencesim run --bundle`).
     #[arg(long, value_name = "DIR")]
-    bundle: Option<std::path::PathBuf>,
+    bundle: Option<PathBuf>,
+}
+
+/// What is kept of one world once it ended: a few numbers, and its first violation and repro
+/// when it failed.
+struct Summary {
+    seed: u64,
+    coverage: std::collections::BTreeMap<String, u64>,
+    virtual_ms: i64,
+    fingerprint: u64,
+    failure: Option<(usize, String, String)>,
 }
 
 pub fn run(args: &Args) -> CmdResult {
     anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
-    anyhow::ensure!(args.jobs != Some(0), "--jobs must be at least 1");
-    let end = args.start.checked_add(args.seeds - 1).ok_or_else(|| anyhow::anyhow!("--start + --seeds overflows"))?;
+    anyhow::ensure!(args.seeds <= MAX_SEEDS, "--seeds {} is more than the limit of {MAX_SEEDS}", args.seeds);
+    let jobs = par::jobs(args.jobs)?;
+    let end = args.start.checked_add(args.seeds - 1).ok_or_else(|| {
+        anyhow::anyhow!("--start {} + --seeds {} overflows the largest seed {}", args.start, args.seeds, u64::MAX)
+    })?;
     let scenario = catalogue::scenario(&args.scenario)?;
+    let shard = args.shard.unwrap_or(Shard::ALL);
+    let (first_seed, count) = shard.seeds(args.start, end);
+    if let Some(dir) = &args.report {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create the report folder {}", dir.display()))?;
+    }
+    let mut failures = Vec::new();
+    let mut table = coverage::Table::default();
     let (engine_defects, store_defects) = Defect::split(&args.defects);
-    let seeds: Vec<u64> = (args.start..=end).collect();
     let clock = Stopwatch::start();
-    let progress = Progress::new(format!("sweep {}", scenario.name), seeds.len());
-    let jobs = args.jobs.unwrap_or_else(par::default_jobs);
-    let outcomes = par::map(&seeds, jobs, &progress, |&seed| {
-        let cfg =
-            WorldConfig { scenario: scenario.clone(), seed, db: args.db, store_defects, engine_defects, keep_db: None };
-        world::run(&cfg)
-    });
-    let seconds = clock.seconds();
-    let (mut failed, mut errors, mut virtual_ms) = (0, Vec::new(), 0);
-    for outcome in outcomes {
-        let outcome = match outcome {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                println!("ERROR seed {}: {}", e.seed, e.message);
-                errors.push(e);
-                continue;
-            }
-        };
-        virtual_ms += outcome.counters.virtual_ms;
-        if let Some(first) = outcome.violations.first() {
-            failed += 1;
-            let n = outcome.violations.len();
-            println!("FAIL seed {}: {n} violation(s), first {}: {}", outcome.seed, first.checker, first.explanation);
-            println!("  repro: {}", report::repro(&outcome, &args.defects));
-            if let Some(dir) = &args.bundle {
-                let cfg = WorldConfig {
-                    scenario: scenario.clone(),
-                    seed: outcome.seed,
-                    db: args.db,
-                    store_defects,
-                    engine_defects,
-                    keep_db: None,
-                };
-                match fencesim::bundle::write(dir, &cfg, &args.defects, outcome.fingerprint) {
-                    Ok(path) => println!("  bundle: {}", path.display()),
-                    Err(e) => errors.push(fencesim::world::WorldError {
-                        scenario: scenario.name.clone(),
-                        seed: outcome.seed,
-                        message: e.to_string(),
-                    }),
+    let progress = Progress::new(format!("sweep {}", scenario.name), usize::try_from(count).unwrap_or(usize::MAX));
+    let (mut failed, mut errors, mut first_error, mut virtual_ms) = (0u64, 0u64, None::<WorldError>, 0i64);
+    par::stream(
+        count,
+        jobs,
+        &progress,
+        |i| {
+            let seed = first_seed + i * shard.count;
+            let cfg = WorldConfig {
+                scenario: scenario.clone(),
+                seed,
+                db: args.db,
+                store_defects,
+                engine_defects,
+                keep_db: None,
+            };
+            // Reduce the world to its summary here, on the worker thread: its rows go now.
+            world::run(&cfg).map(|outcome| Summary {
+                seed,
+                coverage: coverage::count(&outcome.rows, i64::from(scenario.world.ttl_ms)),
+                virtual_ms: outcome.counters.virtual_ms,
+                fingerprint: outcome.fingerprint,
+                failure: outcome.violations.first().map(|first| {
+                    (
+                        outcome.violations.len(),
+                        format!("{}: {}", first.checker, first.explanation),
+                        report::repro(&outcome, &args.defects),
+                    )
+                }),
+            })
+        },
+        |_, summary| {
+            match summary {
+                Err(e) => {
+                    println!("ERROR seed {}: {}", e.seed, e.message);
+                    failures.push(json!({"seed": e.seed, "violations": 0, "first": format!("harness error: {}", e.message), "repro": null}));
+                    errors += 1;
+                    first_error.get_or_insert(e);
+                }
+                Ok(s) => {
+                    virtual_ms += s.virtual_ms;
+                    table.add(&s.coverage);
+                    if let Some((n, first, repro)) = s.failure {
+                        failed += 1;
+                        println!("FAIL seed {}: {n} violation(s), first {first}", s.seed);
+                        println!("  repro: {repro}");
+                        failures.push(json!({"seed": s.seed, "violations": n, "first": first, "repro": repro}));
+                        if let Some(dir) = &args.bundle {
+                            let cfg = WorldConfig {
+                                scenario: scenario.clone(),
+                                seed: s.seed,
+                                db: args.db,
+                                store_defects,
+                                engine_defects,
+                                keep_db: None,
+                            };
+                            match fencesim::bundle::write(dir, &cfg, &args.defects, s.fingerprint) {
+                                Ok(path) => println!("  bundle: {}", path.display()),
+                                Err(e) => {
+                                    println!("ERROR seed {}: bundle not written: {e}", s.seed);
+                                    errors += 1;
+                                }
+                            }
+                        }
+                    }
                 }
             }
-        }
-    }
-    let n = seeds.len();
+            true
+        },
+    );
+    let seconds = clock.seconds();
+    print!("{}", table.text(&scenario.aims));
+    let missing = table.missing(&scenario.aims);
+    let n = count;
+    let which = if shard == Shard::ALL { String::new() } else { format!(", shard {shard}") };
     println!(
-        "{}: {n} seeds ({}..={end}) on {} with {jobs} job(s): {} passed, {failed} failed in {seconds:.2} s ({:.1} seeds/s, {:.0}x simulated time)",
+        "{}: {n} seeds ({}..={end}{which}) on {} with {jobs} job(s): {} passed, {failed} failed in {seconds:.2} s ({:.1} seeds/s, {:.0}x simulated time)",
         scenario.name,
         args.start,
         args.db.as_str(),
-        n - failed - errors.len(),
+        n - failed - errors,
         n as f64 / seconds.max(1e-9),
         virtual_ms as f64 / 1000.0 / seconds.max(1e-9)
     );
-    if let Some(first) = errors.first() {
-        anyhow::bail!("{} world(s) could not run; the first: {first}", errors.len());
+    if let Some(dir) = &args.report {
+        let doc = json!({
+            "schema": report::SWEEP_SCHEMA,
+            "commit": super::replay::git_commit(),
+            "scenario": scenario.name,
+            "source": scenario.source,
+            "db": args.db.as_str(),
+            "defects": args.defects.iter().map(|d| d.name()).collect::<Vec<_>>(),
+            "start": args.start,
+            "seeds": args.seeds,
+            "shard": shard.json(),
+            "summary": {
+                "verdict": if failed + errors == 0 { "pass" } else { "fail" },
+                "worlds": n,
+                "passed": n - failed - errors,
+                "failed": failed,
+                "errors": errors,
+                "virtual_ms": virtual_ms,
+                "jobs": jobs,
+                "seconds": seconds,
+            },
+            "failures": failures,
+            "coverage": table.json(),
+        });
+        super::replay::write_reports(dir, "sweep.json", &doc, &fleet::junit_of(&doc))?;
+    }
+    if let Some(first) = first_error {
+        anyhow::bail!("{errors} world(s) could not run; the first: {first}");
+    }
+    if args.require_coverage && !missing.is_empty() {
+        println!("COVERAGE: {} aimed-at event(s) never happened: {}", missing.len(), missing.join(", "));
+        return Ok(Verdict::Fail);
     }
     Ok(if failed == 0 { Verdict::Pass } else { Verdict::Fail })
 }

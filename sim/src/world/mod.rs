@@ -145,8 +145,31 @@ pub fn run(cfg: &WorldConfig) -> Result<WorldReport, WorldError> {
 /// what [`run`] does inside the runtime it makes, exposed so that a test can wrap it in
 /// `Runtime::check_determinism`.
 pub async fn run_in_runtime(cfg: WorldConfig) -> Result<WorldReport, String> {
-    let db = Db::new(cfg.db).map_err(|e| format!("cannot create the world's database: {e}"))?;
-    supervise(cfg, db).await
+    let mut db = Db::new(cfg.db).map_err(|e| format!("cannot create the world's database: {e}"))?;
+    let folder = db.detach_folder();
+    let result = supervise(cfg, db).await;
+    // The nodes were killed at the end of `supervise`; madsim drops a killed node's tasks only
+    // when its executor next runs them. Yield once so it does: otherwise their futures (each
+    // holding the world's connections) stay queued in a runtime they keep alive, and every world
+    // would leak its memory and file handles.
+    yield_once().await;
+    drop(folder);
+    result
+}
+
+/// Pending once (after waking itself), so the executor runs every other ready task first.
+async fn yield_once() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await;
 }
 
 /// State every node of a world shares (nodes' init closures must be `Send + Sync`).

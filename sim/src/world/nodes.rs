@@ -49,6 +49,14 @@ struct Ctx {
     history: History,
 }
 
+/// The fault script holds a clone of the env it is installed in (it stalls the node through it):
+/// a cycle that would keep the world's shared state, and its connections, alive after the world.
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        self.env.clear_script();
+    }
+}
+
 impl Ctx {
     fn open(shared: &Arc<Shared>, name: &str) -> Result<Ctx, String> {
         let label = shared.incarnate(name);

@@ -1,0 +1,53 @@
+//! `fencesim merge REPORT_DIR... --out DIR`: merge the shard reports of one sharded `sweep` or
+//! `replay` (each folder holds a `sweep.json` or a `replay.json`) into one report and its
+//! `junit.xml`, equal to an unsharded run of the same seeds apart from wall-clock fields. Refuses
+//! (exit 2) reports of different runs, overlapping shards and missing shards, naming them; exits 1
+//! when any shard had a failure.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use fencesim::fleet::{self, ShardReport};
+
+use super::{CmdResult, Verdict};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The shard report folders (each with a `sweep.json` or a `replay.json`).
+    #[arg(required = true, value_name = "REPORT_DIR")]
+    dirs: Vec<PathBuf>,
+    /// Where the merged report and `junit.xml` are written (created if needed).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+}
+
+pub fn run(args: &Args) -> CmdResult {
+    let mut reports = Vec::with_capacity(args.dirs.len());
+    for dir in &args.dirs {
+        let found: Vec<PathBuf> =
+            ["sweep.json", "replay.json"].iter().map(|n| dir.join(n)).filter(|p| p.is_file()).collect();
+        let path = match found.as_slice() {
+            [one] => one.clone(),
+            [] => anyhow::bail!("{}: no sweep.json or replay.json", dir.display()),
+            _ => anyhow::bail!("{}: holds both sweep.json and replay.json; merge one kind at a time", dir.display()),
+        };
+        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let doc = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+        reports.push(ShardReport { from: path.display().to_string(), doc });
+    }
+    let (doc, junit) = fleet::merge(&reports)?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create the output folder {}", args.out.display()))?;
+    let name = if doc["schema"] == fencesim::report::SWEEP_SCHEMA { "sweep.json" } else { "replay.json" };
+    super::replay::write_reports(&args.out, name, &doc, &junit)?;
+    let s = &doc["summary"];
+    println!(
+        "merged {} shard(s) into {}: {} worlds, {} passed, verdict {}",
+        reports.len(),
+        args.out.join(name).display(),
+        s["worlds"],
+        s["passed"],
+        s["verdict"].as_str().unwrap_or_default()
+    );
+    Ok(if s["verdict"] == "pass" { Verdict::Pass } else { Verdict::Fail })
+}

@@ -1,0 +1,213 @@
+//! Coverage: the interesting events the harness exists to produce, counted per world from its
+//! history (FoundationDB's code probes, Antithesis's "sometimes" assertions). A fault that is on
+//! but never lands proves nothing; a scenario declares the events it aims at (`aims`), and
+//! `sweep --require-coverage` fails when one never happened. Counting reads the rows only, after
+//! the world, so it changes neither a trace nor a fingerprint; counts are a `BTreeMap`.
+//!
+//! Two events are inferred from rows rather than marked at their source: a stalled node "wakes
+//! writing" when it makes a fenced call after its stall ended, and a crash "resumes" when its run
+//! is granted again later. Crashes are counted per fault-point class (`site_class`); a row does
+//! not say whether the crash fell before or after the write, so both phases count together.
+
+use std::collections::BTreeMap;
+
+use crate::history::{CallOutcome, Event, Row, Surface};
+
+/// The fenced calls a takeover can land in the middle of (the store's fault-site op names).
+const TAKEOVER_OPS: [&str; 7] = ["append", "put_meta", "blob_put", "blob_delete", "delete", "renew", "release"];
+/// Write surfaces a zombie probes with its dead lease.
+const ZOMBIE_SURFACES: [&str; 7] = ["renew", "append", "put_meta", "put_blob", "delete_blob", "delete", "release"];
+/// Fault-point classes a crash can hit.
+const CRASH_SITES: [&str; 10] =
+    ["acquire", "owned", "call", "tool", "running", "terminal", "settle", "meta", "checkpoint", "delete"];
+
+/// Every event name, in a fixed order.
+pub fn events() -> Vec<String> {
+    let mut all = Vec::new();
+    all.extend(TAKEOVER_OPS.iter().map(|op| format!("takeover-mid-{op}")));
+    all.push("stall-woke-writing".to_owned());
+    all.extend(CRASH_SITES.iter().map(|s| format!("crash-at-{s}")));
+    all.extend(ZOMBIE_SURFACES.iter().map(|s| format!("zombie-refused-{s}")));
+    all.push("skew-beyond-ttl".to_owned());
+    all.push("busy-during-settle".to_owned());
+    all.push("retention-raced-live".to_owned());
+    all.extend(CRASH_SITES.iter().map(|s| format!("resume-after-crash-at-{s}")));
+    all.push("recreate-tombstone-held".to_owned());
+    all
+}
+
+fn is_fenced_write(surface: Surface) -> bool {
+    matches!(
+        surface,
+        Surface::Renew
+            | Surface::Release
+            | Surface::Append
+            | Surface::PutMeta
+            | Surface::Delete
+            | Surface::PutBlob
+            | Surface::DeleteBlob
+    )
+}
+
+fn is_refusal(outcome: &CallOutcome) -> bool {
+    matches!(
+        outcome,
+        CallOutcome::Stale | CallOutcome::RunMismatch | CallOutcome::HeldBy { .. } | CallOutcome::JournalOrder
+    )
+}
+
+/// The events of one world's history; `ttl_ms` is its lease ttl.
+pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
+    let mut found: BTreeMap<String, u64> = BTreeMap::new();
+    let mut hit = |name: String| *found.entry(name).or_default() += 1;
+    // Node label -> virtual ms its stall ends.
+    let mut stalled: BTreeMap<&str, i64> = BTreeMap::new();
+    // Run -> crash sites awaiting a resume.
+    let mut crashed: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // Run -> (granted node's skew, ms) of the latest grant.
+    let mut holder_skew: BTreeMap<String, (String, i64)> = BTreeMap::new();
+    // Run -> the epoch a delete removed (the tombstone must hold above it).
+    let mut deleted: BTreeMap<String, i64> = BTreeMap::new();
+    for row in rows {
+        match &row.event {
+            Event::Fault { kind, run, detail, .. } => match kind.as_str() {
+                "takeover" => {
+                    if let Some(op) = detail.strip_prefix("mid-").and_then(|d| d.split(' ').next()) {
+                        hit(format!("takeover-mid-{op}"));
+                    }
+                }
+                "stall" => {
+                    let ms = detail
+                        .split(" stalls ")
+                        .nth(1)
+                        .and_then(|d| d.split("ms").next())
+                        .and_then(|n| n.parse::<i64>().ok());
+                    if let Some(ms) = ms {
+                        stalled.insert(row.node.as_str(), row.at_ms.saturating_add(ms));
+                    }
+                }
+                "crash" => {
+                    if let Some(site) = detail.rsplit(" at ").next() {
+                        hit(format!("crash-at-{site}"));
+                        if let Some(run) = run {
+                            crashed.entry(run.to_string()).or_default().push(site.to_owned());
+                        }
+                    }
+                }
+                _ => {}
+            },
+            Event::Call(call) => {
+                let run = call.run.to_string();
+                if let Some(until) = stalled.get(row.node.as_str()).copied()
+                    && row.at_ms >= until
+                    && is_fenced_write(call.surface)
+                {
+                    stalled.remove(row.node.as_str());
+                    hit("stall-woke-writing".to_owned());
+                }
+                if row.node == "zombie" && is_refusal(&call.outcome) && is_fenced_write(call.surface) {
+                    hit(format!("zombie-refused-{}", call.surface.as_str()));
+                }
+                if call.outcome == CallOutcome::Busy
+                    && call.surface == Surface::Append
+                    && matches!(&call.payload, crate::history::Payload::Entry(e) if e.kind == "decision" && e.extra.get("value").and_then(|v| v.get("decisionType")).and_then(|v| v.as_str()) == Some("run_settle"))
+                {
+                    hit("busy-during-settle".to_owned());
+                }
+                if row.node.starts_with("sweeper")
+                    && call.surface == Surface::Acquire
+                    && matches!(call.outcome, CallOutcome::HeldBy { .. })
+                {
+                    hit("retention-raced-live".to_owned());
+                }
+                if call.surface == Surface::Delete
+                    && call.outcome.is_ok()
+                    && let Some(epoch) = call.epoch()
+                {
+                    deleted.insert(run.clone(), epoch.0);
+                }
+                if call.surface == Surface::Acquire && call.outcome.is_ok() {
+                    let skew = call.clock_ms - row.at_ms;
+                    if let Some((node, other)) = holder_skew.get(&run)
+                        && *node != row.node
+                        && (skew - other).abs() > ttl_ms
+                    {
+                        hit("skew-beyond-ttl".to_owned());
+                    }
+                    holder_skew.insert(run.clone(), (row.node.clone(), skew));
+                    for site in crashed.remove(&run).unwrap_or_default() {
+                        hit(format!("resume-after-crash-at-{site}"));
+                    }
+                    if let (Some(before), Some(epoch)) = (deleted.remove(&run), call.epoch())
+                        && epoch.0 > before
+                    {
+                        hit("recreate-tombstone-held".to_owned());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// Coverage over many worlds: per event, the worlds it happened in and its total count.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Table(pub BTreeMap<String, (u64, u64)>);
+
+impl Table {
+    pub fn add(&mut self, world: &BTreeMap<String, u64>) {
+        for (event, n) in world {
+            let entry = self.0.entry(event.clone()).or_default();
+            entry.0 += 1;
+            entry.1 += n;
+        }
+    }
+
+    /// The declared events that never happened.
+    pub fn missing<'a>(&self, aims: &'a [String]) -> Vec<&'a str> {
+        aims.iter().filter(|e| !self.0.contains_key(e.as_str())).map(String::as_str).collect()
+    }
+
+    /// The table as text: one line per event that happened, then the aimed ones that did not.
+    pub fn text(&self, aims: &[String]) -> String {
+        use std::fmt::Write as _;
+        let mut out = format!("{:<34} {:>8} {:>10}\n", "coverage event", "worlds", "total");
+        for (event, (worlds, total)) in &self.0 {
+            let _ = writeln!(out, "{event:<34} {worlds:>8} {total:>10}");
+        }
+        for event in self.missing(aims) {
+            let _ = writeln!(out, "{event:<34} {:>8} {:>10}  (aimed at, never happened)", 0, 0);
+        }
+        out
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        self.0
+            .iter()
+            .map(|(event, (worlds, total))| serde_json::json!({"event": event, "worlds": worlds, "total": total}))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_names_are_unique() {
+        let all = events();
+        let set: std::collections::BTreeSet<_> = all.iter().collect();
+        assert_eq!(set.len(), all.len());
+    }
+
+    #[test]
+    fn a_table_counts_worlds_and_totals_and_names_what_is_missing() {
+        let mut t = Table::default();
+        t.add(&BTreeMap::from([("crash-at-meta".to_owned(), 3)]));
+        t.add(&BTreeMap::from([("crash-at-meta".to_owned(), 1)]));
+        assert_eq!(t.0["crash-at-meta"], (2, 4));
+        let aims = vec!["crash-at-meta".to_owned(), "stall-woke-writing".to_owned()];
+        assert_eq!(t.missing(&aims), ["stall-woke-writing"]);
+    }
+}
