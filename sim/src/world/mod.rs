@@ -115,16 +115,15 @@ pub fn run(cfg: &WorldConfig) -> Result<WorldReport, WorldError> {
         // random name comes from the thread's generator, which seeds itself on first use; inside
         // the runtime that seeding would draw from madsim's generator and shift the scheduling of
         // the first file world on each thread only (the same seed would then differ in-process).
-        let db = Db::new(cfg.db).map_err(|e| format!("cannot create the world's database: {e}"))?;
-        // Killed nodes can keep the world's shared state (and with it the folder's guard) alive
-        // past the runtime, so a file world's folder is removed here, whatever holds it.
-        let folder = db.path().and_then(|p| p.parent().map(std::path::Path::to_path_buf));
+        let mut db = Db::new(cfg.db).map_err(|e| format!("cannot create the world's database: {e}"))?;
+        // Killed nodes can keep the world's shared state (and with it the `Db`) alive past the
+        // runtime, so a file world's folder guard is held here and dropped after the runtime:
+        // the folder goes, pass or fail, unless the CLI was told to keep temporary folders.
+        let folder = db.detach_folder();
         let runtime = Runtime::with_seed_and_config(cfg.seed, madsim::Config::default());
         let outcome = runtime.block_on(supervise(cfg.clone(), db));
         drop(runtime);
-        if let Some(folder) = folder {
-            let _ = std::fs::remove_dir_all(folder);
-        }
+        drop(folder);
         outcome
     }));
     IN_WORLD.with(|w| w.set(false));
