@@ -1,7 +1,10 @@
 //! The journal vocabulary: the entries the engine writes (two-phase dispatches, suspensions,
-//! resolutions, the `run_settle` decision) and the folds the engine, the auditor and the
-//! simulator's oracle read them back with (contracts 1.3, 4.1). One module, so writer and readers
-//! cannot drift apart.
+//! resolutions, the `run_settle` decision), the checkpoint ref of a dispatch, the next seq, and
+//! the folds the engine and its auditor read a journal back with (`last_run_settle`, `dangling`,
+//! `open_suspensions`, `is_unstamped`; contracts 1.3, 1.4, 4.1). One module, so the engine's
+//! writers and readers cannot drift apart. The oracle does not use it: its crate does not depend
+//! on the engine, and it restates the vocabulary it needs from the contracts
+//! (`docs/contracts.md`), so a bug here cannot hide itself from the checkers.
 
 use fencesim_store::{JournalEntry, Op, RunId, RunStatus, Seq, StoreError};
 use serde_json::{Value, json};

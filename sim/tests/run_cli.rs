@@ -155,9 +155,9 @@ fn keep_db_saves_a_file_world_and_never_overwrites() {
     keep_db_round_trip("file");
 }
 
-/// Known bug: on a memdb world `VACUUM INTO` writes through the connection's own VFS (memdb), so
-/// the "saved" file is another in-memory database and nothing reaches the disk while the run
-/// exits 0. The fix is in `world::keep` (an `INTO 'file:PATH?vfs=unix'` URI, or the backup API).
+/// A memdb world is saved to disk like a file world: `world::keep` copies it with SQLite's online
+/// backup (a `VACUUM INTO` would have written through the memdb VFS, saving nothing while the run
+/// exited 0), so the kept file must start with SQLite's header and hold the world's runs.
 #[test]
 fn keep_db_saves_a_memdb_world_and_never_overwrites() {
     keep_db_round_trip("memdb");
