@@ -148,7 +148,14 @@ impl<'e, E: Env> Segment<'e, E> {
 
         let mut outputs = BTreeMap::new();
         let mut end_status = RunStatus::Ok;
+        // A journal that records a terminal settle is final (contracts 3.6): its steps replay
+        // only while they are finished; a step the settle left unfinished (a dangling dispatch
+        // of a run that settled `error`) is never dispatched again, and nothing is appended.
+        let settled = entries::last_run_settle(&self.journal.borrow()).is_some_and(|s| s.run_status.is_terminal());
         for step in &workflow.steps {
+            if settled && !self.finished(step) {
+                break;
+            }
             if self.cancel.is_cancelled() {
                 end_status = RunStatus::Cancelled;
                 break;
@@ -193,6 +200,19 @@ impl<'e, E: Env> Segment<'e, E> {
         match &self.lease {
             Some(lease) => format!("{}@{now}#e{}", self.run, lease.epoch),
             None => format!("{}@{now}#{}", self.run, self.engine.next_genesis()),
+        }
+    }
+
+    /// Whether a step already ended in the journal: an agent step by a terminal of its latest
+    /// dispatch, a suspension step by a resolution (replaying it appends nothing).
+    fn finished(&self, step: &Step) -> bool {
+        match step {
+            Step::Agent(agent) => matches!(self.prior(&agent.key), Some((_, Some(_)))),
+            Step::Suspend { key, .. } => {
+                let journal = self.journal.borrow();
+                let open = entries::open_suspensions(&journal);
+                journal.iter().any(|e| entries::key_of(e) == Some(key.as_str()) && !open.contains(&e.seq))
+            }
         }
     }
 
@@ -357,6 +377,12 @@ impl<'e, E: Env> Segment<'e, E> {
         if !late_stragglers {
             self.drain().await?;
         }
+        // A journal that already records a terminal settle is final (contracts 3.6): this
+        // segment only replayed it, so it adopts that outcome and appends nothing, whatever it
+        // would have concluded itself (a cancellation or lease loss noticed on the way).
+        let settled =
+            entries::last_run_settle(&self.journal.borrow()).map(|s| s.run_status).filter(|s| s.is_terminal());
+        let status = settled.unwrap_or(status);
         meta.status = status;
         meta.updated_at_ms = Some(self.engine.env().now_ms());
         let meta_first = self.has(EngineDefect::MetaBeforeSettle);

@@ -982,3 +982,23 @@ fn lease_replay_takes_an_indeterminate_release_as_done() {
     h.call_mut("release-e3").outcome = CallOutcome::Busy;
     assert_eq!(names(&check(&h.rows, &h.store(), &CFG)), BTreeSet::from(["one-live-lease"]));
 }
+
+/// A checkpoint put whose process died mid-call may have landed: the store may hold its bytes
+/// (or the last accepted put's), but nothing else.
+#[test]
+fn checkpoint_regression_accepts_either_fate_of_an_indeterminate_put() {
+    let mut h = clean();
+    h.insert_after("ckpt-e2", |x| {
+        x.put_blob("w2", &b2(), 1225, "r1/ckpt/1", b"turn-2-maybe");
+    });
+    let pos = h.at("ckpt-e2") + 1;
+    h.call_at(pos).outcome = CallOutcome::Indeterminate;
+    assert_eq!(check(&h.rows, &h.store(), &CFG), vec![], "the put did not land");
+    let mut landed = h.store();
+    landed.runs.get_mut(&RunId::new("r1")).unwrap().blobs.insert("r1/ckpt/1".into(), b"turn-2-maybe".to_vec());
+    assert_eq!(check(&h.rows, &landed, &CFG), vec![], "the put landed");
+    let mut other = h.store();
+    other.runs.get_mut(&RunId::new("r1")).unwrap().blobs.insert("r1/ckpt/1".into(), b"neither".to_vec());
+    let found = check(&h.rows, &other, &CFG);
+    assert!(names(&found).contains("no-checkpoint-regression"), "{found:#?}");
+}

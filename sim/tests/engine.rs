@@ -89,6 +89,30 @@ fn a_settled_run_replays_without_appending_or_paying() {
     });
 }
 
+/// Found by the engine-level soak: a segment settled `error` with its dispatch still dangling
+/// (its checkpoint write failed busy), the terminal meta write was lost, and the next worker
+/// redispatched the dangling call and appended after the terminal settle. A journal with a
+/// terminal settle is final: the resume pays nothing, appends nothing, and only projects the meta.
+#[test]
+fn a_run_settled_with_a_dangling_dispatch_is_never_dispatched_again() {
+    each_backend(|backend, nodes| async move {
+        let (a, b) = (&nodes[0], &nodes[1]);
+        let run = RunId::new("r");
+        let meta = fencesim_store::RunMeta::new(run.clone(), RunStatus::Running).with_segments(2);
+        let mut meta = meta;
+        meta.extra.insert("workflow".into(), json!("limit"));
+        a.store.put_meta(&meta, None).unwrap();
+        a.store.append(&run, &entries::running(Seq(1), entries::kind::AGENT, "probe"), None).unwrap();
+        a.store.append(&run, &entries::run_settle(Seq(2), RunStatus::Error, 2), None).unwrap();
+        let before = a.store.load(&run).unwrap();
+        let outcome = b.engine.resume(&run, &Workflow::limit(), RunOptions::default()).await.expect("replays");
+        assert_eq!((outcome.status, outcome.appended), (RunStatus::Error, 0), "{backend:?}");
+        assert_eq!(a.store.load(&run).unwrap(), before, "{backend:?}: nothing appended after the terminal settle");
+        assert_eq!(b.ledger.run_total(&run).calls, 0, "{backend:?}: the dangling call was paid again");
+        assert_eq!(a.store.get_meta(&run).unwrap().map(|m| m.status), Some(RunStatus::Error));
+    });
+}
+
 #[test]
 fn a_suspension_parks_the_run_until_an_offline_resolution() {
     each_backend(|backend, nodes| async move {
