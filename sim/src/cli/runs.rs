@@ -229,6 +229,14 @@ fn json_row(a: &RunAudit, repair: Option<Repair>) -> Value {
     })
 }
 
+/// A stored string for a terminal: control characters (an escape sequence, a line break that
+/// would forge a row) written out as Rust escapes, a backslash doubled; anything else as it is.
+fn shown(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() || c == '\\' { c.escape_default().to_string() } else { c.to_string() })
+        .collect()
+}
+
 fn run_list(args: &ListArgs) -> CmdResult {
     let store = open_existing(&args.db)?;
     let filter = RunFilter { status: args.status, ..RunFilter::all() };
@@ -239,8 +247,8 @@ fn run_list(args: &ListArgs) -> CmdResult {
     match args.format {
         Format::Text => {
             for m in &metas {
-                let name = m.name.as_ref().map_or(String::new(), |n| format!(" name={n}"));
-                writeln!(out, "{} {} segments={}{name}", m.run_id, m.status, m.segments)?;
+                let name = m.name.as_ref().map_or(String::new(), |n| format!(" name={}", shown(n)));
+                writeln!(out, "{} {} segments={}{name}", shown(m.run_id.as_str()), m.status, m.segments)?;
             }
             if metas.is_empty() {
                 eprintln!("no runs");
