@@ -40,6 +40,11 @@ pub fn keep_temp_folders(keep: bool) {
     KEEP_TEMP.store(keep, Ordering::Relaxed);
 }
 
+/// Whether file worlds keep their temporary folders ([`keep_temp_folders`]).
+pub fn keeps_temp_folders() -> bool {
+    KEEP_TEMP.load(Ordering::Relaxed)
+}
+
 /// One world's database. A file database lives in a temporary folder removed on drop; a memdb
 /// lives while at least one connection to it is open.
 #[derive(Debug)]

@@ -116,8 +116,12 @@ pub fn run(cfg: &WorldConfig) -> Result<WorldReport, WorldError> {
         // the first file world on each thread only (the same seed would then differ in-process).
         let db = Db::new(cfg.db).map_err(|e| format!("cannot create the world's database: {e}"))?;
         // Killed nodes can keep the world's shared state (and with it the folder's guard) alive
-        // past the runtime, so a file world's folder is removed here, whatever holds it.
-        let folder = db.path().and_then(|p| p.parent().map(std::path::Path::to_path_buf));
+        // past the runtime, so a file world's folder is removed here, whatever holds it (unless
+        // the process was told to keep temporary folders).
+        let folder = db
+            .path()
+            .and_then(|p| p.parent().map(std::path::Path::to_path_buf))
+            .filter(|_| !crate::stores::keeps_temp_folders());
         let runtime = Runtime::with_seed_and_config(cfg.seed, madsim::Config::default());
         let outcome = runtime.block_on(supervise(cfg.clone(), db));
         drop(runtime);
