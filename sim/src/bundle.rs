@@ -34,10 +34,7 @@ pub enum BundleError {
 
 /// Quote a word for a POSIX shell (single quotes; a single quote inside becomes `'\''`).
 pub fn sh_quote(word: &str) -> String {
-    if !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b)) {
-        return word.to_owned();
-    }
-    format!("'{}'", word.replace('\'', "'\\''"))
+    crate::report::sh_quote(word)
 }
 
 /// The folder name of a world's bundle.
@@ -52,7 +49,9 @@ pub fn name(report: &WorldReport) -> String {
 
 fn repro_sh(cfg: &WorldConfig, report: &WorldReport, defects: &[Defect]) -> String {
     let db = if cfg.db == DbKind::Memdb { String::new() } else { format!(" --db {}", cfg.db.as_str()) };
-    let original: Vec<String> = report::repro(report, defects).split(' ').map(sh_quote).collect();
+    // Already shell-quoted; a comment line ends at the first line break, and a quoted word holds none
+    // the scenario check lets through, but a break is written out all the same.
+    let original = report::repro(report, defects).replace(['\n', '\r'], " ");
     format!(
         "#!/bin/sh\n\
          # Runs this bundle's failing world again from its plan (defects included) and exits with\n\
@@ -62,7 +61,7 @@ fn repro_sh(cfg: &WorldConfig, report: &WorldReport, defects: &[Defect]) -> Stri
          #   {}\n\
          here=$(dirname -- \"$0\")\n\
          exec \"${{FENCESIM:-fencesim}}\" run --plan \"$here/plan.toml\"{db} --trace \"$@\"\n",
-        original.join(" ")
+        original
     )
 }
 
@@ -85,7 +84,10 @@ pub fn write_with(
     std::fs::create_dir_all(root).map_err(|e| io(root, e))?;
     let staging = tempfile::Builder::new().prefix(".bundle-").tempdir_in(root).map_err(|e| io(root, e))?;
     let db_path = staging.path().join("store.db");
-    let report = world::run(&WorldConfig { keep_db: Some(db_path), ..cfg.clone() })?;
+    let report = world::run(&WorldConfig {
+        keep_db: Some(crate::files::Output { path: db_path, overwrite: false }),
+        ..cfg.clone()
+    })?;
     let target = root.join(name(&report));
     if report.fingerprint != seen {
         return Err(BundleError::Nondeterministic {

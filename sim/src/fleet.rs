@@ -140,8 +140,14 @@ pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
             summary[key] = json!(sum(key));
         }
     }
-    let bad = sum("failed") + sum("nondeterministic") + sum("errors");
-    summary["verdict"] = json!(if bad == 0 { "pass" } else { "fail" });
+    let bad = sum("failed") + sum("nondeterministic");
+    summary["verdict"] = json!(if sum("errors") > 0 {
+        "error"
+    } else if bad == 0 {
+        "pass"
+    } else {
+        "fail"
+    });
     // The per-item arrays, concatenated and put back in the unsharded order.
     let (array, order) = if schema == report::SWEEP_SCHEMA { ("failures", "seed") } else { ("worlds", "line") };
     let mut items: Vec<Value> =

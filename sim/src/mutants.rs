@@ -35,13 +35,64 @@ pub fn detector(defect: Defect) -> Detector {
     }
 }
 
+/// The checker each defect is aimed at: the one its targeted hunt exists to fail (for a world
+/// defect, the checker its shipped regression plan under `seeds/regressions/` expects). A catch
+/// by another checker is shown as such, so a weakened checker cannot hide behind another.
+pub fn aimed_at(defect: Defect) -> &'static str {
+    use EngineDefect as E;
+    use StoreDefect as S;
+    match defect {
+        Defect::Store(S::NoBootRetry) => "conformance B2",
+        Defect::Engine(E::SecondLiveSegment | E::SkipCacheByLength) => "probe",
+        Defect::Store(S::EpochResetOnDelete) => "epochs-increasing",
+        Defect::Store(S::NoSeqGuard) => "journal-seq-order",
+        Defect::Engine(E::MetaBeforeSettle | E::SettleMetaOnFailedAppend) => "meta-not-ahead",
+        Defect::Engine(E::ReadBeforeOwn) => "repay-bound",
+        Defect::Engine(E::StragglersAfterSettle) => "one-settle-per-segment",
+        Defect::Engine(E::SupersededGreen) => "honest-outcome",
+        Defect::Store(
+            S::NonAtomicFence
+            | S::NoRunMatch
+            | S::UnfencedMeta
+            | S::UnfencedBlobs
+            | S::UnfencedDelete
+            | S::StaleReleaseAccepted
+            | S::ExpiredLeaseLive,
+        )
+        | Defect::Engine(
+            E::UnthreadedMetaLease | E::UnthreadedCheckpointLease | E::RetentionWithoutLease | E::FreshRunUnleased,
+        ) => "no-stale-acceptance",
+    }
+}
+
+impl Catch {
+    /// The checker column: the checker, or "caught by X, aimed at Y" when it is not the one the
+    /// defect is aimed at.
+    pub fn shown(&self) -> String {
+        if self.checker == self.aimed_at {
+            self.checker.clone()
+        } else {
+            format!("caught by {}, aimed at {}", self.checker, self.aimed_at)
+        }
+    }
+}
+
+/// A probe that could not run: an unknown name or a failed set-up. A harness error, never a catch.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProbeFailure {
+    #[error("no probe named '{0}'")]
+    Unknown(String),
+    #[error(transparent)]
+    SetUp(#[from] probes::ProbeError),
+}
+
 /// Run a probe with the defect planted; the broken promises it saw.
-pub fn probe(name: &str, defect: Defect) -> Vec<String> {
+pub fn probe(name: &str, defect: Defect) -> Result<Vec<String>, ProbeFailure> {
     let (engine, _) = Defect::split(&[defect]);
     match name {
-        "second-segment" => probes::second_segment(engine),
-        "recreated-generation" => probes::recreated_generation(engine),
-        _ => vec![format!("no probe named {name}")],
+        "second-segment" => Ok(probes::second_segment(engine)?),
+        "recreated-generation" => Ok(probes::recreated_generation(engine)?),
+        _ => Err(ProbeFailure::Unknown(name.to_owned())),
     }
 }
 
@@ -53,6 +104,9 @@ pub struct Catch {
     /// The seed of the catching world; none for a probe or the boot race.
     pub seed: Option<u64>,
     pub checker: String,
+    /// The checker the defect is aimed at ([`aimed_at`]); differs from `checker` when another
+    /// checker caught it first.
+    pub aimed_at: String,
     pub explanation: String,
     pub repro: String,
 }
@@ -103,6 +157,7 @@ pub fn hunt(defect: Defect, seeds: u64, db: DbKind) -> Result<Hunt, WorldError> 
                     scenario: name.clone(),
                     seed: Some(seed),
                     checker: first.checker.to_owned(),
+                    aimed_at: aimed_at(defect).to_owned(),
                     explanation: first.explanation.clone(),
                     repro: report::repro(&outcome, &[defect]),
                 };
@@ -117,4 +172,46 @@ pub fn hunt(defect: Defect, seeds: u64, db: DbKind) -> Result<Hunt, WorldError> 
         }
     }
     Ok(Hunt { defect: defect.name(), story: defect.story(), hunted_in: grounds, tries, catch: None })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_defect_is_aimed_at_a_checker_and_a_different_catch_says_so() {
+        let checkers = crate::oracle::CHECKERS;
+        for defect in Defect::all() {
+            let aimed = aimed_at(defect);
+            let known = checkers.iter().any(|(name, _)| *name == aimed) || matches!(aimed, "probe" | "conformance B2");
+            assert!(known, "{defect} is aimed at an unknown checker {aimed}");
+        }
+        let catch = |checker: &str| Catch {
+            scenario: "zombie-probes".into(),
+            seed: Some(1),
+            checker: checker.into(),
+            aimed_at: aimed_at(Defect::Store(StoreDefect::NoSeqGuard)).into(),
+            explanation: String::new(),
+            repro: String::new(),
+        };
+        assert_eq!(catch("journal-seq-order").shown(), "journal-seq-order");
+        assert_eq!(catch("no-stale-acceptance").shown(), "caught by no-stale-acceptance, aimed at journal-seq-order");
+    }
+
+    #[test]
+    fn an_unknown_probe_is_a_harness_error_not_a_catch() {
+        let defect = Defect::Engine(EngineDefect::SecondLiveSegment);
+        assert_eq!(probe("no-such-probe", defect), Err(ProbeFailure::Unknown("no-such-probe".into())));
+    }
+
+    /// The shipped regression plans agree with the table.
+    #[test]
+    fn regression_plans_expect_the_checker_their_defect_is_aimed_at() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../seeds/regressions");
+        for entry in std::fs::read_dir(dir).expect("seeds/regressions") {
+            let plan = crate::planfile::PlanFile::load(&entry.expect("entry").path()).expect("a plan");
+            let (Some(expect), [defect]) = (plan.expect.as_deref(), plan.defects.as_slice()) else { continue };
+            assert_eq!(aimed_at(*defect), expect, "{defect}");
+        }
+    }
 }

@@ -295,25 +295,13 @@ struct DocWorld {
     concurrency: Spanned<u32>,
     poll_ms: Spanned<u32>,
     ttl_ms: Spanned<u32>,
-    fault_ms: u32,
+    fault_ms: Spanned<u32>,
     liveness_ms: Spanned<u32>,
-    #[serde(default)]
-    retention_ms: u32,
-    #[serde(default)]
-    operator_ms: u32,
+    retention_ms: Option<Spanned<u32>>,
+    operator_ms: Option<Spanned<u32>>,
     boot_storm: Option<Spanned<u32>>,
-    #[serde(default = "default_call_ms")]
-    call_ms: u32,
-    #[serde(default = "default_tool_ms")]
-    tool_ms: u32,
-}
-
-fn default_call_ms() -> u32 {
-    WorldShape::default().call_ms
-}
-
-fn default_tool_ms() -> u32 {
-    WorldShape::default().tool_ms
+    call_ms: Option<Spanned<u32>>,
+    tool_ms: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize)]
@@ -410,18 +398,28 @@ impl Doc {
         if concurrency == 0 || concurrency > 64 {
             return Err((at(&w.concurrency), format!("world.concurrency: 1 to 64, got {concurrency}")));
         }
-        let boot_storm = w.boot_storm.as_ref().map_or(0, |b| *b.get_ref());
-        if let Some(b) = w.boot_storm.as_ref().filter(|b| *b.get_ref() > 1_000) {
-            return Err((at(b), format!("world.boot_storm: at most 1000, got {}", b.get_ref())));
-        }
+        // The scenario's upper bounds (`crate::scenario::LIMITS`) hold for a plan too.
+        let limits = &crate::scenario::LIMITS;
+        let shape = WorldShape::default();
+        let bounded = |key: &str, value: Option<&Spanned<u32>>, default: u32, max: u32| -> Result<u32, Bad> {
+            match value {
+                Some(v) if *v.get_ref() > max => {
+                    Err((at(v), format!("world.{key}: at most {max}, got {}", v.get_ref())))
+                }
+                Some(v) => Ok(*v.get_ref()),
+                None => Ok(default),
+            }
+        };
+        bounded("ttl_ms", Some(&w.ttl_ms), 0, limits.ttl_ms)?;
+        bounded("liveness_ms", Some(&w.liveness_ms), 0, limits.window_ms)?;
         let settings = Settings {
-            fault_ms: w.fault_ms,
+            fault_ms: bounded("fault_ms", Some(&w.fault_ms), 0, limits.window_ms)?,
             liveness_ms,
-            retention_ms: w.retention_ms,
-            operator_ms: w.operator_ms,
-            boot_storm,
-            call_ms: w.call_ms,
-            tool_ms: w.tool_ms,
+            retention_ms: bounded("retention_ms", w.retention_ms.as_ref(), 0, limits.window_ms)?,
+            operator_ms: bounded("operator_ms", w.operator_ms.as_ref(), 0, limits.window_ms)?,
+            boot_storm: bounded("boot_storm", w.boot_storm.as_ref(), 0, limits.boot_storm)?,
+            call_ms: bounded("call_ms", w.call_ms.as_ref(), shape.call_ms, limits.step_ms)?,
+            tool_ms: bounded("tool_ms", w.tool_ms.as_ref(), shape.tool_ms, limits.step_ms)?,
         };
 
         let clocked = nodes_with_clocks(&workers);
@@ -565,6 +563,10 @@ mod tests {
             ("ttl_ms = 1000", "ttl_ms = 0", "world.ttl_ms"),
             ("format = ", "format = \"fencesim.plan/9\"", "format"),
             ("concurrency = ", "concurrency = \"x\"", "invalid type"),
+            ("fault_ms = ", "fault_ms = 4000000000", "world.fault_ms: at most 600000"),
+            ("ttl_ms = 1000", "ttl_ms = 2000000000", "world.ttl_ms: at most 60000"),
+            ("call_ms = ", "call_ms = 4000000000", "world.call_ms: at most 60000"),
+            ("boot_storm = ", "boot_storm = 100000", "world.boot_storm: at most 256"),
         ];
         for (from, to, says) in cases {
             let line = line_of(from);

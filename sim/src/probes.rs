@@ -8,7 +8,8 @@
 //!   exact journal length a worker cached for the old one, with a resolution in it, which the
 //!   built-in workflows never produce on their own; the probe builds that state directly.
 //!
-//! Each returns the promises it saw broken (empty when the engine kept them).
+//! Each returns the promises it saw broken (empty when the engine kept them), or a
+//! [`ProbeError`] when its set-up failed: a harness error, never a catch.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -25,21 +26,25 @@ use serde_json::json;
 use crate::env::{SimClock, SimEnv};
 use crate::stores::{Db, DbKind};
 
+/// A probe that could not build the state it probes: a harness error (exit 2), never a catch.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("probe set-up failed: {0}")]
+pub struct ProbeError(pub String);
+
 fn runtime<F: std::future::Future>(body: F) -> F::Output {
     madsim::runtime::Runtime::with_seed_and_config(1, madsim::Config::default()).block_on(body)
 }
 
 /// D10: over a store without leases, a second segment of a live run in the same engine must be
 /// refused; otherwise it redispatches the in-flight call and pays it twice.
-pub fn second_segment(defects: EngineDefects) -> Vec<String> {
+pub fn second_segment(defects: EngineDefects) -> Result<Vec<String>, ProbeError> {
     runtime(async move {
         let mut broken = Vec::new();
         let store: Rc<dyn Store> = Rc::new(MemoryStore::new());
         let ledger = Ledger::new();
         let opts = EngineOptions { owner: "host".into(), call_ms: 100, defects, ..EngineOptions::default() };
-        let Ok(engine) = Engine::new(store, SimEnv::default(), ledger.clone(), opts) else {
-            return vec!["the probe's engine options were refused".into()];
-        };
+        let engine = Engine::new(store, SimEnv::default(), ledger.clone(), opts)
+            .map_err(|e| ProbeError(format!("the probe's engine options were refused: {e}")))?;
         let engine = Rc::new(engine);
         let run = RunId::new("r");
         let first = {
@@ -57,7 +62,7 @@ pub fn second_segment(defects: EngineDefects) -> Vec<String> {
                 broken.push(format!("the dispatch at seq {seq} was paid {} times", paid.calls));
             }
         }
-        broken
+        Ok(broken)
     })
 }
 
@@ -81,7 +86,11 @@ pub struct Generations {
 /// D18's set-up, inside a madsim runtime: a worker caches (length, genesis) of a run it settled
 /// suspended; the run is deleted and recreated; the new generation parks, is resolved, and has
 /// the old length. A correct worker drives it to `ok` at its next sweep.
-pub async fn generations(defects: EngineDefects) -> Result<Generations, String> {
+pub async fn generations(defects: EngineDefects) -> Result<Generations, ProbeError> {
+    generations_inner(defects).await.map_err(|e| ProbeError(e.trim_start_matches("probe set-up failed: ").to_owned()))
+}
+
+async fn generations_inner(defects: EngineDefects) -> Result<Generations, String> {
     let db = Db::new(DbKind::Memdb).map_err(|e| format!("the probe's database: {e}"))?;
     type Node = (Rc<dyn Store>, Rc<Engine<SimEnv>>);
     let node = |owner: &str, defects| -> Result<Node, String> {
@@ -121,15 +130,13 @@ pub async fn generations(defects: EngineDefects) -> Result<Generations, String> 
 }
 
 /// D18 as a verdict: the promises [`generations`] saw broken.
-pub fn recreated_generation(defects: EngineDefects) -> Vec<String> {
-    match runtime(generations(defects)) {
-        Err(setup) => vec![setup],
-        Ok(g) if g.final_status == Some(RunStatus::Ok) => Vec::new(),
-        Ok(g) => vec![format!(
-            "the resolved generation 2 of r-gen was never driven: meta {:?} after two sweeps",
-            g.final_status
-        )],
-    }
+pub fn recreated_generation(defects: EngineDefects) -> Result<Vec<String>, ProbeError> {
+    let g = runtime(generations(defects))?;
+    Ok(if g.final_status == Some(RunStatus::Ok) {
+        Vec::new()
+    } else {
+        vec![format!("the resolved generation 2 of r-gen was never driven: meta {:?} after two sweeps", g.final_status)]
+    })
 }
 
 #[cfg(test)]
@@ -138,15 +145,16 @@ mod tests {
 
     #[test]
     fn second_segment() {
-        assert_eq!(super::second_segment(EngineDefects::NONE), Vec::<String>::new());
-        let broken = super::second_segment(EngineDefects::of(&[EngineDefect::SecondLiveSegment]));
+        assert_eq!(super::second_segment(EngineDefects::NONE), Ok(Vec::<String>::new()));
+        let broken = super::second_segment(EngineDefects::of(&[EngineDefect::SecondLiveSegment])).expect("set-up");
         assert!(broken.iter().any(|b| b.contains("second live segment")), "{broken:?}");
     }
 
     #[test]
     fn recreated_generation() {
-        assert_eq!(super::recreated_generation(EngineDefects::NONE), Vec::<String>::new());
-        let broken = super::recreated_generation(EngineDefects::of(&[EngineDefect::SkipCacheByLength]));
+        assert_eq!(super::recreated_generation(EngineDefects::NONE), Ok(Vec::<String>::new()));
+        let broken =
+            super::recreated_generation(EngineDefects::of(&[EngineDefect::SkipCacheByLength])).expect("set-up");
         assert!(broken.iter().any(|b| b.contains("never driven")), "{broken:?}");
     }
 }

@@ -15,11 +15,21 @@ pub const WORLD_SCHEMA: &str = "fencesim.world/1";
 pub const REPLAY_SCHEMA: &str = "fencesim.replay/1";
 pub const SWEEP_SCHEMA: &str = "fencesim.sweep/1";
 
-/// The command that reproduces this world byte for byte.
+/// One word for a POSIX shell: as it is when it holds only characters no shell treats specially,
+/// else in single quotes (a quote inside written `'\''`).
+pub fn sh_quote(word: &str) -> String {
+    if !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b)) {
+        return word.to_owned();
+    }
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// The command that reproduces this world byte for byte, shell-quoted (a scenario path with
+/// spaces or quotes is pasted as one word).
 pub fn repro(report: &WorldReport, defects: &[Defect]) -> String {
     let mut command = match report.source.strip_prefix(crate::planfile::PLAN_SOURCE_PREFIX) {
-        Some(plan) => format!("fencesim run --plan {plan}"),
-        None => format!("fencesim run --scenario {} --seed {}", report.source, report.seed),
+        Some(plan) => format!("fencesim run --plan {}", sh_quote(plan)),
+        None => format!("fencesim run --scenario {} --seed {}", sh_quote(&report.source), report.seed),
     };
     if report.db != crate::stores::DbKind::Memdb {
         command.push_str(&format!(" --db {}", report.db.as_str()));
@@ -131,21 +141,11 @@ pub fn text(report: &WorldReport, defects: &[Defect], trace: bool) -> String {
     out
 }
 
-/// Write `bytes` to `path` atomically: into a temporary file in the same folder, flushed to disk,
-/// then renamed over `path`. A reader (or a crash) sees the old file or the whole new one, never
-/// a part.
-pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => std::path::Path::new("."),
-    };
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("report");
-    let mut file = tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".tmp").tempfile_in(dir)?;
-    file.write_all(bytes)?;
-    file.as_file().sync_all()?;
-    file.persist(path).map_err(|e| e.error)?;
-    Ok(())
+/// Write a report to `path` atomically ([`crate::files::write_atomic`]): a reader (or a crash)
+/// sees the old file or the whole new one, never a part. A report replaces the file of the same
+/// name (a report folder is rewritten run after run), but never a directory or a symbolic link.
+pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<(), crate::files::WriteError> {
+    crate::files::write_atomic(path, bytes, true)
 }
 
 /// One JUnit test case: its name and, when it failed, the failure message.
@@ -185,8 +185,28 @@ pub fn junit(suite: &str, cases: &[Case]) -> String {
     out
 }
 
+/// Text for an XML 1.0 attribute or element: the five markup characters as entities, tab, line
+/// feed and carriage return as character references (an attribute keeps them), and every other
+/// character XML 1.0 cannot carry (C0 controls, U+FFFE, U+FFFF) written out as `\u{XX}`.
 fn xml(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\t' | '\n' | '\r' => {
+                let _ = write!(out, "&#{};", u32::from(c));
+            }
+            c if u32::from(c) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -203,5 +223,22 @@ mod tests {
         assert!(xml.contains("tests=\"2\" failures=\"1\""), "{xml}");
         assert!(xml.contains("message=\"a &lt; b &amp; &quot;c&quot;\""), "{xml}");
         assert!(xml.contains("<testcase classname=\"ci\" name=\"swarm 1\" time=\"0.100\"/>"), "{xml}");
+    }
+
+    #[test]
+    fn junit_escapes_control_characters() {
+        let cases = [Case { name: "a\u{1}b\u{1b}[31m'".into(), seconds: 0.0, failure: Some("x\u{0}y\tz".into()) }];
+        let xml = junit("s\u{7}", &cases);
+        assert!(!xml.chars().any(|c| u32::from(c) < 0x20 && c != '\n'), "a raw control character: {xml:?}");
+        assert!(xml.contains("name=\"a\\u{1}b\\u{1b}[31m&apos;\""), "{xml}");
+        assert!(xml.contains("x\\u{0}y&#9;z"), "{xml}");
+    }
+
+    #[test]
+    fn sh_quote_makes_one_word() {
+        assert_eq!(sh_quote("swarm"), "swarm");
+        assert_eq!(sh_quote("my dir/it's.toml"), "'my dir/it'\\''s.toml'");
+        assert_eq!(sh_quote(""), "''");
+        assert_eq!(sh_quote("$(rm -rf x)"), "'$(rm -rf x)'");
     }
 }

@@ -157,6 +157,36 @@ impl Default for FaultKind {
     }
 }
 
+/// The upper bounds of a scenario's numbers (README "Scenarios"): one world runs in seconds of
+/// wall time and its memory is bounded by them.
+pub struct Limits {
+    /// A lease's time to live.
+    pub ttl_ms: u32,
+    /// Any window or interval of the world: start_ms, fault_ms, liveness_ms, retention_ms,
+    /// operator_ms.
+    pub window_ms: u32,
+    /// One step's duration: call_ms, tool_ms, and a fault's restart_ms, hold_ms, max_ms.
+    pub step_ms: u32,
+    /// Nodes that boot at once.
+    pub boot_storm: u32,
+    /// Stall length in ttls.
+    pub stall_factor: f64,
+    /// Clock jumps, zombie probes and restarts scheduled over the fault window, all kinds together.
+    pub timed_events: u32,
+    /// Worker polls over the whole world (workers x (fault_ms + liveness_ms) / poll_ms).
+    pub polls: u64,
+}
+
+pub const LIMITS: Limits = Limits {
+    ttl_ms: 60_000,
+    window_ms: 600_000,
+    step_ms: 60_000,
+    boot_storm: 256,
+    stall_factor: 100.0,
+    timed_events: 10_000,
+    polls: 1_000_000,
+};
+
 /// Engine fault-point classes a fault kind can be aimed at.
 pub const SITES: [&str; 11] =
     ["any", "acquire", "owned", "call", "tool", "running", "terminal", "settle", "meta", "checkpoint", "delete"];
@@ -317,13 +347,68 @@ impl Scenario {
         if w.runs.1 == 0 {
             return world("runs", format!("must be at least 1 (a world with no runs does nothing), got {}", w.runs));
         }
+        // Upper bounds: a world stays small enough to run in seconds and to hold in memory.
+        for (key, value, max) in [
+            ("ttl_ms", w.ttl_ms, LIMITS.ttl_ms),
+            ("start_ms", w.start_ms, LIMITS.window_ms),
+            ("retention_ms", w.retention_ms, LIMITS.window_ms),
+            ("operator_ms", w.operator_ms, LIMITS.window_ms),
+            ("boot_storm", w.boot_storm, LIMITS.boot_storm),
+            ("fault_ms", w.fault_ms, LIMITS.window_ms),
+            ("liveness_ms", w.liveness_ms, LIMITS.window_ms),
+            ("call_ms", w.call_ms, LIMITS.step_ms),
+            ("tool_ms", w.tool_ms, LIMITS.step_ms),
+        ] {
+            if value > max {
+                return world(key, format!("at most {max}, got {value}"));
+            }
+        }
+        if w.start_ms > w.liveness_ms / 2 + w.fault_ms {
+            return world(
+                "start_ms",
+                format!(
+                    "at most fault_ms + liveness_ms / 2 = {} (a run started later has too little of the liveness \
+                     bound left to settle and would be reported as never reaching the store), got {}",
+                    w.liveness_ms / 2 + w.fault_ms,
+                    w.start_ms
+                ),
+            );
+        }
+        let polls =
+            u64::from(w.workers.1) * (u64::from(w.fault_ms) + u64::from(w.liveness_ms)) / u64::from(w.poll_ms.0);
+        if polls > LIMITS.polls {
+            return world(
+                "poll_ms",
+                format!(
+                    "{} workers polling every {} ms over fault_ms + liveness_ms would poll {polls} times, more than \
+                     the limit of {}",
+                    w.workers.1, w.poll_ms.0, LIMITS.polls
+                ),
+            );
+        }
         let events = crate::coverage::events();
         if let Some(bad) = self.aims.iter().find(|e| !events.contains(e)) {
             return Err(("", "aims", format!("aims: unknown coverage event '{bad}' (known: {})", events.join(", "))));
         }
+        if let Some(bad) = self.targets.iter().find(|t| crate::catalogue::Defect::parse(t).is_err()) {
+            let message = crate::catalogue::Defect::parse(bad).err().unwrap_or_default();
+            return Err(("", "targets", format!("targets: {message}")));
+        }
+        let mut timed_events = 0.0;
         for (kind, f) in self.faults.kinds() {
             let fault =
                 |key: &'static str, message: String| Err((kind, key, format!("faults.{kind}.{key}: {message}")));
+            for (key, span) in [("restart_ms", f.restart_ms), ("hold_ms", f.hold_ms)] {
+                if span.1 > LIMITS.step_ms {
+                    return fault(key, format!("at most {}, got {span}", LIMITS.step_ms));
+                }
+            }
+            if f.max_ms > LIMITS.step_ms {
+                return fault("max_ms", format!("at most {}, got {}", LIMITS.step_ms, f.max_ms));
+            }
+            if f.factor.1 > LIMITS.stall_factor {
+                return fault("factor", format!("at most {} ttls, got {}", LIMITS.stall_factor, f.factor.1));
+            }
             // A kind that is on must be able to fire.
             if f.on.0 > 0.0 {
                 if f.sites.is_empty() {
@@ -365,6 +450,19 @@ impl Scenario {
             }
             if !per_point && f.rate.1 > 50.0 {
                 return fault("rate", format!("is events per second, at most 50, got {}", f.rate.1));
+            }
+            if matches!(kind, "clock" | "zombie" | "restart") && f.on.0 > 0.0 {
+                timed_events += f.rate.1 * f64::from(w.fault_ms) / 1000.0;
+                if timed_events > LIMITS.timed_events as f64 {
+                    return fault(
+                        "rate",
+                        format!(
+                            "{} per second over fault_ms {} (with the other timed kinds) schedules up to {timed_events:.0} \
+                             events, more than the limit of {}",
+                            f.rate.1, w.fault_ms, LIMITS.timed_events
+                        ),
+                    );
+                }
             }
             if let Some(bad) = f.sites.iter().find(|s| !SITES.contains(&s.as_str())) {
                 return fault("sites", format!("unknown site '{bad}' (known: {})", SITES.join(", ")));
@@ -471,5 +569,45 @@ mod tests {
         assert_eq!(e.line, Some(1), "{e}");
         let e = parse("description = \"x\"\n[faults.crash]\nsites = [\"nowhere\"]\n").expect_err("site");
         assert!(e.to_string().contains("unknown site 'nowhere'"), "{e}");
+    }
+
+    #[test]
+    fn numbers_have_upper_bounds_and_nonsense_combinations_are_refused() {
+        for (text, line, needle) in [
+            ("[world]\nboot_storm = 4000000000\n", 3, "world.boot_storm: at most 256"),
+            ("[world]\nfault_ms = 4000000000\n", 3, "world.fault_ms: at most 600000"),
+            ("[world]\nliveness_ms = 4000000\n", 3, "world.liveness_ms: at most 600000"),
+            ("[world]\ncall_ms = 4000000000\n", 3, "world.call_ms: at most 60000"),
+            ("[world]\nttl_ms = 2000000000\n", 3, "world.ttl_ms: at most 60000"),
+            ("[world]\nstart_ms = 500000\n", 3, "world.start_ms: at most fault_ms + liveness_ms / 2"),
+            ("[world]\nworkers = 64\npoll_ms = 1\nfault_ms = 600000\n", 4, "would poll"),
+            ("[world]\nfault_ms = 600000\n[faults.zombie]\non = 1.0\nrate = 50\n", 6, "more than the limit of 10000"),
+            ("[faults.crash]\nrestart_ms = [0, 4000000000]\n", 3, "faults.crash.restart_ms: at most 60000"),
+            ("[faults.busy]\nhold_ms = 4000000000\n", 3, "faults.busy.hold_ms: at most"),
+            ("[faults.clock]\nmax_ms = 4000000000\n", 3, "faults.clock.max_ms: at most"),
+            ("[faults.stall]\nfactor = 1e300\n", 3, "faults.stall.factor: at most 100"),
+        ] {
+            let e = parse(&format!("description = \"x\"\n{text}")).expect_err(text);
+            assert_eq!(e.line, Some(line), "{text}: {e}");
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn targets_are_checked_like_defect_flags() {
+        let e =
+            parse("description = \"x\"\n\ntargets = [\"unfenced-meta\", \"no-such-defect\"]\n").expect_err("target");
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(
+            e.to_string().starts_with("scenarios/x.toml:3: targets: unknown defect 'no-such-defect' (valid: "),
+            "{e}"
+        );
+        parse("description = \"x\"\ntargets = [\"unfenced-meta\"]\n").expect("a known target");
+    }
+
+    #[test]
+    fn every_shipped_scenario_is_within_the_bounds() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        assert!(Scenario::load_all(&dir).expect("the shipped scenarios load").len() >= 10);
     }
 }

@@ -151,3 +151,63 @@ fn text_output_ends_with_a_summary_and_a_repro_line() {
     assert!(lines[lines.len() - 2].starts_with("FAIL: store=sqlite-memdb defects=no-seq-guard"), "{text}");
     assert_eq!(lines[lines.len() - 1], "repro: fencesim conformance --store sqlite-memdb --defect no-seq-guard");
 }
+
+/// The pids of the processes whose parent is `parent`, read from /proc.
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // pid (comm) state ppid ...: comm may hold spaces, so split after its closing ')'.
+            let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+            rest.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok()) == Some(parent)
+        })
+        .collect()
+}
+
+/// Alive and not a zombie.
+fn running(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next().map(str::to_owned));
+    matches!(state.as_deref(), Some(s) if s != "Z" && s != "X")
+}
+
+/// SIGTERM or SIGINT during the boot race: the process exits 128 + the signal, its boot children
+/// die with it, and its temporary folder is gone.
+#[test]
+#[allow(clippy::disallowed_methods, reason = "the test watches real processes in wall time")]
+fn a_signal_during_the_boot_race_kills_the_children_and_removes_the_folder() {
+    use std::time::{Duration, Instant};
+    for (signal, name) in [(15, "TERM"), (2, "INT")] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
+            .args(["conformance", "--store", "sqlite-file"])
+            .env("TMPDIR", tmp.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let boots = loop {
+            let boots = children_of(child.id());
+            if !boots.is_empty() || started.elapsed() > Duration::from_secs(120) {
+                break boots;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert!(!boots.is_empty(), "no boot child appeared");
+        assert!(std::fs::read_dir(tmp.path()).unwrap().count() > 0, "no temporary folder to remove");
+        let status = std::process::Command::new("kill").arg(format!("-{name}")).arg(child.id().to_string()).status();
+        assert!(status.unwrap().success());
+        let exit = child.wait().unwrap();
+        assert_eq!(exit.code(), Some(128 + signal), "SIG{name}: {exit:?}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while boots.iter().any(|&b| running(b)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!boots.iter().any(|&b| running(b)), "SIG{name}: a boot child outlived its parent");
+        let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().path()).collect();
+        assert!(left.is_empty(), "SIG{name}: left behind {left:?}");
+    }
+}

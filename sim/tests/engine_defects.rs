@@ -1,8 +1,8 @@
 //! The engine's fencing promises under the interleavings that broke the reference (contracts 3,
 //! section 6), each as a scenario that returns its violations: empty for the correct engine on
 //! memdb and on a WAL file, non-empty with the planted defect it targets. The catalogue test at
-//! the end requires a catching test for every engine defect: a scenario here, or a named test of
-//! the worker or kill-point suites.
+//! the end binds every engine defect to a detector in a table and runs it, clean and planted: a
+//! scenario here, the kill points' residue check, a probe, or a shipped regression plan.
 
 mod common;
 
@@ -230,7 +230,7 @@ fn cancel_mid_call(defects: EngineDefects, db: DbKind) -> Violations {
 /// refused; otherwise it redispatches the in-flight call and pays it twice. The probe is the kill
 /// matrix's detector too (a fenced world cannot reach this defect).
 fn second_segment(defects: EngineDefects, _db: DbKind) -> Violations {
-    fencesim::probes::second_segment(defects)
+    fencesim::probes::second_segment(defects).expect("the probe's set-up")
 }
 
 /// Contracts 3.7: a resume whose window between reading and acquiring sees another owner finish
@@ -285,38 +285,62 @@ fn resume_window(defects: EngineDefects, db: DbKind) -> Violations {
 
 type Scenario = fn(EngineDefects, DbKind) -> Violations;
 
-/// Where each engine defect is caught: a scenario of this file, or a named test elsewhere.
-enum Detector {
-    Here(Scenario),
-    /// A test in another test file (its source is checked for the function).
-    Elsewhere {
-        file: &'static str,
-        source: &'static str,
-        test: &'static str,
-    },
+/// Meta-before-settle (contracts 4.2): every kill point of the table, the crash between the two
+/// settle writes among them; the residue check reports a terminal meta over a journal without a
+/// settle. Only the violations of the residue check count.
+fn kill_points(defects: EngineDefects, db: DbKind) -> Violations {
+    let config = fencesim::killpoints::Config { db, engine_defects: defects, ..Default::default() };
+    let reports =
+        fencesim::killpoints::run_points(&fencesim::killpoints::table(), &config).expect("the kill points run");
+    reports.into_iter().flat_map(|r| r.violations).filter(|v| v.contains("meta ahead of the journal")).collect()
 }
 
-const WORKER: (&str, &str) = ("worker.rs", include_str!("worker.rs"));
-const KILLPOINTS: (&str, &str) = ("killpoints.rs", include_str!("killpoints.rs"));
+/// D18: the kill matrix's probe (a recreated generation at the cached length, resolved).
+fn recreated_generation(defects: EngineDefects, _db: DbKind) -> Violations {
+    fencesim::probes::recreated_generation(defects).expect("the probe's set-up")
+}
 
-fn detector(defect: EngineDefect) -> Detector {
-    let elsewhere = |(file, source): (&'static str, &'static str), test| Detector::Elsewhere { file, source, test };
+/// A defect the worlds catch: its shipped regression plan (`seeds/regressions/`, the minimal
+/// world shrunk from the kill matrix) run with `defects` planted instead of its own; the
+/// violations of the checker the plan expects.
+fn regression_plan(file: &str, defects: EngineDefects, db: DbKind) -> Violations {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../seeds/regressions").join(file);
+    let plan = fencesim::planfile::PlanFile::load(&path).expect("a shipped regression plan");
+    let expect = plan.expect.clone().expect("a regression plan names its checker");
+    let cfg = fencesim::world::WorldConfig {
+        scenario: plan.scenario(&path.display().to_string()),
+        seed: plan.seed,
+        db,
+        store_defects: Default::default(),
+        engine_defects: defects,
+        keep_db: None,
+    };
+    let report = fencesim::world::run(&cfg).expect("the plan's world runs");
+    report.violations.into_iter().filter(|v| v.checker == expect).map(|v| v.explanation).collect()
+}
+
+fn retention_plan(defects: EngineDefects, db: DbKind) -> Violations {
+    regression_plan("retention-without-lease-swarm-seed1.toml", defects, db)
+}
+
+fn fresh_run_plan(defects: EngineDefects, db: DbKind) -> Violations {
+    regression_plan("fresh-run-unleased-boot-storm-seed1.toml", defects, db)
+}
+
+/// Where each engine defect is caught: a detector this test runs, with and without the defect.
+fn detector(defect: EngineDefect) -> Scenario {
     match defect {
-        EngineDefect::UnthreadedMetaLease => Detector::Here(stale_boot_meta),
-        EngineDefect::UnthreadedCheckpointLease => Detector::Here(stale_checkpoint),
-        EngineDefect::SupersededGreen => Detector::Here(superseded_settle),
-        EngineDefect::SettleMetaOnFailedAppend => Detector::Here(failed_settle_append),
-        EngineDefect::StragglersAfterSettle => Detector::Here(cancel_mid_call),
-        EngineDefect::SecondLiveSegment => Detector::Here(second_segment),
-        EngineDefect::ReadBeforeOwn => Detector::Here(resume_window),
-        EngineDefect::MetaBeforeSettle => elsewhere(KILLPOINTS, "meta_before_settle_is_caught_by_the_residue_check"),
-        EngineDefect::RetentionWithoutLease => {
-            elsewhere(WORKER, "d4_retention_without_lease_is_caught_deleting_a_live_run")
-        }
-        EngineDefect::FreshRunUnleased => elsewhere(WORKER, "d9_fresh_run_unleased_is_caught_as_a_double_payment"),
-        EngineDefect::SkipCacheByLength => {
-            elsewhere(WORKER, "d18_skip_cache_by_length_is_caught_skipping_the_new_generation_forever")
-        }
+        EngineDefect::UnthreadedMetaLease => stale_boot_meta,
+        EngineDefect::UnthreadedCheckpointLease => stale_checkpoint,
+        EngineDefect::SupersededGreen => superseded_settle,
+        EngineDefect::SettleMetaOnFailedAppend => failed_settle_append,
+        EngineDefect::StragglersAfterSettle => cancel_mid_call,
+        EngineDefect::SecondLiveSegment => second_segment,
+        EngineDefect::ReadBeforeOwn => resume_window,
+        EngineDefect::MetaBeforeSettle => kill_points,
+        EngineDefect::RetentionWithoutLease => retention_plan,
+        EngineDefect::FreshRunUnleased => fresh_run_plan,
+        EngineDefect::SkipCacheByLength => recreated_generation,
     }
 }
 
@@ -339,19 +363,15 @@ fn the_correct_engine_keeps_every_promise_on_memdb_and_on_a_file() {
     }
 }
 
+/// Every engine defect is bound to a detector that is run here: it reports nothing for the
+/// correct engine and something with the defect planted.
 #[test]
-fn each_engine_defect_is_caught_by_its_scenario() {
+fn each_engine_defect_is_caught_by_its_detector() {
     for defect in EngineDefect::ALL {
-        match detector(defect) {
-            Detector::Here(scenario) => {
-                let violations = scenario(EngineDefects::of(&[defect]), DbKind::Memdb);
-                assert!(!violations.is_empty(), "{defect} was not caught");
-                eprintln!("{defect}: caught: {}", violations.join("; "));
-            }
-            Detector::Elsewhere { file, source, test } => {
-                let declared = source.contains(&format!("#[test]\nfn {test}()"));
-                assert!(declared, "{defect}: {file} has no test `{test}`");
-            }
-        }
+        let detect = detector(defect);
+        assert_eq!(detect(EngineDefects::NONE, DbKind::Memdb), Violations::new(), "{defect}: the detector fails clean");
+        let violations = detect(EngineDefects::of(&[defect]), DbKind::Memdb);
+        assert!(!violations.is_empty(), "{defect} was not caught");
+        eprintln!("{defect}: caught: {}", violations.join("; "));
     }
 }

@@ -438,3 +438,26 @@ fn an_epoch_at_the_integer_limit_is_refused_not_wrapped() {
     let epoch: i64 = conn.query_row("SELECT epoch FROM epochs WHERE run_id = 'limit'", [], |r| r.get(0)).unwrap();
     assert_eq!(epoch, i64::MAX, "the epoch wrapped");
 }
+
+#[test]
+fn list_escapes_control_characters_in_run_ids_and_names() {
+    let db = Db::new();
+    let mut meta = RunMeta::new("evil\n\u{1b}[2Jforged ok segments=9", RunStatus::Running).with_segments(1);
+    meta.name = Some("bell\u{7}".to_owned());
+    db.seed(&meta, &dispatched());
+    let out = fencesim(&["runs", "list"], &db.path);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 1, "one row, none forged: {text:?}");
+    assert!(!text.trim_end().chars().any(char::is_control), "a raw control character: {text:?}");
+    assert!(text.contains("evil\\n\\u{1b}[2Jforged") && text.contains("name=bell\\u{7}"), "{text:?}");
+    // The audit names the same run on one line too (a meta behind its settle, to be reported).
+    let mut entries = dispatched();
+    entries.push(run_settle(Seq(3), RunStatus::Ok, 1));
+    let behind = RunMeta::new("bad\nid", RunStatus::Running).with_segments(1);
+    db.seed(&behind, &entries);
+    let audit = fencesim(&["runs", "audit"], &db.path);
+    let text = stdout(&audit);
+    assert!(text.contains("bad\\nid"), "{text:?}");
+    assert!(!text.lines().any(|l| l.starts_with("id")), "a forged line: {text:?}");
+}

@@ -2,6 +2,8 @@
 //! concurrent-boot check (B2: many processes booting one fresh file at the same instant), and a
 //! way to create or validate a database by hand. Bad input (an invalid ttl, a missing folder, a
 //! file that is not a SQLite database, someone else's database) exits 2 and writes nothing.
+//! Started by `conformance` (its pid in [`PARENT_ENV`]), it dies with its parent: it asks for
+//! `SIGKILL` when the parent goes (`PR_SET_PDEATHSIG`) and exits 2 if the parent is already gone.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,7 +32,17 @@ pub struct Args {
     defects: Vec<StoreDefect>,
 }
 
+/// Set by `conformance` on its boot children: the parent's pid.
+pub const PARENT_ENV: &str = "FENCESIM_BOOT_PARENT";
+
 pub fn run(args: &Args) -> CmdResult {
+    if let Ok(parent) = std::env::var(PARENT_ENV) {
+        use nix::sys::signal::Signal;
+        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).context("cannot set the parent-death signal")?;
+        // The parent may have died before the prctl: then our parent is no longer its pid.
+        let actual = nix::unistd::getppid().as_raw();
+        anyhow::ensure!(parent.parse::<i32>().ok() == Some(actual), "the conformance parent {parent} is gone");
+    }
     if let Some(start_at) = args.start_at_ms {
         let wait = start_at.saturating_sub(unix_ms());
         if wait > 0 {

@@ -1,5 +1,9 @@
 //! `fencesim conformance`: run the store conformance kit against one of the shipped stores,
-//! optionally with planted defects, and print one line per check (or one JSON document).
+//! optionally with planted defects, and print one line per check (or one JSON document). With
+//! `--store sqlite-file` the kit's databases live in a temporary folder removed on every exit
+//! path: a normal return, an error, and `SIGINT`/`SIGTERM`/`SIGHUP` (a watcher thread removes it
+//! and exits with 128 + the signal); the boot race's children die with this process
+//! (`PR_SET_PDEATHSIG`, see `fencesim boot`).
 
 use std::io::Write;
 use std::path::Path;
@@ -71,6 +75,7 @@ pub fn run(args: &Args) -> CmdResult {
                 .prefix("fencesim-conformance-")
                 .tempdir()
                 .context("cannot create a temporary folder")?;
+            remove_on_signal(dir.path().to_path_buf())?;
             let exe = std::env::current_exe().context("cannot locate the fencesim binary for the boot race")?;
             let planted = args.defects.clone();
             let target = SqliteTarget::file(dir.path())
@@ -93,8 +98,32 @@ pub fn run(args: &Args) -> CmdResult {
     Ok(if summary.failed > 0 { Verdict::Fail } else { Verdict::Pass })
 }
 
+/// Block `SIGINT`, `SIGTERM` and `SIGHUP` in this thread (and so in every thread it starts; a
+/// spawned child's mask is reset by `std::process`) and start a thread that waits for one: it
+/// removes `folder` and exits with 128 + the signal, as the default action would have, so the
+/// boot children (which die with their parent) and the folder both go.
+fn remove_on_signal(folder: std::path::PathBuf) -> anyhow::Result<()> {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        set.add(signal);
+    }
+    set.thread_block().context("cannot block the termination signals")?;
+    std::thread::Builder::new()
+        .name("conformance-signals".into())
+        .spawn(move || {
+            if let Ok(signal) = set.wait() {
+                let _ = std::fs::remove_dir_all(&folder);
+                std::process::exit(128 + signal as i32);
+            }
+        })
+        .context("cannot start the signal watcher")?;
+    Ok(())
+}
+
 pub(super) fn boot_command(exe: &Path, db: &Path, start_at: i64, defects: &[StoreDefect]) -> Command {
     let mut cmd = Command::new(exe);
+    cmd.env(super::boot::PARENT_ENV, std::process::id().to_string());
     cmd.arg("boot").arg("--db").arg(db).arg("--start-at-ms").arg(start_at.to_string());
     for d in defects {
         cmd.arg("--defect").arg(d.name());

@@ -116,9 +116,9 @@ pub fn run(args: &Args) -> CmdResult {
                 let (caught, place, checker, repro) = match &h.catch {
                     Some(c) => {
                         let place = c.seed.map_or(c.scenario.clone(), |seed| format!("{} seed {seed}", c.scenario));
-                        ("yes", place, c.checker.as_str(), c.repro.as_str())
+                        ("yes", place, c.shown(), c.repro.as_str())
                     }
-                    None => ("NO", h.hunted_in.join(","), "-", "-"),
+                    None => ("NO", h.hunted_in.join(","), "-".to_owned(), "-"),
                 };
                 println!("{:<28} {caught:<6} {:>5}  {place:<40} {checker:<22} {repro}", h.defect, h.tries);
             }
@@ -161,6 +161,7 @@ fn hunt(defect: Defect, args: &Args) -> anyhow::Result<Hunt> {
             scenario: detector.to_owned(),
             seed: None,
             checker: checker.to_owned(),
+            aimed_at: mutants::aimed_at(defect).to_owned(),
             explanation: first.clone(),
             repro,
         }),
@@ -170,7 +171,7 @@ fn hunt(defect: Defect, args: &Args) -> anyhow::Result<Hunt> {
         Detector::Probe(name) => caught(
             &format!("probe {name}"),
             "probe",
-            mutants::probe(name, defect),
+            mutants::probe(name, defect).map_err(|e| anyhow::anyhow!("{defect}: {e}"))?,
             format!("cargo test -p fencesim --lib probes::tests::{}", name.replace('-', "_")),
         ),
         Detector::BootRace => {

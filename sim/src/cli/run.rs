@@ -31,7 +31,8 @@ pub struct Args {
     defects: Vec<Defect>,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
-    /// Save the final store state as a SQLite file (refuses to overwrite).
+    /// Save the final store state as a SQLite file at PATH (a path, never a SQLite URI; an
+    /// existing file is refused without --force; a directory or symbolic link always).
     #[arg(long, value_name = "PATH")]
     keep_db: Option<PathBuf>,
     /// On a failure, write a bundle `DIR/<scenario>-<seed>/` (repro.sh, trace, report, plan,
@@ -41,23 +42,33 @@ pub struct Args {
     /// With --bundle: shrink the failing world too (60 s at most) and add `plan.min.toml`.
     #[arg(long, requires = "bundle")]
     shrink: bool,
-    /// Write the timeline page of the world (failing or not) to FILE (refuses to overwrite).
+    /// Write the timeline page of the world (failing or not) to FILE (an existing file is
+    /// refused without --force; a directory or symbolic link always).
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// Let --keep-db and --html replace an existing file.
+    #[arg(long)]
+    force: bool,
 }
 
 pub fn run(args: &Args) -> CmdResult {
     let (scenario, seed, defects) =
         super::plan::resolve(args.scenario.as_deref(), args.seed, args.plan.as_deref(), &args.defects)?;
     let (engine_defects, store_defects) = Defect::split(&defects);
-    let cfg = WorldConfig { scenario, seed, db: args.db, store_defects, engine_defects, keep_db: args.keep_db.clone() };
-    if let Some(html) = args.html.as_ref().filter(|p| p.exists()) {
-        anyhow::bail!("--html {}: the file exists; refusing to overwrite it", html.display());
+    let keep_db = args.keep_db.clone().map(|path| fencesim::files::Output { path, overwrite: args.force });
+    let cfg = WorldConfig { scenario, seed, db: args.db, store_defects, engine_defects, keep_db };
+    // Refused before the world runs, so a refusal costs nothing.
+    if let Some(out) = &cfg.keep_db {
+        fencesim::files::check_target(&out.path, out.overwrite).map_err(|e| anyhow::anyhow!("--keep-db {e}"))?;
+    }
+    if let Some(html) = &args.html {
+        fencesim::files::check_target(html, args.force).map_err(|e| anyhow::anyhow!("--html {e}"))?;
     }
     let cfg_ttl = cfg.scenario.world.ttl_ms;
     let outcome = world::run(&cfg)?;
     if let Some(html) = &args.html {
-        fencesim::files::write_atomic(html, fencesim::timeline::html(&outcome, &defects).as_bytes(), false)?;
+        fencesim::files::write_atomic(html, fencesim::timeline::html(&outcome, &defects).as_bytes(), args.force)
+            .map_err(|e| anyhow::anyhow!("--html {e}"))?;
     }
     if let Some(dir) = args.bundle.as_ref().filter(|_| !outcome.passed()) {
         let cfg = WorldConfig { keep_db: None, ..cfg.clone() };

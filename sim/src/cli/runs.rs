@@ -156,7 +156,7 @@ fn run_audit(args: &AuditArgs) -> CmdResult {
     for finding in &corrupt {
         let suffix = if args.repair { " (rows not trusted, not repaired)" } else { "" };
         match args.format {
-            Format::Text => writeln!(out, "{finding}{suffix}")?,
+            Format::Text => writeln!(out, "{}", controls_escaped(&format!("{finding}{suffix}")))?,
             Format::Json => rows.push(json!({
                 "run": finding.run.as_ref().map(RunId::as_str),
                 "verdict": "corrupt",
@@ -176,7 +176,9 @@ fn run_audit(args: &AuditArgs) -> CmdResult {
             remaining += 1;
         }
         match args.format {
-            Format::Text => writeln!(out, "{a}{}", repair.map_or(String::new(), Repair::suffix))?,
+            Format::Text => {
+                writeln!(out, "{}", controls_escaped(&format!("{a}{}", repair.map_or(String::new(), Repair::suffix))))?;
+            }
             Format::Json => rows.push(json_row(a, repair)),
         }
     }
@@ -229,6 +231,20 @@ fn json_row(a: &RunAudit, repair: Option<Repair>) -> Value {
     })
 }
 
+/// A stored string for a terminal: control characters (an escape sequence, a line break that
+/// would forge a row) written out as Rust escapes, a backslash doubled; anything else as it is.
+fn shown(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() || c == '\\' { c.escape_default().to_string() } else { c.to_string() })
+        .collect()
+}
+
+/// A line of the audit for a terminal: its control characters (a stored run id's escape
+/// sequence or line break) written out as Rust escapes, everything else as it is.
+fn controls_escaped(line: &str) -> String {
+    line.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
 fn run_list(args: &ListArgs) -> CmdResult {
     let store = open_existing(&args.db)?;
     let filter = RunFilter { status: args.status, ..RunFilter::all() };
@@ -239,8 +255,8 @@ fn run_list(args: &ListArgs) -> CmdResult {
     match args.format {
         Format::Text => {
             for m in &metas {
-                let name = m.name.as_ref().map_or(String::new(), |n| format!(" name={n}"));
-                writeln!(out, "{} {} segments={}{name}", m.run_id, m.status, m.segments)?;
+                let name = m.name.as_ref().map_or(String::new(), |n| format!(" name={}", shown(n)));
+                writeln!(out, "{} {} segments={}{name}", shown(m.run_id.as_str()), m.status, m.segments)?;
             }
             if metas.is_empty() {
                 eprintln!("no runs");

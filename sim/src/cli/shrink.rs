@@ -78,11 +78,8 @@ pub fn run(args: &Args) -> CmdResult {
         (None, Some(name), Some(seed)) => PlanFile::draw(&catalogue::scenario(name)?, seed, &args.defects),
         _ => anyhow::bail!("name a world: --scenario NAME --seed S, or --plan FILE"),
     };
-    if let Some(out) = &args.out
-        && out.exists()
-        && !args.force
-    {
-        anyhow::bail!("--out {}: the file exists; refusing to overwrite it (--force replaces it)", out.display());
+    if let Some(out) = &args.out {
+        fencesim::files::check_target(out, args.force).map_err(|e| anyhow::anyhow!("--out {e}"))?;
     }
     let shrunk = shrink::shrink(&file, args.db, &mut budget(args.budget_s))?;
     println!("shrink {} seed {}: keeps failing {}", file.scenario, file.seed, shrunk.checker);
@@ -109,7 +106,7 @@ pub fn run(args: &Args) -> CmdResult {
 
 fn repro(plan: &Path, db: DbKind) -> String {
     let db = if db == DbKind::Memdb { String::new() } else { format!(" --db {}", db.as_str()) };
-    format!("fencesim run --plan {}{db} --trace", plan.display())
+    format!("fencesim run --plan {}{db} --trace", fencesim::report::sh_quote(&plan.display().to_string()))
 }
 
 /// One row of the measurement.

@@ -95,6 +95,7 @@ pub fn run(args: &Args) -> CmdResult {
     }
     if let Some(dir) = &args.report {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        fencesim::files::remove_stale(&[&dir.join("soak.json"), &dir.join("junit.xml")])?;
     }
     let exe = std::env::current_exe().context("cannot locate the fencesim binary")?;
     let opts = SoakOptions {
@@ -177,6 +178,7 @@ fn run_engine(args: &Args) -> CmdResult {
     }
     if let Some(dir) = &args.report {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        fencesim::files::remove_stale(&[&dir.join("soak-engine.json")])?;
         let doc = serde_json::json!({
             "schema": "fencesim.soak-engine/1",
             "level": "engine",

@@ -75,6 +75,8 @@ pub fn run(args: &Args) -> CmdResult {
     let (first_seed, count) = shard.seeds(args.start, end);
     if let Some(dir) = &args.report {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create the report folder {}", dir.display()))?;
+        // An earlier run's reports go now: a harness error below must not leave its verdict.
+        fencesim::files::remove_stale(&[&dir.join("sweep.json"), &dir.join("junit.xml")])?;
     }
     let mut failures = Vec::new();
     let mut table = coverage::Table::default();
@@ -176,7 +178,8 @@ pub fn run(args: &Args) -> CmdResult {
             "seeds": args.seeds,
             "shard": shard.json(),
             "summary": {
-                "verdict": if failed + errors == 0 { "pass" } else { "fail" },
+                // A world that could not run is a harness error, never mistaken for a verdict.
+                "verdict": if errors > 0 { "error" } else if failed == 0 { "pass" } else { "fail" },
                 "worlds": n,
                 "passed": n - failed - errors,
                 "failed": failed,

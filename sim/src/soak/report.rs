@@ -3,7 +3,6 @@
 //! a reader never sees half a report.
 
 use std::fs::File;
-use std::io::Write;
 use std::path::Path;
 
 use serde::Serialize;
@@ -17,14 +16,11 @@ pub const SCHEMA: &str = "fencesim.soak/1";
 
 /// Write `bytes` to `path` atomically.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> SoakResult<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut temp =
-        tempfile::NamedTempFile::new_in(dir).map_err(SoakError::io(format!("cannot write in {}", dir.display())))?;
-    temp.write_all(bytes).map_err(SoakError::io(format!("cannot write {}", path.display())))?;
-    temp.as_file().sync_all().map_err(SoakError::io(format!("cannot sync {}", path.display())))?;
-    temp.persist(path)
-        .map_err(|e| SoakError::Io { what: format!("cannot rename onto {}", path.display()), source: e.error })?;
-    if let Ok(d) = File::open(dir) {
+    crate::files::write_atomic(path, bytes, true).map_err(|e| SoakError::Io {
+        what: format!("cannot write {}", path.display()),
+        source: std::io::Error::other(e.message),
+    })?;
+    if let Ok(d) = File::open(crate::files::parent(path)) {
         let _ = d.sync_all();
     }
     Ok(())

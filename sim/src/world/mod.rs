@@ -11,7 +11,6 @@ mod nodes;
 pub mod plan;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -37,8 +36,8 @@ pub struct WorldConfig {
     pub db: DbKind,
     pub store_defects: Defects,
     pub engine_defects: EngineDefects,
-    /// Save the final database here (a SQLite file).
-    pub keep_db: Option<PathBuf>,
+    /// Save the final database here (a SQLite file; `overwrite` replaces an existing file).
+    pub keep_db: Option<crate::files::Output>,
 }
 
 /// Counts that say what a world did.
@@ -454,8 +453,8 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
         &snapshot,
         &OracleConfig { ttl_ms: i64::from(shared.plan.ttl_ms), planned, scope: Scope::Engine },
     );
-    if let Some(path) = &shared.cfg.keep_db {
-        keep(&observer, path)?;
+    if let Some(out) = &shared.cfg.keep_db {
+        keep(&observer, out)?;
     }
     let config = shared.plan.describe();
     let fingerprint = fingerprint(&config, &rows, &snapshot);
@@ -479,15 +478,30 @@ fn world_name(shared: &Shared) -> String {
 }
 
 /// Save the final state as a SQLite file (SQLite's online backup, so a memdb world is written to
-/// disk like a file world): readable by `fencesim runs audit` and any SQLite tool.
-fn keep(observer: &fencesim_store::SqliteStore, path: &std::path::Path) -> Result<(), String> {
-    if path.exists() {
-        return Err(format!("--keep-db {}: the file exists; refusing to overwrite it", path.display()));
+/// disk like a file world): readable by `fencesim runs audit` and any SQLite tool. The path is a
+/// path, never a SQLite URI (`file:x.db?mode=memory` names a file of that name); the copy is made
+/// in a temporary file beside it and renamed into place, so an existing file is never written
+/// into (replaced only with `overwrite`), and a directory or a symbolic link is refused.
+fn keep(observer: &fencesim_store::SqliteStore, out: &crate::files::Output) -> Result<(), String> {
+    use rusqlite::OpenFlags;
+    let fail = |message: String| format!("--keep-db {}: {message}", out.path.display());
+    crate::files::check_target(&out.path, out.overwrite).map_err(|e| fail(e.message))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".fencesim-keep-")
+        .tempfile_in(crate::files::parent(&out.path))
+        .map_err(|e| fail(format!("cannot create a temporary file beside it: {e}")))?;
+    {
+        // No SQLITE_OPEN_URI: the temporary name is opened as the file it is.
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut dst = rusqlite::Connection::open_with_flags(tmp.path(), flags).map_err(|e| fail(e.to_string()))?;
+        let backup =
+            rusqlite::backup::Backup::new(observer.raw_connection(), &mut dst).map_err(|e| fail(e.to_string()))?;
+        backup.run_to_completion(4096, std::time::Duration::ZERO, None).map_err(|e| fail(e.to_string()))?;
     }
-    observer
-        .raw_connection()
-        .backup(rusqlite::MAIN_DB, path, None::<fn(rusqlite::backup::Progress)>)
-        .map_err(|e| format!("--keep-db {}: {e}", path.display()))
+    tmp.as_file().sync_all().map_err(|e| fail(format!("cannot write: {e}")))?;
+    let persisted = if out.overwrite { tmp.persist(&out.path) } else { tmp.persist_noclobber(&out.path) };
+    persisted.map_err(|e| fail(format!("cannot rename into place: {}", e.error)))?;
+    Ok(())
 }
 
 /// FNV over the applied configuration, every trace row and the final store state.

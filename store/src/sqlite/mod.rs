@@ -26,7 +26,7 @@ const LOAD_SQL: &str = "SELECT payload FROM entries WHERE run_id = +?1 ORDER BY 
 const TAIL_SQL: &str = "SELECT MAX(seq) FROM entries WHERE run_id = +?1";
 const LIST_BLOBS_SQL: &str = "SELECT ref FROM blobs WHERE run_id = +?1 AND ref <> +?1 ORDER BY ref";
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -140,6 +140,8 @@ pub struct SqliteStore {
     clock: Arc<dyn Clock>,
     defects: Defects,
     hook: RefCell<Option<FaultHook>>,
+    /// Clock reads so far; `fenced()` asserts (debug builds) that a fenced call reads it once.
+    clock_reads: Cell<u64>,
 }
 
 impl fmt::Debug for SqliteStore {
@@ -181,6 +183,7 @@ impl SqliteStore {
             clock: options.clock,
             defects: options.defects,
             hook: RefCell::new(None),
+            clock_reads: Cell::new(0),
         })
     }
 
@@ -300,16 +303,40 @@ impl SqliteStore {
         }
         if self.defects.has(StoreDefect::NonAtomicFence) {
             // D3: the check is one autocommit read and the mutation runs after it, unguarded.
-            self.check_lease(op, lease, self.clock.now_ms())?;
+            self.check_lease(op, lease, self.now_ms())?;
             self.fire(FaultPoint::FenceChecked, op, &lease.run);
-            return mutate(self.clock.now_ms());
+            return mutate(self.now_ms());
         }
-        self.write_txn(op, target, || {
-            let now = self.clock.now_ms();
+        let reads_before = self.clock_reads.get();
+        let value = self.write_txn(op, target, || {
+            // What the fence relies on: the check and the mutation are one write transaction,
+            // under one clock reading, for the run the lease names.
+            debug_assert!(!self.conn.is_autocommit(), "fenced {op:?}: the lease check runs outside a transaction");
+            debug_assert!(
+                lease.run == *target || self.defects.has(StoreDefect::NoRunMatch),
+                "fenced {op:?}: a lease of {} fences a write to {target}",
+                lease.run
+            );
+            let now = self.now_ms();
             self.check_lease(op, lease, now)?;
             self.fire(FaultPoint::FenceChecked, op, &lease.run);
-            mutate(now)
-        })
+            let value = mutate(now);
+            debug_assert!(!self.conn.is_autocommit(), "fenced {op:?}: the mutation left the transaction");
+            value
+        });
+        // Once when the body ran (none when BEGIN itself failed), never twice.
+        let reads = self.clock_reads.get() - reads_before;
+        debug_assert!(
+            reads <= 1 && (value.is_err() || reads == 1),
+            "fenced {op:?}: the clock was read {reads} times between the check and the mutation"
+        );
+        value
+    }
+
+    /// The store's clock, counted: a fenced call reads it exactly once (asserted in `fenced`).
+    fn now_ms(&self) -> i64 {
+        self.clock_reads.set(self.clock_reads.get() + 1);
+        self.clock.now_ms()
     }
 
     /// The lease a call is fenced by, after planted defects that ignore it.
@@ -461,7 +488,7 @@ impl JournalStore for SqliteStore {
 impl LeasableStore for SqliteStore {
     fn acquire(&self, run: &RunId, owner: &str) -> StoreResult<Lease> {
         self.write_txn(Op::Acquire, run, || {
-            let now = self.clock.now_ms();
+            let now = self.now_ms();
             let row = self.query_opt(
                 Op::Acquire,
                 run,
@@ -629,6 +656,26 @@ mod tests {
             .query_row("SELECT count(*) FROM sqlite_master WHERE name = 'meta_name'", [], |r| r.get(0))
             .expect("catalog");
         assert_eq!(count, 1);
+    }
+
+    /// The debug assertions inside `fenced()` can fail: a mutation that reads the clock again
+    /// panics in a debug build; an honest one passes.
+    #[cfg(debug_assertions)]
+    #[test]
+    fn fenced_asserts_what_it_relies_on() {
+        use crate::LeasableStore as _;
+        let clock = Arc::new(ManualClock::new(1_000));
+        let store = SqliteStore::open(SqliteOptions::memdb("fenced-asserts", clock)).expect("opens");
+        let run = RunId::new("r");
+        let lease = store.acquire(&run, "me").expect("acquire");
+        assert_eq!(store.fenced(Op::PutMeta, &run, &lease, |_| Ok(7)).expect("honest"), 7);
+        let twice = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            store.fenced(Op::PutMeta, &run, &lease, |_| Ok(store.now_ms()))
+        }));
+        let message = twice.expect_err("a second clock read").downcast::<String>().expect("a message");
+        assert!(message.contains("the clock was read 2 times"), "{message}");
+        // The transaction was rolled back and the store still fences honestly.
+        assert_eq!(store.fenced(Op::PutMeta, &run, &lease, |_| Ok(8)).expect("honest again"), 8);
     }
 
     /// What `list_runs` with no filter prepares.

@@ -1,0 +1,161 @@
+//! The files fencesim writes, end to end: a flag's path is a path, never a SQLite URI; an existing
+//! output file is refused unless `--force`, a directory or a symbolic link always; a report folder
+//! never keeps an earlier run's verdict past a harness error, nor writes through a symbolic link;
+//! a printed repro command is shell-quoted, so pasted into `sh` it runs the same world.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+mod cli;
+
+use cli::{assert_exit, stderr, stdout};
+
+fn fencesim_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fencesim")).current_dir(dir).args(args).output().expect("run fencesim")
+}
+
+fn assert_refused(out: &Output, needles: &[&str]) {
+    assert_exit(out, 2);
+    let err = stderr(out);
+    assert_eq!(err.lines().count(), 1, "one line expected: {err}");
+    for needle in needles {
+        assert!(err.contains(needle), "expected {needle:?} in {err}");
+    }
+}
+
+const RUN: [&str; 5] = ["run", "--scenario", "swarm", "--seed", "3"];
+
+fn run_with(dir: &Path, extra: &[&str]) -> Output {
+    fencesim_in(dir, &[&RUN[..], extra].concat())
+}
+
+/// `--keep-db file:kept.db` names a file of that name: the database `kept.db` beside it is never
+/// opened, let alone overwritten, and `file:x.db?mode=memory` is saved to disk, not to memory.
+#[test]
+fn keep_db_takes_a_path_never_a_sqlite_uri() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_exit(&run_with(dir.path(), &["--keep-db", "kept.db"]), 0);
+    let before = std::fs::read(dir.path().join("kept.db")).unwrap();
+    assert_exit(
+        &fencesim_in(dir.path(), &["run", "--scenario", "boot-storm", "--seed", "1", "--keep-db", "file:kept.db"]),
+        0,
+    );
+    assert_eq!(std::fs::read(dir.path().join("kept.db")).unwrap(), before, "kept.db was written through a URI");
+    let literal = std::fs::read(dir.path().join("file:kept.db")).expect("a file named file:kept.db");
+    assert!(literal.starts_with(b"SQLite format 3\0"));
+    assert_exit(&run_with(dir.path(), &["--keep-db", "file:x.db?mode=memory"]), 0);
+    assert!(dir.path().join("file:x.db?mode=memory").is_file(), "the memory URI was not saved as a file");
+    let names: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names.len(), 3, "only the three databases, no temporary file: {names:?}");
+}
+
+/// An existing file is refused without `--force` (unchanged) and replaced with it; a directory
+/// and a symbolic link are refused even with `--force`, and the link's target is untouched.
+#[test]
+fn outputs_refuse_existing_files_without_force_and_directories_and_links_always() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::write(p.join("target.txt"), "keep me").unwrap();
+    std::os::unix::fs::symlink(p.join("target.txt"), p.join("link")).unwrap();
+    std::fs::create_dir(p.join("folder")).unwrap();
+    for flag in ["--keep-db", "--html"] {
+        std::fs::write(p.join("old"), "old").unwrap();
+        assert_refused(&run_with(p, &[flag, "old"]), &[flag, "old", "exists", "--force"]);
+        assert_eq!(std::fs::read_to_string(p.join("old")).unwrap(), "old");
+        assert_exit(&run_with(p, &[flag, "old", "--force"]), 0);
+        assert_ne!(std::fs::read_to_string(p.join("old")).unwrap_or_default(), "old", "{flag} --force did not replace");
+        assert_refused(&run_with(p, &[flag, "folder", "--force"]), &[flag, "folder", "is a directory"]);
+        assert_refused(&run_with(p, &[flag, "link", "--force"]), &[flag, "link", "symbolic link"]);
+        assert_eq!(std::fs::read_to_string(p.join("target.txt")).unwrap(), "keep me");
+        std::fs::remove_file(p.join("old")).unwrap();
+    }
+    let plan = fencesim_in(p, &["plan", "--scenario", "swarm", "--seed", "3"]);
+    assert_exit(&plan, 0);
+    std::fs::write(p.join("plan.toml"), &plan.stdout).unwrap();
+    assert_refused(
+        &fencesim_in(p, &["shrink", "--plan", "plan.toml", "--out", "link", "--force"]),
+        &["--out", "symbolic link"],
+    );
+}
+
+/// A sweep that ends in a harness error (its file worlds cannot make a temporary folder) leaves
+/// no earlier `sweep.json` saying "pass"; a report file that is a symbolic link is replaced by a
+/// file, never written through.
+#[test]
+fn a_report_folder_never_keeps_a_stale_verdict_or_writes_through_a_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let reports = dir.path().join("reports");
+    let reports_arg = reports.to_str().unwrap();
+    let sweep = ["sweep", "--scenario", "boot-storm", "--seeds", "2", "--jobs", "1", "--report", reports_arg];
+    let outside = dir.path().join("outside.xml");
+    std::fs::write(&outside, "not yours").unwrap();
+    std::fs::create_dir(&reports).unwrap();
+    std::os::unix::fs::symlink(&outside, reports.join("junit.xml")).unwrap();
+    assert_exit(&fencesim_in(dir.path(), &sweep), 0);
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "not yours", "written through the link");
+    assert!(!std::fs::symlink_metadata(reports.join("junit.xml")).unwrap().file_type().is_symlink());
+    assert!(reports.join("sweep.json").is_file());
+
+    let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .current_dir(dir.path())
+        .env("TMPDIR", dir.path().join("no-such-folder"))
+        .args([&sweep[..], &["--db", "file"]].concat())
+        .output()
+        .unwrap();
+    assert_exit(&out, 2);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(reports.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(doc["summary"]["verdict"], "error", "{doc}");
+    assert_eq!(doc["summary"]["errors"], 2, "{doc}");
+
+    // A harness error before any report is written (the scenario refused after the folder was
+    // cleared is the same path) leaves no earlier verdict: replay clears its folder first.
+    std::fs::write(reports.join("replay.json"), "{\"summary\":{\"verdict\":\"pass\"}}").unwrap();
+    std::fs::write(dir.path().join("corpus.txt"), "boot-storm 1\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .current_dir(dir.path())
+        .env("TMPDIR", dir.path().join("no-such-folder"))
+        .args(["replay", "corpus.txt", "--db", "file", "--report", reports_arg])
+        .output()
+        .unwrap();
+    assert_exit(&out, 2);
+    assert!(!reports.join("replay.json").exists(), "an earlier replay's pass is left looking current");
+}
+
+/// A failing world read from a scenario file whose path has a space and a quote prints a repro
+/// that `sh` runs as the same world (exit 1, the same fingerprint).
+#[test]
+fn a_printed_repro_is_shell_quoted() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("my scenarios");
+    std::fs::create_dir(&folder).unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/mid-call-takeover.toml");
+    let scenario = folder.join("it's here.toml");
+    std::fs::copy(source, &scenario).unwrap();
+    let scenario_arg = scenario.to_str().unwrap();
+    let (out, repro) = (1..=8)
+        .find_map(|seed| {
+            let seed = seed.to_string();
+            let out = fencesim_in(
+                dir.path(),
+                &["run", "--scenario", scenario_arg, "--seed", &seed, "--defect", "non-atomic-fence"],
+            );
+            let text = stdout(&out);
+            let repro = text.lines().find_map(|l| l.trim().strip_prefix("repro: ").map(str::to_owned))?;
+            Some((out, repro))
+        })
+        .expect("a failing seed in 1..=8");
+    assert_exit(&out, 1);
+    assert!(repro.contains("/it'\\''s here.toml' --seed"), "{repro}");
+    let rerun = Command::new("sh")
+        .current_dir(dir.path())
+        .env("FENCESIM", env!("CARGO_BIN_EXE_fencesim"))
+        .arg("-c")
+        .arg(format!("fencesim() {{ \"$FENCESIM\" \"$@\"; }}; {repro}"))
+        .output()
+        .unwrap();
+    assert_exit(&rerun, 1);
+    let fingerprint = |text: &str| text.split("(fingerprint ").nth(1).map(|s| s[..16].to_owned());
+    assert_eq!(fingerprint(&stdout(&rerun)), fingerprint(&stdout(&out)), "{}", stdout(&rerun));
+}
