@@ -32,6 +32,37 @@ pub struct Args {
     /// modulo N. Every shard must pass for the matrix to pass.
     #[arg(long, value_name = "I/N", value_parser = fencesim::fleet::Shard::parse)]
     shard: Option<fencesim::fleet::Shard>,
+    /// Also hunt every defect in the real multi-process soak (a store defect at the store level,
+    /// an engine defect at the engine level, seeds 1 to 3 until one fails): the `soak` column.
+    /// Real processes are not deterministic, so the column informs and does not gate.
+    #[arg(long)]
+    soak: bool,
+}
+
+/// Seeds the soak column tries per defect.
+const SOAK_SEEDS: u64 = 3;
+
+/// The soak column of one defect: the first seed whose soak failed (exit 1), if any.
+fn soak_hunt(defect: Defect) -> anyhow::Result<Option<u64>> {
+    let exe = std::env::current_exe().context("cannot locate the fencesim binary for the soak")?;
+    let level = match defect {
+        Defect::Store(_) => "store",
+        Defect::Engine(_) => "engine",
+    };
+    for seed in 1..=SOAK_SEEDS {
+        let status = std::process::Command::new(&exe)
+            .args(["soak", "--level", level, "--seed", &seed.to_string(), "--defect", defect.name()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .with_context(|| format!("cannot run the soak for {defect}"))?;
+        match status.code() {
+            Some(0) => {}
+            Some(1) => return Ok(Some(seed)),
+            other => anyhow::bail!("the soak for {defect} seed {seed} ended with {other:?}, not a verdict"),
+        }
+    }
+    Ok(None)
 }
 
 /// A clean-baseline world that found a violation.
@@ -106,13 +137,28 @@ pub fn run(args: &Args) -> CmdResult {
     if let Some(e) = error {
         return Err(e);
     }
+    let soaks: Vec<Option<u64>> = if args.soak {
+        let progress = Progress::new("soak column", defects.len());
+        // One soak at a time: each storms the machine's cores with real processes.
+        par::map(&defects, 1, &progress, |&d| soak_hunt(d)).into_iter().collect::<anyhow::Result<_>>()?
+    } else {
+        Vec::new()
+    };
+    let soak_cell = |i: usize| match soaks.get(i) {
+        Some(Some(seed)) => format!("caught, seed {seed}"),
+        _ => "NO".to_owned(),
+    };
     let seconds = clock.seconds();
     let missed = hunts.iter().filter(|h| h.catch.is_none()).count();
 
     match args.format {
         Format::Text => {
-            println!("{:<28} {:<6} {:>5}  {:<40} {:<22} repro", "defect", "caught", "tries", "where", "checker");
-            for h in &hunts {
+            let soak_head = if args.soak { "  soak" } else { "" };
+            println!(
+                "{:<28} {:<6} {:>5}  {:<40} {:<22} repro{soak_head}",
+                "defect", "caught", "tries", "where", "checker"
+            );
+            for (i, h) in hunts.iter().enumerate() {
                 let (caught, place, checker, repro) = match &h.catch {
                     Some(c) => {
                         let place = c.seed.map_or(c.scenario.clone(), |seed| format!("{} seed {seed}", c.scenario));
@@ -120,7 +166,8 @@ pub fn run(args: &Args) -> CmdResult {
                     }
                     None => ("NO", h.hunted_in.join(","), "-".to_owned(), "-"),
                 };
-                println!("{:<28} {caught:<6} {:>5}  {place:<40} {checker:<22} {repro}", h.defect, h.tries);
+                let soak = if args.soak { format!("  soak: {}", soak_cell(i)) } else { String::new() };
+                println!("{:<28} {caught:<6} {:>5}  {place:<40} {checker:<22} {repro}{soak}", h.defect, h.tries);
             }
             for d in &dirty {
                 println!("BASELINE FAIL {} seed {}: {}\n  repro: {}", d.scenario, d.seed, d.first, d.repro);
@@ -138,6 +185,7 @@ pub fn run(args: &Args) -> CmdResult {
                 "seeds": args.seeds,
                 "db": args.db.as_str(),
                 "defects": hunts,
+                "soak": args.soak.then(|| hunts.iter().zip(&soaks).map(|(h, s)| json!({"defect": h.defect, "caught_at_seed": s})).collect::<Vec<_>>()),
                 "caught": hunts.len() - missed,
                 "missed": missed,
                 "baseline": {

@@ -313,7 +313,7 @@ struct Writer {
 /// over a correct store each one holds SQLite's write lock for the stall and starves every other
 /// writer (in a release storm with a quarter of every restarted generation's first tenures
 /// stalling, the lock was held for half the storm).
-const MID_CALL_STALL_EARLY: f64 = 0.25;
+const MID_CALL_STALL_EARLY: f64 = 0.5;
 const MID_CALL_STALL_LATE: f64 = 0.005;
 const EARLY_TENURES: u32 = 4;
 
