@@ -489,7 +489,7 @@ impl Writer {
             Out::Order => return self.error("marker", "order violation under a live lease"),
             Out::Other(m) => return self.error("marker", &m),
         }
-        let ops = self.rng.range(3, 8);
+        let ops = self.rng.range(4, 10);
         let mut alive = true;
         for _ in 0..ops {
             if !alive || self.stopping() {
@@ -510,14 +510,14 @@ impl Writer {
                     Out::Other(m) => self.error("seq-probe", &m)?,
                 }
                 continue;
-            } else if dice < 0.40 {
+            } else if dice < 0.46 {
                 let entry = Self::entry(tail + 1, &nonce);
                 let out = self.attempt("append", |s| s.append(&run, &entry, Some(&lease))).0;
                 if out == Out::Ok {
                     tail += 1;
                 }
                 ("append", out)
-            } else if dice < 0.55 {
+            } else if dice < 0.58 {
                 let mut meta = RunMeta::new(RUN, RunStatus::Running);
                 meta.extra.insert("updatedAt".into(), json!(format!("soak-{nonce}")));
                 meta.extra.insert("soak".into(), json!({ "nonce": nonce }));
