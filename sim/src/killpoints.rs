@@ -227,23 +227,26 @@ pub(crate) fn clean_run(workflow: &Workflow, config: &Config) -> Result<(Vec<Str
     })
 }
 
+/// What a clean run of each workflow paid, measured once per workflow (by a simulated run: the
+/// engine's writes and payments do not depend on its `Env`).
+#[derive(Debug, Default)]
+pub struct CleanBills(Vec<(String, Paid)>);
+
+impl CleanBills {
+    pub fn of(&mut self, workflow: &Workflow, config: &Config) -> Result<Paid, String> {
+        if let Some((_, paid)) = self.0.iter().find(|(name, _)| *name == workflow.name) {
+            return Ok(*paid);
+        }
+        let (_, paid) = clean_run(workflow, config)?;
+        self.0.push((workflow.name.clone(), paid));
+        Ok(paid)
+    }
+}
+
 /// Run kill points in order; each workflow's clean run is measured once.
 pub fn run_points(points: &[KillPoint], config: &Config) -> Result<Vec<PointReport>, String> {
-    let mut clean: Vec<(String, Paid)> = Vec::new();
-    points
-        .iter()
-        .map(|point| {
-            let paid = match clean.iter().find(|(name, _)| *name == point.workflow.name) {
-                Some((_, paid)) => *paid,
-                None => {
-                    let (_, paid) = clean_run(&point.workflow, config)?;
-                    clean.push((point.workflow.name.clone(), paid));
-                    paid
-                }
-            };
-            run_point(point, config, paid)
-        })
-        .collect()
+    let mut clean = CleanBills::default();
+    points.iter().map(|point| run_point(point, config, clean.of(&point.workflow, config)?)).collect()
 }
 
 /// Run one kill point against what a clean run of its workflow paid.

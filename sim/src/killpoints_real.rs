@@ -481,18 +481,11 @@ fn first_line(path: &Path) -> String {
 pub fn run_points_real(points: &[KillPoint], config: &Config) -> Result<Vec<PointReport>, RealError> {
     let exe = std::env::current_exe().map_err(io("locate the fencesim binary"))?;
     let signals = Deferral::start()?;
-    let mut clean: Vec<(String, Paid)> = Vec::new();
+    let mut clean = killpoints::CleanBills::default();
     points
         .iter()
         .map(|point| {
-            let paid = match clean.iter().find(|(name, _)| *name == point.workflow.name) {
-                Some((_, paid)) => *paid,
-                None => {
-                    let (_, paid) = killpoints::clean_run(&point.workflow, config).map_err(RealError::Harness)?;
-                    clean.push((point.workflow.name.clone(), paid));
-                    paid
-                }
-            };
+            let paid = clean.of(&point.workflow, config).map_err(RealError::Harness)?;
             run_point_real(&signals, &exe, point, config, paid)
         })
         .collect()

@@ -503,7 +503,7 @@ fn judge(
         }
     }
     let config = Config { engine_defects: opts.engine_defects, store_defects: opts.store_defects, ..Config::default() };
-    let mut clean: Vec<(String, Paid)> = Vec::new();
+    let mut clean = killpoints::CleanBills::default();
     let mut extra = Paid::default();
     for (run, workflow) in plan {
         let meta = store.get_meta(run)?;
@@ -531,14 +531,7 @@ fn judge(
             violations.push(format!("run={run} {ahead}"));
         }
         // The re-pay bound, against a clean run's bill for the workflow.
-        let clean_paid = match clean.iter().find(|(n, _)| *n == workflow.name) {
-            Some((_, p)) => *p,
-            None => {
-                let (_, p) = killpoints::clean_run(workflow, &config).map_err(SoakError::Options)?;
-                clean.push((workflow.name.clone(), p));
-                p
-            }
-        };
+        let clean_paid = clean.of(workflow, &config).map_err(SoakError::Options)?;
         let paid = bill.run_total(run);
         report.paid_calls += paid.calls;
         report.paid_tools += paid.tools;
