@@ -28,10 +28,20 @@ pub enum EngineDefect {
     SkipCacheByLength,
     /// Contracts 3.7: resume reads journal and meta before acquiring the lease.
     ReadBeforeOwn,
+    /// Dispatch identity (3.5): a resume redispatches a dangling call under a new running entry.
+    RedispatchNewEntry,
+    /// Checkpoints (3.5): a resume redispatches a dangling call from turn one, ignoring its checkpoint.
+    CheckpointIgnored,
+    /// Silent replay (3.6): every segment appends a `run_settle`, a replay of a settled run too.
+    ResettleOnReplay,
+    /// E2: a failed renew is logged and ignored; the segment keeps working.
+    RenewFailureIgnored,
+    /// Settle (3.6): a segment that settles cleanly leaves its meta `running`.
+    TerminalMetaSkipped,
 }
 
 impl EngineDefect {
-    pub const ALL: [EngineDefect; 11] = [
+    pub const ALL: [EngineDefect; 16] = [
         EngineDefect::UnthreadedMetaLease,
         EngineDefect::UnthreadedCheckpointLease,
         EngineDefect::RetentionWithoutLease,
@@ -43,6 +53,11 @@ impl EngineDefect {
         EngineDefect::StragglersAfterSettle,
         EngineDefect::SkipCacheByLength,
         EngineDefect::ReadBeforeOwn,
+        EngineDefect::RedispatchNewEntry,
+        EngineDefect::CheckpointIgnored,
+        EngineDefect::ResettleOnReplay,
+        EngineDefect::RenewFailureIgnored,
+        EngineDefect::TerminalMetaSkipped,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,6 +73,11 @@ impl EngineDefect {
             EngineDefect::StragglersAfterSettle => "stragglers-after-settle",
             EngineDefect::SkipCacheByLength => "skip-cache-by-length",
             EngineDefect::ReadBeforeOwn => "read-before-own",
+            EngineDefect::RedispatchNewEntry => "redispatch-new-entry",
+            EngineDefect::CheckpointIgnored => "checkpoint-ignored",
+            EngineDefect::ResettleOnReplay => "resettle-on-replay",
+            EngineDefect::RenewFailureIgnored => "renew-failure-ignored",
+            EngineDefect::TerminalMetaSkipped => "terminal-meta-skipped",
         }
     }
 
@@ -75,6 +95,13 @@ impl EngineDefect {
             EngineDefect::StragglersAfterSettle => "D14: post-settle straggler appends",
             EngineDefect::SkipCacheByLength => "D18: generation confusion after delete/recreate",
             EngineDefect::ReadBeforeOwn => "3.7: resume reads before it owns",
+            EngineDefect::RedispatchNewEntry => "3.5: a dangling dispatch reopened under a new running entry",
+            EngineDefect::CheckpointIgnored => "3.5: a redispatch repays turns its checkpoint covers",
+            EngineDefect::ResettleOnReplay => "3.6: a replay of a settled run appends another run_settle",
+            EngineDefect::RenewFailureIgnored => "E2: a failed renew does not stop the segment",
+            EngineDefect::TerminalMetaSkipped => {
+                "3.6: a clean settle leaves meta running (the operator's repair hides it)"
+            }
         }
     }
 

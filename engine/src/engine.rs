@@ -292,6 +292,9 @@ impl<E: Env> Engine<E> {
         loop {
             self.env.sleep(u64::from(every_ms)).await;
             if let Err(e) = leases.renew(lease) {
+                if self.has(EngineDefect::RenewFailureIgnored) {
+                    continue;
+                }
                 cancel.cancel(format!("{loss}: renew failed at epoch {}: {e}", lease.epoch));
                 return;
             }

@@ -114,6 +114,10 @@ pub trait Env {
     fn sleep(&self, ms: u64) -> impl Future<Output = ()>;
     /// A fault point. May stall (sleep) before answering.
     fn fault(&self, point: &Point<'_>) -> impl Future<Output = Fault>;
+    /// The paid effect at `point` (a call turn or a tool) goes ahead now: after its fault point
+    /// let it, and after the segment checked it was not cancelled in the meantime (a stall at
+    /// the fault point can outlive the lease). A recorder counts effects here, not at the point.
+    fn paid(&self, _point: &Point<'_>) {}
 }
 
 /// Real time: the system clock and tokio's timer. For real processes only (the soak, a host).

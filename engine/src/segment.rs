@@ -237,10 +237,11 @@ impl<'e, E: Env> Segment<'e, E> {
                 return Ok(StepEnd::Value(entries::value_of(&t)));
             }
             // Dangling: redispatch against the same running seq, from its checkpoint if it decodes.
-            Some((seq, None)) => {
+            Some((seq, None)) if !self.has(EngineDefect::RedispatchNewEntry) => {
                 let ckpt_ref = entries::checkpoint_ref(self.run, seq);
                 let blob = self.engine.retry_busy(|| self.engine.store().get_blob(&ckpt_ref)).await;
                 let state = match blob {
+                    Ok(Some(_)) if self.has(EngineDefect::CheckpointIgnored) => None,
                     Ok(Some(bytes)) => Checkpoint::decode(&bytes, agent.max_turns, agent.max_tool_calls),
                     Ok(None) => None,
                     Err(e) => return Ok(self.body_failure(&e)),
@@ -267,6 +268,11 @@ impl<'e, E: Env> Segment<'e, E> {
             if let Fault::Crash = self.fault(Site::Call { running, turn }).await {
                 return Err(EngineError::Crashed);
             }
+            // A stall at the fault point can outlive the lease: a lost lease pays nothing (E2).
+            if self.cancel.is_cancelled() {
+                return Ok(self.abandon(agent, running));
+            }
+            self.paid(Site::Call { running, turn });
             self.engine.ledger().pay_call(self.run, running);
             self.engine.env().sleep(u64::from(self.engine.options().call_ms)).await;
             if self.cancel.is_cancelled() {
@@ -283,6 +289,10 @@ impl<'e, E: Env> Segment<'e, E> {
             if let Fault::Crash = self.fault(Site::Tool { running, n }).await {
                 return Err(EngineError::Crashed);
             }
+            if self.cancel.is_cancelled() {
+                return Ok(self.abandon(agent, running));
+            }
+            self.paid(Site::Tool { running, n });
             self.engine.ledger().pay_tool(self.run, running);
             self.engine.env().sleep(u64::from(self.engine.options().tool_ms)).await;
             state.tool_calls_used = n;
@@ -295,6 +305,12 @@ impl<'e, E: Env> Segment<'e, E> {
     async fn fault(&self, site: Site<'_>) -> Fault {
         let epoch = self.lease.as_ref().map(|l| l.epoch);
         self.engine.env().fault(&Point { run: self.run, epoch, site }).await
+    }
+
+    /// Tell the env a paid effect goes ahead (its recorder counts it here).
+    fn paid(&self, site: Site<'_>) {
+        let epoch = self.lease.as_ref().map(|l| l.epoch);
+        self.engine.env().paid(&Point { run: self.run, epoch, site });
     }
 
     async fn save_checkpoint(&self, ckpt_ref: &str, state: Checkpoint) -> EngineResult<StoreResult<()>> {
@@ -393,6 +409,7 @@ impl<'e, E: Env> Segment<'e, E> {
             let journal = self.journal.borrow();
             let last = entries::last_run_settle(&journal);
             let needed = self.appended.get() > 0
+                || (self.has(EngineDefect::ResettleOnReplay) && !journal.is_empty())
                 || last.is_some_and(|s| s.run_status != status)
                 || (last.is_none() && !journal.is_empty());
             (needed, last.is_some_and(|s| s.run_status == status))
@@ -419,7 +436,9 @@ impl<'e, E: Env> Segment<'e, E> {
         if !late_stragglers {
             self.sealed.set(true);
         }
-        if !meta_first {
+        // The defect forgets the projection of a clean settle: only a repair would put it right.
+        let forgotten = self.has(EngineDefect::TerminalMetaSkipped) && self.appended.get() > 0 && recorded;
+        if !meta_first && !forgotten {
             self.put_terminal_meta(&meta, status, recorded).await?;
         }
         if late_stragglers {

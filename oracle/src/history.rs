@@ -294,6 +294,12 @@ pub enum Event {
         run: RunId,
         result: SegmentResult,
     },
+    /// The operator's audit rewrote a run's meta (R1-R9): judged by `justified-repair`, since a
+    /// repair can put right what a worker got wrong.
+    Repair {
+        run: RunId,
+        status: RunStatus,
+    },
     /// A note of the world's own (node start, crash, restart, quiescence).
     Note(String),
 }
@@ -402,6 +408,7 @@ impl fmt::Display for Row {
                 write!(f, "FAULT {kind}{run}{epoch} {detail}")
             }
             Event::Outcome { run, result } => write!(f, "outcome     {run} {result}"),
+            Event::Repair { run, status } => write!(f, "repair      {run} meta -> {status}"),
             Event::Note(note) => write!(f, "-- {note}"),
         }
     }

@@ -6,7 +6,9 @@
 //!
 //! Files: `model` (the replayed lease table, the journal vocabulary, labels), `leases` (lease and
 //! rejection checkers), `serial` (the serial history against the snapshot), `journal` (seq order,
-//! settles, meta, checkpoints), `outcomes` (re-pay bound, liveness, honest outcomes). The views
+//! settles, meta, checkpoints), `outcomes` (re-pay bound, liveness, honest outcomes), `conduct`
+//! (what the engine's actors must never do although the store contains it: dispatch identity,
+//! silent replay, renew loss, justified repairs). The views
 //! several checkers share (the lease replay, effective epochs, the writers index) are computed once
 //! per [`check`], in a `Context`.
 
@@ -19,6 +21,7 @@ use fencesim_store::{Epoch, RunId};
 use crate::history::{Row, Snapshot};
 use model::{LeaseReplay, Writers, effective_epochs};
 
+mod conduct;
 pub mod history;
 mod journal;
 mod leases;
@@ -150,7 +153,7 @@ pub const CHECKERS: &[(&str, &str)] = &[
     ),
     (
         outcomes::REPAY_BOUND,
-        "a dispatch's turn or tool is paid once per tenure, never after its terminal, and at most 1 + (unreleased tenures that paid into that dispatch) times (3.5, 5.13)",
+        "a dispatch's turn or tool is paid once per tenure, never after its terminal, never again once an accepted checkpoint covers it, and at most 1 + (unreleased tenures that paid into that dispatch) times (3.5, 5.13)",
     ),
     (
         outcomes::LIVENESS,
@@ -159,6 +162,22 @@ pub const CHECKERS: &[(&str, &str)] = &[
     (
         outcomes::HONEST_OUTCOME,
         "a settled outcome a node reports is backed by its own accepted run_settle, by the journal it read, or over an empty journal by its own accepted meta write (3.6, D12b)",
+    ),
+    (
+        conduct::DISPATCH_IDENTITY,
+        "a dispatch is its running entry: at most one dispatch of a run is open at a time, so a re-dispatch reuses its dangling entry, and a terminal closes an open running entry of its own step (1.2, 3.5)",
+    ),
+    (
+        conduct::SILENT_REPLAY,
+        "a journal that records a terminal run_settle is final: a tenure that finds its run settled appends nothing (3.6)",
+    ),
+    (
+        conduct::RENEW_LOSS,
+        "after a failed renew of its own lease a holder pays no call turn and runs no tool under that epoch (E2, 9.2)",
+    ),
+    (
+        conduct::JUSTIFIED_REPAIR,
+        "the operator repairs only runs that a crash, stall, takeover, failed segment or unreleased tenure touched (R1-R9)",
     ),
     (
         leases::TYPED_REJECTIONS,
@@ -186,6 +205,10 @@ pub fn check(rows: &[Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Viola
         outcomes::repay_bound,
         outcomes::liveness,
         outcomes::honest_outcome,
+        conduct::dispatch_identity,
+        conduct::silent_replay,
+        conduct::renew_loss,
+        conduct::justified_repair,
         leases::typed_rejections,
     ];
     checkers

@@ -41,7 +41,9 @@ fn epoch_label(epoch: Option<Epoch>) -> String {
 
 /// (a) a dispatch's call turn or tool is paid at most once per tenure; (b) never by a tenure at
 /// or after the one whose terminal for that dispatch was accepted in the run's generation (an
-/// older tenure still finishing its turn is the at-least-once window that (c) bounds); (c) at
+/// older tenure still finishing its turn is the at-least-once window that (c) bounds), nor by
+/// one at or after the tenure of an accepted checkpoint that covers it (the newest accepted put
+/// of the dispatch's checkpoint ref; an undecodable one or a delete covers nothing); (c) at
 /// most 1 + k times per generation, where k counts the interrupted tenures in the dispatch's
 /// window: epochs of the run that paid any effect of that dispatch (same running seq, same
 /// generation) and never had an accepted release in it. A generation ends at an accepted delete
@@ -54,6 +56,8 @@ pub(super) fn repay_bound(ctx: &Context) -> Vec<Violation> {
     // (run, generation, running seq) -> the epochs that paid into that dispatch.
     let mut windows: BTreeMap<(RunId, u32, Seq), BTreeSet<Epoch>> = BTreeMap::new();
     let mut released: BTreeSet<(RunId, u32, Epoch)> = BTreeSet::new();
+    // (run, generation, running seq) -> what the newest accepted checkpoint covers.
+    let mut covered: BTreeMap<(RunId, u32, Seq), Coverage> = BTreeMap::new();
     let mut found = Vec::new();
     for row in ctx.rows {
         match &row.event {
@@ -64,6 +68,26 @@ pub(super) fn repay_bound(ctx: &Context) -> Vec<Violation> {
                         released.insert((call.run.clone(), gen_, lease.epoch));
                     }
                     (Surface::Delete, _, _) => *generation.entry(call.run.clone()).or_default() += 1,
+                    (Surface::PutBlob | Surface::DeleteBlob, _, payload) => {
+                        let Some(running) = call.blob_ref.as_deref().and_then(checkpoint_running) else { continue };
+                        let key = (call.run.clone(), gen_, running);
+                        match (payload, call.epoch()) {
+                            (Payload::Blob(bytes), Some(epoch)) if call.surface == Surface::PutBlob => {
+                                match decode_checkpoint(bytes) {
+                                    Some((turns, tools)) => {
+                                        covered.insert(key, Coverage { row: row.index, epoch, turns, tools });
+                                    }
+                                    // An undecodable checkpoint is refused whole: the dispatch reruns.
+                                    None => {
+                                        covered.remove(&key);
+                                    }
+                                }
+                            }
+                            _ => {
+                                covered.remove(&key);
+                            }
+                        }
+                    }
                     (Surface::Append, _, Payload::Entry(entry)) => {
                         if let Some(running) = entry.ref_seq {
                             terminals.entry((call.run.clone(), gen_, running)).or_insert((row.index, call.epoch()));
@@ -101,6 +125,20 @@ pub(super) fn repay_bound(ctx: &Context) -> Vec<Violation> {
                         ));
                     }
                 }
+                if let Some(c) = covered.get(&(effect.run.clone(), gen_, effect.running))
+                    && c.covers(effect.kind, effect.n)
+                    && effect.epoch.is_none_or(|paid| paid >= c.epoch)
+                {
+                    found.push(Violation::new(
+                        REPAY_BOUND,
+                        format!(
+                            "{name} paid under {paid} although the checkpoint accepted under e{} at row {} covers it ({} turns, {} tools)",
+                            c.epoch, c.row, c.turns, c.tools
+                        ),
+                        Some(row.index),
+                        Some(c.row),
+                    ));
+                }
                 if let Some(epoch) = effect.epoch {
                     windows.entry((effect.run.clone(), gen_, effect.running)).or_default().insert(epoch);
                 }
@@ -134,6 +172,42 @@ pub(super) fn repay_bound(ctx: &Context) -> Vec<Violation> {
         }
     }
     found
+}
+
+/// What an accepted checkpoint of a dispatch says is done: turns taken and tools run.
+struct Coverage {
+    row: usize,
+    epoch: Epoch,
+    turns: u64,
+    tools: u64,
+}
+
+impl Coverage {
+    fn covers(&self, kind: EffectKind, n: u32) -> bool {
+        let done = match kind {
+            EffectKind::Call => self.turns,
+            EffectKind::Tool => self.tools,
+        };
+        u64::from(n) <= done
+    }
+}
+
+/// The running seq of a checkpoint ref, `<run>/ckpt/<running seq>` (contracts 1.4).
+fn checkpoint_running(blob_ref: &str) -> Option<Seq> {
+    let mut parts = blob_ref.rsplitn(3, '/');
+    let seq = parts.next()?.parse().ok()?;
+    (parts.next()? == "ckpt").then_some(Seq(seq))
+}
+
+/// A checkpoint blob's counters (contracts 3.5): the format byte `0x01`, then JSON with `turns`
+/// and `tool_calls_used`. Anything else is undecodable, which the engine refuses whole.
+fn decode_checkpoint(bytes: &[u8]) -> Option<(u64, u64)> {
+    let (&format, json) = bytes.split_first()?;
+    if format != 0x01 {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_slice(json).ok()?;
+    Some((value.get("turns")?.as_u64()?, value.get("tool_calls_used")?.as_u64()?))
 }
 
 /// Whether the run is settled or waits: nothing stored, or meta present and either terminal and
@@ -235,7 +309,9 @@ pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
         match &row.event {
             Event::Call(call) => match (call.surface, &call.payload) {
                 (Surface::Delete, _) if call.outcome.is_ok() => {
+                    // A new generation: what any node appended to the old one is gone with it.
                     journals.remove(&call.run);
+                    appended.retain(|(_, run)| *run != &call.run);
                 }
                 (Surface::PutMeta, Payload::Meta(meta)) if meta.status != RunStatus::Running => {
                     let attempt = Attempt { row: row.index, outcome: call.outcome.clone(), status: meta.status };

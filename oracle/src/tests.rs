@@ -375,6 +375,10 @@ fn checkers_are_listed_once_each_in_order() {
             "repay-bound",
             "liveness",
             "honest-outcome",
+            "dispatch-identity",
+            "silent-replay",
+            "renew-loss",
+            "justified-repair",
             "typed-rejections",
         ]
     );
@@ -520,9 +524,11 @@ fn one_settle_per_segment_catches_a_second_settle() {
     let second = h.insert_after("settle-e3", |x| {
         x.append("w1", &a3(), 3035, settle(7, RunStatus::Ok, 3));
     });
-    let v = only(&h, &h.store(), "one-settle-per-segment");
-    assert_says(&v, "a second run_settle (seq=7 decision/ok");
-    assert_rows(&v, Some(second), Some(h.at("settle-e3")));
+    // A second settle after a terminal one also grows a final journal.
+    let found = failing(&h, &h.store(), &["one-settle-per-segment", "silent-replay"]);
+    let v = &found[0];
+    assert_says(v, "a second run_settle (seq=7 decision/ok");
+    assert_rows(v, Some(second), Some(h.at("settle-e3")));
 }
 
 #[test]
@@ -532,7 +538,7 @@ fn one_settle_per_segment_catches_a_straggler() {
     let straggler = h.insert_after("settle-r2", |x| {
         x.append("w2", &c2, 3245, running(4));
     });
-    let found = failing(&h, &h.store(), &["one-settle-per-segment", "liveness"]);
+    let found = failing(&h, &h.store(), &["one-settle-per-segment", "liveness", "silent-replay"]);
     assert_eq!(found.len(), 1, "the final-journal rule does not repeat the row: {found:#?}");
     assert_says(&found[0], "an append (seq=4 agent/running");
     assert_rows(&found[0], Some(straggler), Some(h.at("settle-r2")));
@@ -1001,4 +1007,169 @@ fn checkpoint_regression_accepts_either_fate_of_an_indeterminate_put() {
     other.runs.get_mut(&RunId::new("r1")).unwrap().blobs.insert("r1/ckpt/1".into(), b"neither".to_vec());
     let found = check(&h.rows, &other, &CFG);
     assert!(names(&found).contains("no-checkpoint-regression"), "{found:#?}");
+}
+
+fn violations_of(h: &H, checker: &str) -> Vec<Violation> {
+    check(&h.rows, &h.store(), &CFG).into_iter().filter(|v| v.checker == checker).collect()
+}
+
+/// A fresh tenure of run `run` on node `node`: granted `lease`, boot meta written.
+fn boot(x: &mut H, node: &str, l: &Lease, clock: i64, segments: u32) {
+    x.acquire(node, l, clock).put_meta(node, l, clock + 1, RunStatus::Running, segments);
+}
+
+#[test]
+fn dispatch_identity_catches_a_redispatch_under_a_new_running_entry() {
+    // w4 crashes mid-dispatch of `ask` under e1; w5 resumes under e2 but opens a second running
+    // entry for the same step instead of reusing the dangling one.
+    let mut h = clean();
+    let (e1, e2) = (lease("r7", "w4", 1), lease("r7", "w5", 2));
+    let at = h.insert_after("outcome-e3", |x| {
+        boot(x, "w4", &e1, 4000, 1);
+        x.append("w4", &e1, 4010, running(1)).outcome("w4", "r7", "err:crashed");
+        boot(x, "w5", &e2, 6000, 2);
+        x.append("w5", &e2, 6010, running(2))
+            .append("w5", &e2, 6020, terminal(3, 2))
+            .append("w5", &e2, 6030, settle(4, RunStatus::Ok, 2))
+            .put_meta("w5", &e2, 6040, RunStatus::Ok, 2)
+            .lease_call("w5", Surface::Release, &e2, 6050)
+            .outcome("w5", "r7", "ok");
+    });
+    let v = violations_of(&h, "dispatch-identity");
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert_says(&v[0], "while the same step's dispatch ask at seq=1 was still open");
+    assert_rows(&v[0], Some(at + 6), Some(at + 2));
+    assert_eq!(names(&check(&h.rows, &h.store(), &CFG)), ["dispatch-identity"].into_iter().collect());
+}
+
+#[test]
+fn dispatch_identity_catches_a_terminal_of_no_open_dispatch() {
+    let mut h = clean();
+    h.insert_after("terminal-1", |x| {
+        x.append("w2", &b2(), 1231, terminal(3, 1));
+    });
+    // Seqs shift: the rest of r1's journal is renumbered by nobody, so only the checkers that
+    // read dispatches are asked here.
+    let v = violations_of(&h, "dispatch-identity");
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert_says(&v[0], "closing running seq=1, but that dispatch was already closed");
+}
+
+#[test]
+fn silent_replay_catches_a_settle_appended_to_a_final_journal() {
+    // r1 settled ok under e3; a later tenure that only replays it appends another settle.
+    let mut h = clean();
+    let e4 = lease("r1", "w2.9", 4);
+    let at = h.insert_after("outcome-e3", |x| {
+        x.acquire("w2", &e4, 5000)
+            .put_meta("w2", &e4, 5001, RunStatus::Running, 4)
+            .append("w2", &e4, 5002, settle(7, RunStatus::Ok, 4))
+            .put_meta("w2", &e4, 5003, RunStatus::Ok, 4)
+            .lease_call("w2", Surface::Release, &e4, 5004)
+            .outcome("w2", "r1", "ok");
+    });
+    let v = only(&h, &h.store(), "silent-replay");
+    assert_says(&v, "whose journal was final: its run_settle at row");
+    assert_rows(&v, Some(at + 2), Some(h.at("settle-e3")));
+}
+
+#[test]
+fn silent_replay_catches_a_repeated_settle_with_nothing_new() {
+    // A suspended run swept again: the replay finds nothing new but settles `suspended` again.
+    let mut h = clean();
+    let (e1, e2) = (lease("r8", "w4", 1), lease("r8", "w5", 2));
+    h.insert_after("outcome-e3", |x| {
+        boot(x, "w4", &e1, 4000, 1);
+        x.append("w4", &e1, 4010, suspension(1))
+            .append("w4", &e1, 4020, settle(2, RunStatus::Suspended, 1))
+            .put_meta("w4", &e1, 4030, RunStatus::Suspended, 1)
+            .lease_call("w4", Surface::Release, &e1, 4040)
+            .outcome("w4", "r8", "suspended");
+        boot(x, "w5", &e2, 5000, 2);
+        x.append("w5", &e2, 5010, settle(3, RunStatus::Suspended, 2))
+            .put_meta("w5", &e2, 5020, RunStatus::Suspended, 2)
+            .lease_call("w5", Surface::Release, &e2, 5030)
+            .outcome("w5", "r8", "suspended");
+    });
+    let v = only(&h, &h.store(), "silent-replay");
+    assert_says(&v, "with nothing appended since its last run_settle");
+}
+
+#[test]
+fn renew_loss_catches_a_payment_after_a_failed_renew() {
+    // w2's renew under e2 fails busy (lease loss, 9.2); it pays another dispatch's turn anyway.
+    let mut h = clean();
+    let renew = h.insert_after("terminal-1", |x| {
+        x.lease_call("w2", Surface::Renew, &b2(), 1400);
+        x.call_mut_last().outcome = CallOutcome::Busy;
+        x.effect("w2", EffectKind::Call, &b2(), 3, 1);
+    });
+    let v = only(&h, &h.store(), "renew-loss");
+    assert_says(&v, "w2 paid call turn 1 of r1 dispatch running=3 under e2 after its renew of that lease failed");
+    assert_rows(&v, Some(renew + 1), Some(renew));
+}
+
+#[test]
+fn renew_loss_ignores_a_failed_renew_of_someone_elses_lease() {
+    // A zombie renewing a lease it was never granted loses nothing of its own.
+    let mut h = clean();
+    h.insert_after("outcome-e3", |x| {
+        x.call("zombie", 5000, Surface::Renew, "r1", Some(&b2()), Payload::None, CallOutcome::Stale);
+        x.effect("zombie", EffectKind::Call, &b2(), 9, 1);
+    });
+    assert!(violations_of(&h, "renew-loss").is_empty());
+}
+
+#[test]
+fn repay_bound_catches_a_turn_its_checkpoint_covers_paid_again() {
+    // w1's checkpoint under e1 records turn 1 as done; w2 pays turn 1 again under e2.
+    let mut h = clean();
+    let covered = [&[0x01][..], br#"{"turns":1,"tool_calls_used":0}"#].concat();
+    h.call_mut("ckpt-e1").payload = Payload::Blob(covered.clone());
+    let v = only(&h, &h.store(), "repay-bound");
+    assert_says(&v, "call turn 1 of r1 dispatch running=1 paid under e2 although the checkpoint accepted under e1");
+    assert_rows(&v, Some(h.at("pay-e2")), Some(h.at("ckpt-e1")));
+    // A checkpoint that does not decode covers nothing: the engine reruns the dispatch whole.
+    h.call_mut("ckpt-e1").payload = Payload::Blob([&[0x02][..], &covered[1..]].concat());
+    assert_eq!(check(&h.rows, &h.store(), &CFG), Vec::new());
+}
+
+#[test]
+fn justified_repair_catches_a_repair_of_a_run_nothing_touched() {
+    let mut h = clean();
+    h.insert_after("outcome-e3", |x| {
+        x.push("operator.1", Event::Repair { run: RunId::new("r1"), status: RunStatus::Ok });
+    });
+    // r1 was touched (w1 crashed under e1): its repair is justified.
+    assert!(violations_of(&h, "justified-repair").is_empty(), "{:#?}", violations_of(&h, "justified-repair"));
+    // r2's second generation ran cleanly: every tenure released, nothing failed.
+    h.push("operator.1", Event::Repair { run: RunId::new("r2"), status: RunStatus::Ok });
+    let v = only(&h, &h.store(), "justified-repair");
+    assert_says(&v, "operator.1 repaired r2's meta to ok, but nothing interrupted r2");
+    assert_eq!(v.row, Some(h.rows.len() - 1));
+}
+
+#[test]
+fn honest_outcome_forgets_appends_of_a_deleted_generation() {
+    // w4 appended to r9's first generation and deleted it; its segment of the recreated run,
+    // cancelled before its first append, reports `cancelled` over an empty journal on the strength
+    // of its own accepted meta write (swarm seed 8758 found the oracle reading the old append).
+    let mut h = clean();
+    let (e1, e2) = (lease("r9", "w4", 1), lease("r9", "w4", 2));
+    h.insert_after("outcome-e3", |x| {
+        x.acquire("w4", &e1, 4000).append("w4", &e1, 4010, resolution(1, 1)).lease_call(
+            "w4",
+            Surface::Delete,
+            &e1,
+            4020,
+        );
+        boot(x, "w4", &e2, 4100, 1);
+        x.call("w4", 4101, Surface::Load, "r9", None, Payload::None, CallOutcome::Ok);
+        x.put_meta("w4", &e2, 4110, RunStatus::Cancelled, 1).lease_call("w4", Surface::Release, &e2, 4120).outcome(
+            "w4",
+            "r9",
+            "cancelled",
+        );
+    });
+    assert_eq!(violations_of(&h, "honest-outcome"), Vec::new());
 }

@@ -56,11 +56,16 @@ impl Clock for SimClock {
 /// Decides what happens at each fault point; may sleep or drive other work before answering.
 pub type FaultScript = Box<dyn FnMut(&Point<'_>) -> LocalFuture<'static, Fault>>;
 
+/// What a node does when its engine pays an effect.
+pub type PaidHook = Box<dyn FnMut(&Point<'_>)>;
+
 /// An engine [`Env`] on virtual time. Clones share the clock and the script.
 #[derive(Clone, Default)]
 pub struct SimEnv {
     clock: SimClock,
     script: Rc<RefCell<Option<FaultScript>>>,
+    /// Told of every paid effect as it goes ahead (the world records it in the history).
+    on_paid: Rc<RefCell<Option<PaidHook>>>,
     /// Virtual ms until which this node is stalled: nothing of it runs before then.
     paused_until: Rc<Cell<i64>>,
 }
@@ -73,7 +78,7 @@ impl fmt::Debug for SimEnv {
 
 impl SimEnv {
     pub fn new(clock: SimClock) -> Self {
-        Self { clock, script: Rc::default(), paused_until: Rc::default() }
+        Self { clock, script: Rc::default(), on_paid: Rc::default(), paused_until: Rc::default() }
     }
 
     /// Stall the whole node (a GC pause, SIGSTOP) for `ms`: every sleep of this env, the lease
@@ -99,6 +104,11 @@ impl SimEnv {
         if let Ok(mut script) = self.script.try_borrow_mut() {
             *script = None;
         }
+    }
+
+    /// Install (or with `None` remove) what runs as each paid effect goes ahead.
+    pub fn set_paid_hook(&self, hook: Option<PaidHook>) {
+        *self.on_paid.borrow_mut() = hook;
     }
 
     /// Install a synchronous script.
@@ -128,6 +138,12 @@ impl Env for SimEnv {
                 Some(answer) => answer.await,
                 None => Fault::Continue,
             }
+        }
+    }
+
+    fn paid(&self, point: &Point<'_>) {
+        if let Some(hook) = self.on_paid.borrow_mut().as_mut() {
+            hook(point);
         }
     }
 }

@@ -47,7 +47,11 @@ pub fn aimed_at(defect: Defect) -> &'static str {
         Defect::Store(S::EpochResetOnDelete) => "epochs-increasing",
         Defect::Store(S::NoSeqGuard) => "journal-seq-order",
         Defect::Engine(E::MetaBeforeSettle | E::SettleMetaOnFailedAppend) => "meta-not-ahead",
-        Defect::Engine(E::ReadBeforeOwn) => "repay-bound",
+        Defect::Engine(E::ReadBeforeOwn | E::CheckpointIgnored) => "repay-bound",
+        Defect::Engine(E::RedispatchNewEntry) => "dispatch-identity",
+        Defect::Engine(E::ResettleOnReplay) => "silent-replay",
+        Defect::Engine(E::RenewFailureIgnored) => "renew-loss",
+        Defect::Engine(E::TerminalMetaSkipped) => "justified-repair",
         Defect::Engine(E::StragglersAfterSettle) => "one-settle-per-segment",
         Defect::Engine(E::SupersededGreen) => "honest-outcome",
         Defect::Store(

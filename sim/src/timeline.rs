@@ -108,6 +108,7 @@ fn data(report: &WorldReport, defects: &[Defect]) -> Value {
             }
             Event::Effect(_) => ("effect", None, None, String::new()),
             Event::Outcome { run, .. } => ("outcome", Some(run.to_string()), None, String::new()),
+            Event::Repair { run, .. } => ("note", Some(run.to_string()), None, String::new()),
             Event::Note(text) => {
                 let restart = text.contains("restart") || text.contains("crash") || text.contains("starts");
                 (if restart && lane != "world" { "restart" } else { "note" }, None, None, String::new())

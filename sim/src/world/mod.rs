@@ -548,7 +548,7 @@ fn count(rows: &[Row], snapshot: &Snapshot) -> Counters {
                 EffectKind::Tool => c.paid_tools += 1,
             },
             Event::Fault { kind, .. } => *c.faults.entry(kind.clone()).or_default() += 1,
-            Event::Outcome { .. } | Event::Note(_) => {}
+            Event::Outcome { .. } | Event::Repair { .. } | Event::Note(_) => {}
         }
     }
     for state in snapshot.runs.values() {

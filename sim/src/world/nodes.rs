@@ -73,6 +73,12 @@ impl Ctx {
         let store: Rc<dyn Store> = Rc::new(recorder);
         let env = SimEnv::new(clock);
         env.set_script(Some(fault_script(shared.clone(), name.to_owned(), label.clone(), env.clone())));
+        let (history, paid_by) = (shared.history.clone(), label.clone());
+        env.set_paid_hook(Some(Box::new(move |point| {
+            if let Some(effect) = effect_of(point) {
+                history.push(&paid_by, Event::Effect(effect));
+            }
+        })));
         let world = &shared.cfg.scenario.world;
         let opts = EngineOptions {
             owner: label.clone(),
@@ -169,11 +175,14 @@ async fn operator(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
         for audit in audits.into_iter().filter(|a| a.repair_to.is_some()) {
             let Ok(lease) = ctx.engine.acquire(&audit.run, &ctx.label).await else { continue };
             let repaired = reconcile_run_meta(ctx.store.as_ref(), &audit.run, Some(&lease), ctx.env.now_ms());
-            let note = match repaired {
-                Ok(r) => format!("audit {} -> repaired {:?}", audit, r.repaired.map(RunStatus::as_str)),
-                Err(e) => format!("audit {audit} -> repair failed: {}", e.code()),
+            let event = match repaired {
+                Ok(r) => match r.repaired {
+                    Some(status) => Event::Repair { run: audit.run.clone(), status },
+                    None => Event::Note(format!("audit {audit} -> nothing to repair")),
+                },
+                Err(e) => Event::Note(format!("audit {audit} -> repair failed: {}", e.code())),
             };
-            ctx.history.push(&ctx.label, Event::Note(note));
+            ctx.history.push(&ctx.label, event);
             ctx.engine.release_quietly(&lease);
         }
     }
@@ -399,19 +408,8 @@ fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -
     let ttl = f64::from(shared.plan.ttl_ms);
     Box::new(move |point: &Point<'_>| -> LocalFuture<'static, Fault> {
         let history = shared.history.clone();
-        let effect = effect_of(point);
-        // A paid effect is recorded when its point lets it go ahead.
-        let paid = {
-            let (history, label) = (history.clone(), effect.as_ref().map(|_| label.clone()));
-            move || {
-                if let (Some(effect), Some(label)) = (effect, label) {
-                    history.push(&label, Event::Effect(effect));
-                }
-                Fault::Continue
-            }
-        };
         if shared.quiet.load(Ordering::SeqCst) {
-            return Box::pin(async move { paid() });
+            return Box::pin(std::future::ready(Fault::Continue));
         }
         let fault = |kind: &str, detail: String| Event::Fault {
             kind: kind.to_owned(),
@@ -438,10 +436,10 @@ fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -
             let wait = env.stall(ms);
             return Box::pin(async move {
                 wait.await;
-                paid()
+                Fault::Continue
             });
         }
-        Box::pin(async move { paid() })
+        Box::pin(std::future::ready(Fault::Continue))
     })
 }
 
