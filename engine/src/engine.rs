@@ -402,6 +402,14 @@ impl<E: Env> Engine<E> {
 
     async fn resolve_under(&self, run: &RunId, target: Seq, value: Value, lease: Option<&Lease>) -> EngineResult<Seq> {
         let (_, journal) = self.read(run).await?;
+        // A journal that records a terminal settle is final (contracts 3.6): a run cancelled
+        // while it waited takes no resolution.
+        if let Some(settle) = entries::last_run_settle(&journal).filter(|s| s.run_status.is_terminal()) {
+            return Err(EngineError::Config(format!(
+                "run {run} is settled {}; it takes no resolution",
+                settle.run_status
+            )));
+        }
         let suspended = journal.iter().any(|e| e.seq == target && e.status == entries::status::SUSPENDED);
         if !suspended {
             return Err(EngineError::Config(format!("run {run} has no suspension at seq {target}")));

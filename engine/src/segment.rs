@@ -150,7 +150,8 @@ impl<'e, E: Env> Segment<'e, E> {
         let mut end_status = RunStatus::Ok;
         // A journal that records a terminal settle is final (contracts 3.6): its steps replay
         // only while they are finished; a step the settle left unfinished (a dangling dispatch
-        // of a run that settled `error`) is never dispatched again, and nothing is appended.
+        // of a run that settled `error`, a dispatch cancelled before the run settled
+        // `cancelled`) is never dispatched again, and nothing is appended.
         let settled = entries::last_run_settle(&self.journal.borrow()).is_some_and(|s| s.run_status.is_terminal());
         for step in &workflow.steps {
             if settled && !self.finished(step) {
@@ -203,11 +204,19 @@ impl<'e, E: Env> Segment<'e, E> {
         }
     }
 
-    /// Whether a step already ended in the journal: an agent step by a terminal of its latest
-    /// dispatch, a suspension step by a resolution (replaying it appends nothing).
+    /// Whether a step replays from the journal without a dispatch: an agent step by an `ok`
+    /// terminal of its latest dispatch or a `limit` one a settle stamped (a `cancelled` or
+    /// `error` terminal ended the dispatch but gave the step no value), a suspension step by a
+    /// resolution (replaying it appends nothing).
     fn finished(&self, step: &Step) -> bool {
         match step {
-            Step::Agent(agent) => matches!(self.prior(&agent.key), Some((_, Some(_)))),
+            Step::Agent(agent) => match self.prior(&agent.key) {
+                Some((_, Some(t))) => {
+                    t.status == status::OK
+                        || (t.status == status::LIMIT && !entries::is_unstamped(&self.journal.borrow(), &t))
+                }
+                _ => false,
+            },
             Step::Suspend { key, .. } => {
                 let journal = self.journal.borrow();
                 let open = entries::open_suspensions(&journal);

@@ -10,7 +10,7 @@ use fencesim_store::{Defects, StoreDefect};
 use crate::scenario::{Scenario, ScenarioError};
 
 /// `(name, file text)` of every built-in scenario, sorted by name.
-pub const SCENARIOS: [(&str, &str); 10] = [
+pub const SCENARIOS: [(&str, &str); 11] = [
     ("boot-storm", include_str!("../../scenarios/boot-storm.toml")),
     ("client-reattach", include_str!("../../scenarios/client-reattach.toml")),
     ("crash-between-journal-and-meta", include_str!("../../scenarios/crash-between-journal-and-meta.toml")),
@@ -20,6 +20,7 @@ pub const SCENARIOS: [(&str, &str); 10] = [
     ("stale-retention", include_str!("../../scenarios/stale-retention.toml")),
     ("stale-settle", include_str!("../../scenarios/stale-settle.toml")),
     ("swarm", include_str!("../../scenarios/swarm.toml")),
+    ("unrepaired", include_str!("../../scenarios/unrepaired.toml")),
     ("zombie-probes", include_str!("../../scenarios/zombie-probes.toml")),
 ];
 

@@ -114,6 +114,37 @@ fn a_run_settled_with_a_dangling_dispatch_is_never_dispatched_again() {
 }
 
 #[test]
+fn a_run_settled_cancelled_is_never_dispatched_again_nor_resolved() {
+    // A crash fell between the `cancelled` settle and its meta write: the meta still says
+    // running, so a worker resumes the run. The cancelled dispatch must not be paid again, the
+    // final journal must not grow, and an offline resolution is refused.
+    each_backend(|backend, nodes| async move {
+        let (a, b) = (&nodes[0], &nodes[1]);
+        let run = RunId::new("r");
+        let mut meta = fencesim_store::RunMeta::new(run.clone(), RunStatus::Running).with_segments(1);
+        meta.extra.insert("workflow".into(), json!("happy"));
+        a.store.put_meta(&meta, None).unwrap();
+        let key = match &Workflow::happy().steps[0] {
+            fencesim_engine::Step::Agent(agent) => agent.key.clone(),
+            other => panic!("the happy workflow opens with an agent step: {other:?}"),
+        };
+        a.store.append(&run, &entries::running(Seq(1), entries::kind::AGENT, &key), None).unwrap();
+        let cancelled = entries::terminal(Seq(2), Seq(1), entries::kind::AGENT, status::CANCELLED, &key, json!({}));
+        a.store.append(&run, &cancelled, None).unwrap();
+        a.store.append(&run, &entries::suspension(Seq(3), entries::kind::APPROVAL, "gate"), None).unwrap();
+        a.store.append(&run, &entries::run_settle(Seq(4), RunStatus::Cancelled, 1), None).unwrap();
+        let before = a.store.load(&run).unwrap();
+        let outcome = b.engine.resume(&run, &Workflow::happy(), RunOptions::default()).await.expect("replays");
+        assert_eq!((outcome.status, outcome.appended), (RunStatus::Cancelled, 0), "{backend:?}");
+        assert_eq!(b.ledger.run_total(&run).calls, 0, "{backend:?}: the cancelled dispatch was paid again");
+        let refused = a.engine.resolve(&run, Seq(3), json!("late"), "client").await;
+        assert!(matches!(refused, Err(EngineError::Config(_))), "{backend:?}: {refused:?}");
+        assert_eq!(a.store.load(&run).unwrap(), before, "{backend:?}: the final journal grew");
+        assert_eq!(a.store.get_meta(&run).unwrap().map(|m| m.status), Some(RunStatus::Cancelled));
+    });
+}
+
+#[test]
 fn a_suspension_parks_the_run_until_an_offline_resolution() {
     each_backend(|backend, nodes| async move {
         let (a, b) = (&nodes[0], &nodes[1]);
@@ -230,6 +261,35 @@ fn a_clock_jump_past_the_ttl_is_lease_loss_and_the_segment_is_superseded() {
         let result = a.engine.run(&run, &Workflow::happy(), RunOptions::default()).await;
         assert!(matches!(result, Err(EngineError::Superseded { status: RunStatus::Cancelled, .. })), "{result:?}");
         assert_eq!(a.ledger.run_total(&run).calls, 1, "the cancel stops the run before the next dispatch");
+    });
+}
+
+#[test]
+fn a_lease_lost_while_an_effect_waits_at_its_fault_point_pays_nothing() {
+    // At the first tool's fault point the node's clock jumps past the ttl and the call waits
+    // there while the renew loop runs on: the next renew is refused, which is lease loss (E2).
+    // The tool must not run when the call goes on (renew-loss; swarm seed 8916 found it run).
+    let db = world(DbKind::Memdb);
+    sim(|| async {
+        let a = node(&db, "a", EngineDefects::NONE);
+        let clock = a.env.clock().clone();
+        let fired = std::cell::Cell::new(false);
+        a.env.set_script(Some(Box::new(move |p| {
+            if fired.get() || !matches!(p.site, Site::Tool { n: 1, .. }) {
+                return Box::pin(async { Fault::Continue });
+            }
+            fired.set(true);
+            clock.set_skew_ms(i64::from(10 * TTL));
+            Box::pin(async {
+                sleep_ms(u64::from(TTL)).await;
+                Fault::Continue
+            })
+        })));
+        let run = RunId::new("r");
+        let result = a.engine.run(&run, &Workflow::limit(), RunOptions::default()).await;
+        assert!(matches!(result, Err(EngineError::Superseded { status: RunStatus::Cancelled, .. })), "{result:?}");
+        let paid = a.ledger.run_total(&run);
+        assert_eq!((paid.calls, paid.tools), (1, 0), "the tool waited out the lease loss and ran anyway");
     });
 }
 
