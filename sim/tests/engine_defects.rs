@@ -327,6 +327,26 @@ fn fresh_run_plan(defects: EngineDefects, db: DbKind) -> Violations {
     regression_plan("fresh-run-unleased-boot-storm-seed1.toml", defects, db)
 }
 
+fn redispatch_plan(defects: EngineDefects, db: DbKind) -> Violations {
+    regression_plan("redispatch-new-entry-swarm-seed4.toml", defects, db)
+}
+
+fn checkpoint_plan(defects: EngineDefects, db: DbKind) -> Violations {
+    regression_plan("checkpoint-ignored-swarm-seed4.toml", defects, db)
+}
+
+fn resettle_plan(defects: EngineDefects, db: DbKind) -> Violations {
+    regression_plan("resettle-on-replay-swarm-seed5.toml", defects, db)
+}
+
+fn renew_plan(defects: EngineDefects, db: DbKind) -> Violations {
+    regression_plan("renew-failure-ignored-swarm-seed4.toml", defects, db)
+}
+
+fn repair_plan(defects: EngineDefects, db: DbKind) -> Violations {
+    regression_plan("terminal-meta-skipped-swarm-seed8.toml", defects, db)
+}
+
 /// Where each engine defect is caught: a detector this test runs, with and without the defect.
 fn detector(defect: EngineDefect) -> Scenario {
     match defect {
@@ -341,6 +361,11 @@ fn detector(defect: EngineDefect) -> Scenario {
         EngineDefect::RetentionWithoutLease => retention_plan,
         EngineDefect::FreshRunUnleased => fresh_run_plan,
         EngineDefect::SkipCacheByLength => recreated_generation,
+        EngineDefect::RedispatchNewEntry => redispatch_plan,
+        EngineDefect::CheckpointIgnored => checkpoint_plan,
+        EngineDefect::ResettleOnReplay => resettle_plan,
+        EngineDefect::RenewFailureIgnored => renew_plan,
+        EngineDefect::TerminalMetaSkipped => repair_plan,
     }
 }
 
