@@ -2,15 +2,15 @@
 //! that fencing alone cannot hold, because a violation of them is contained by the store (a
 //! refused write) or put right later (a repair), so the end state looks healthy.
 //!
-//! - `dispatch-identity` (contracts 1.2, 3.5): a dispatch is its running entry. At most one
+//! - `dispatch-identity` (E10): a dispatch is its running entry. At most one
 //!   dispatch is open at a time in a run's generation (the one a crash or failure left
 //!   dangling), so a step re-dispatched after a crash reuses its dangling entry instead of opening
 //!   a new one, and each running entry is closed by at most one terminal of the same step.
-//! - `silent-replay` (3.6): a journal that records a terminal `run_settle` is final: a tenure
+//! - `silent-replay` (E12): a journal that records a terminal `run_settle` is final: a tenure
 //!   that finds its run settled appends nothing, so journals never grow without work.
-//! - `renew-loss` (E2, 9.2): after a failed renew of its own lease, a holder pays nothing more
+//! - `renew-loss` (E13, 9.2): after a failed renew of its own lease, a holder pays nothing more
 //!   under that lease (a payment is the one thing the store's fence cannot refuse).
-//! - `justified-repair` (R1-R9): the operator's repair of a run's meta is justified only for a run
+//! - `justified-repair` (E14): the operator's repair of a run's meta is justified only for a run
 //!   that a crash, stall, takeover, failed segment or unreleased tenure touched in its generation;
 //!   a repair of an untouched run hides an engine that left its meta wrong.
 

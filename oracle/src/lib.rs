@@ -153,7 +153,7 @@ pub const CHECKERS: &[(&str, &str)] = &[
     ),
     (
         outcomes::REPAY_BOUND,
-        "a dispatch's turn or tool is paid once per tenure, never after its terminal, never again once an accepted checkpoint covers it, and at most 1 + (unreleased tenures that paid into that dispatch) times (3.5, 5.13)",
+        "a dispatch's turn or tool is paid once per tenure, never after its terminal, never again once an accepted checkpoint covers it, and at most 1 + (unreleased tenures that paid into that dispatch) times (3.5, E11, 5.13)",
     ),
     (
         outcomes::LIVENESS,
@@ -165,19 +165,19 @@ pub const CHECKERS: &[(&str, &str)] = &[
     ),
     (
         conduct::DISPATCH_IDENTITY,
-        "a dispatch is its running entry: at most one dispatch of a run is open at a time, so a re-dispatch reuses its dangling entry, and a terminal closes an open running entry of its own step (1.2, 3.5)",
+        "a dispatch is its running entry: at most one dispatch of a run is open at a time, so a re-dispatch reuses its dangling entry, and a terminal closes an open running entry of its own step (E10)",
     ),
     (
         conduct::SILENT_REPLAY,
-        "a journal that records a terminal run_settle is final: a tenure that finds its run settled appends nothing (3.6)",
+        "a journal that records a terminal run_settle is final: a tenure that finds its run settled appends nothing, and no run_settle repeats the last with nothing new (E12)",
     ),
     (
         conduct::RENEW_LOSS,
-        "after a failed renew of its own lease a holder pays no call turn and runs no tool under that epoch (E2, 9.2)",
+        "after a failed renew of its own lease a holder pays no call turn and runs no tool under that epoch (E13, 9.2)",
     ),
     (
         conduct::JUSTIFIED_REPAIR,
-        "the operator repairs only runs that a crash, stall, takeover, failed segment or unreleased tenure touched (R1-R9)",
+        "the operator repairs only runs that a crash, stall, takeover, failed segment, unreleased tenure or offline resolution touched (E14)",
     ),
     (
         leases::TYPED_REJECTIONS,
