@@ -19,7 +19,7 @@ use fencesim_store::{Epoch, RunId, RunStatus, Seq};
 
 use super::model::{last_settle, open_suspensions, settle_status};
 use super::{Context, Violation};
-use crate::history::{CallOutcome, EffectKind, Event, Payload, RunState, SegmentError, SegmentResult, Surface};
+use crate::history::{Call, CallOutcome, EffectKind, Event, Payload, RunState, SegmentError, SegmentResult, Surface};
 
 pub(super) const REPAY_BOUND: &str = "repay-bound";
 pub(super) const LIVENESS: &str = "liveness";
@@ -68,25 +68,8 @@ pub(super) fn repay_bound(ctx: &Context) -> Vec<Violation> {
                         released.insert((call.run.clone(), gen_, lease.epoch));
                     }
                     (Surface::Delete, _, _) => *generation.entry(call.run.clone()).or_default() += 1,
-                    (Surface::PutBlob | Surface::DeleteBlob, _, payload) => {
-                        let Some(running) = call.blob_ref.as_deref().and_then(checkpoint_running) else { continue };
-                        let key = (call.run.clone(), gen_, running);
-                        match (payload, call.epoch()) {
-                            (Payload::Blob(bytes), Some(epoch)) if call.surface == Surface::PutBlob => {
-                                match decode_checkpoint(bytes) {
-                                    Some((turns, tools)) => {
-                                        covered.insert(key, Coverage { row: row.index, epoch, turns, tools });
-                                    }
-                                    // An undecodable checkpoint is refused whole: the dispatch reruns.
-                                    None => {
-                                        covered.remove(&key);
-                                    }
-                                }
-                            }
-                            _ => {
-                                covered.remove(&key);
-                            }
-                        }
+                    (Surface::PutBlob | Surface::DeleteBlob, _, _) => {
+                        note_checkpoint(&mut covered, call, gen_, row.index)
                     }
                     (Surface::Append, _, Payload::Entry(entry)) => {
                         if let Some(running) = entry.ref_seq {
@@ -172,6 +155,28 @@ pub(super) fn repay_bound(ctx: &Context) -> Vec<Violation> {
         }
     }
     found
+}
+
+/// Keep `covered` current for an accepted put or delete of a checkpoint ref: a put that decodes
+/// covers what it records; an undecodable one (refused whole: the dispatch reruns) or a delete
+/// covers nothing.
+fn note_checkpoint(covered: &mut BTreeMap<(RunId, u32, Seq), Coverage>, call: &Call, gen_: u32, row: usize) {
+    let Some(running) = call.blob_ref.as_deref().and_then(checkpoint_running) else { return };
+    let key = (call.run.clone(), gen_, running);
+    let coverage = match (&call.payload, call.epoch()) {
+        (Payload::Blob(bytes), Some(epoch)) if call.surface == Surface::PutBlob => {
+            decode_checkpoint(bytes).map(|(turns, tools)| Coverage { row, epoch, turns, tools })
+        }
+        _ => None,
+    };
+    match coverage {
+        Some(c) => {
+            covered.insert(key, c);
+        }
+        None => {
+            covered.remove(&key);
+        }
+    }
 }
 
 /// What an accepted checkpoint of a dispatch says is done: turns taken and tools run.
@@ -283,11 +288,26 @@ impl Journal {
     }
 }
 
-/// A node's last `run_settle` append for a run since its previous outcome for it.
+/// A node's last `run_settle` append (or terminal meta write) for a run since its previous
+/// outcome for it.
 struct Attempt {
     row: usize,
     outcome: CallOutcome,
     status: RunStatus,
+}
+
+/// What honest-outcome remembers of one node's calls on one run since the node's previous
+/// outcome for the run.
+#[derive(Default)]
+struct Since {
+    /// The last `run_settle` append.
+    settle: Option<Attempt>,
+    /// The last non-running meta write: what backs an outcome over an empty journal.
+    meta: Option<Attempt>,
+    /// An accepted append of this generation.
+    wrote: bool,
+    /// The journal as of each load.
+    seen: Vec<Journal>,
 }
 
 /// A settled outcome node N reports for run R is backed by N's last `run_settle` append for R
@@ -298,126 +318,130 @@ struct Attempt {
 /// Attempts and loads are keyed by (node, run): see the module doc.
 pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
     let mut journals: BTreeMap<&RunId, Journal> = BTreeMap::new();
-    let mut attempts: BTreeMap<(&str, &RunId), Attempt> = BTreeMap::new();
-    // A node's last non-running meta write per run: what backs an outcome over an empty journal.
-    let mut metas: BTreeMap<(&str, &RunId), Attempt> = BTreeMap::new();
-    let mut views: BTreeMap<(&str, &RunId), Vec<Journal>> = BTreeMap::new();
-    // (node, run) pairs with an accepted append since the node's last outcome for the run.
-    let mut appended: BTreeSet<(&str, &RunId)> = BTreeSet::new();
+    let mut since: BTreeMap<(&str, &RunId), Since> = BTreeMap::new();
     let mut found = Vec::new();
     for row in ctx.rows {
         match &row.event {
-            Event::Call(call) => match (call.surface, &call.payload) {
-                (Surface::Delete, _) if call.outcome.is_ok() => {
-                    // A new generation: what any node appended to the old one is gone with it.
-                    journals.remove(&call.run);
-                    appended.retain(|(_, run)| *run != &call.run);
-                }
-                (Surface::PutMeta, Payload::Meta(meta)) if meta.status != RunStatus::Running => {
-                    let attempt = Attempt { row: row.index, outcome: call.outcome.clone(), status: meta.status };
-                    metas.insert((&row.node, &call.run), attempt);
-                }
-                (Surface::Load, _) if call.outcome.is_ok() => {
-                    let view = journals.get(&call.run).copied().unwrap_or_default();
-                    views.entry((&row.node, &call.run)).or_default().push(view);
-                }
-                (Surface::Append, Payload::Entry(entry)) => {
-                    let status = settle_status(entry);
-                    if let Some(status) = status {
-                        let attempt = Attempt { row: row.index, outcome: call.outcome.clone(), status };
-                        attempts.insert((&row.node, &call.run), attempt);
+            Event::Call(call) => {
+                let key = (row.node.as_str(), &call.run);
+                match (call.surface, &call.payload) {
+                    (Surface::Delete, _) if call.outcome.is_ok() => {
+                        // A new generation: what any node appended to the old one is gone with it.
+                        journals.remove(&call.run);
+                        since.iter_mut().filter(|((_, run), _)| *run == &call.run).for_each(|(_, s)| s.wrote = false);
                     }
-                    if call.outcome.is_ok() {
-                        appended.insert((&row.node, &call.run));
-                        let journal = journals.entry(&call.run).or_default();
-                        journal.entries += 1;
+                    (Surface::PutMeta, Payload::Meta(meta)) if meta.status != RunStatus::Running => {
+                        let attempt = Attempt { row: row.index, outcome: call.outcome.clone(), status: meta.status };
+                        since.entry(key).or_default().meta = Some(attempt);
+                    }
+                    (Surface::Load, _) if call.outcome.is_ok() => {
+                        let view = journals.get(&call.run).copied().unwrap_or_default();
+                        since.entry(key).or_default().seen.push(view);
+                    }
+                    (Surface::Append, Payload::Entry(entry)) => {
+                        let status = settle_status(entry);
+                        let mine = since.entry(key).or_default();
                         if let Some(status) = status {
-                            journal.last_settle = Some((row.index, status));
+                            mine.settle = Some(Attempt { row: row.index, outcome: call.outcome.clone(), status });
+                        }
+                        if call.outcome.is_ok() {
+                            mine.wrote = true;
+                            let journal = journals.entry(&call.run).or_default();
+                            journal.entries += 1;
+                            if let Some(status) = status {
+                                journal.last_settle = Some((row.index, status));
+                            }
                         }
                     }
+                    _ => {}
                 }
-                _ => {}
-            },
+            }
             // A segment refused before it touched the store (a second live segment of the run,
             // a run that already exists, a binding refusal) made no calls: its outcome must not
             // take the attempts of the segment that did.
             Event::Outcome { result: SegmentResult::Failed(SegmentError::SegmentLive), .. } => {}
             Event::Outcome { run, result } => {
-                let key = (row.node.as_str(), run);
-                let attempt = attempts.remove(&key);
-                let meta = metas.remove(&key);
-                let wrote = appended.remove(&key);
-                let seen = views.remove(&key).unwrap_or_default();
+                let mine = since.remove(&(row.node.as_str(), run)).unwrap_or_default();
                 let SegmentResult::Reported(reported) = *result else { continue };
                 if reported == RunStatus::Running {
                     continue;
                 }
-                let node = &row.node;
-                let why = match attempt {
-                    Some(a) if !a.outcome.is_ok() => Some((
-                        format!(
-                            "{node} reported {run} {reported}, but its run_settle append at row {} was rejected ({})",
-                            a.row, a.outcome
-                        ),
-                        Some(a.row),
-                    )),
-                    Some(a) if a.status != reported => Some((
-                        format!(
-                            "{node} reported {run} {reported}, but its accepted run_settle at row {} says {}",
-                            a.row, a.status
-                        ),
-                        Some(a.row),
-                    )),
-                    Some(_) => None,
-                    None => {
-                        let now = journals.get(run).copied().unwrap_or_default();
-                        let empty = !wrote && (now.entries == 0 || seen.iter().any(|view| view.entries == 0));
-                        if now.backs(reported) || seen.iter().any(|view| view.backs(reported)) {
-                            None
-                        } else if empty {
-                            // Over an empty journal no settle is due (contracts 3.6.4): only the
-                            // segment's own terminal meta write can make the outcome durable.
-                            match meta {
-                                Some(m) if m.outcome.is_ok() && m.status == reported => None,
-                                Some(m) => Some((
-                                    format!(
-                                        "{node} reported {run} {reported} over an empty journal, but its meta write at row {} ({}) was {}",
-                                        m.row, m.status, m.outcome
-                                    ),
-                                    Some(m.row),
-                                )),
-                                None => Some((
-                                    format!("{node} reported {run} {reported} over an empty journal and wrote no meta"),
-                                    None,
-                                )),
-                            }
-                        } else {
-                            // The journal the node read last (or, if it read none, the current one).
-                            let read = seen.last().copied().unwrap_or(now);
-                            Some(match read.last_settle {
-                                None => (
-                                    format!(
-                                        "{node} reported {run} {reported} without a run_settle, over a journal of {} entries with none",
-                                        read.entries
-                                    ),
-                                    None,
-                                ),
-                                Some((at, status)) => (
-                                    format!(
-                                        "{node} reported {run} {reported} without a run_settle, but the journal's last run_settle (row {at}) says {status}"
-                                    ),
-                                    Some(at),
-                                ),
-                            })
-                        }
-                    }
-                };
-                if let Some((explanation, cause)) = why {
-                    found.push(Violation::new(HONEST_OUTCOME, explanation, Some(row.index), cause));
+                let now = journals.get(run).copied().unwrap_or_default();
+                if let Some((why, cause)) = unbacked(&row.node, run, reported, mine, now) {
+                    found.push(Violation::new(HONEST_OUTCOME, why, Some(row.index), cause));
                 }
             }
             _ => {}
         }
     }
     found
+}
+
+/// Why `node`'s report of `run` as `reported` is not backed (and the row that shows it), given
+/// what it did since its previous outcome for the run and the journal `now`; `None` if backed.
+fn unbacked(
+    node: &str,
+    run: &RunId,
+    reported: RunStatus,
+    mine: Since,
+    now: Journal,
+) -> Option<(String, Option<usize>)> {
+    match mine.settle {
+        Some(a) if !a.outcome.is_ok() => {
+            return Some((
+                format!(
+                    "{node} reported {run} {reported}, but its run_settle append at row {} was rejected ({})",
+                    a.row, a.outcome
+                ),
+                Some(a.row),
+            ));
+        }
+        Some(a) if a.status != reported => {
+            return Some((
+                format!(
+                    "{node} reported {run} {reported}, but its accepted run_settle at row {} says {}",
+                    a.row, a.status
+                ),
+                Some(a.row),
+            ));
+        }
+        Some(_) => return None,
+        None => {}
+    }
+    if now.backs(reported) || mine.seen.iter().any(|view| view.backs(reported)) {
+        return None;
+    }
+    let empty = !mine.wrote && (now.entries == 0 || mine.seen.iter().any(|view| view.entries == 0));
+    if empty {
+        // Over an empty journal no settle is due (contracts 3.6.4): only the segment's own
+        // terminal meta write can make the outcome durable.
+        return match mine.meta {
+            Some(m) if m.outcome.is_ok() && m.status == reported => None,
+            Some(m) => Some((
+                format!(
+                    "{node} reported {run} {reported} over an empty journal, but its meta write at row {} ({}) was {}",
+                    m.row, m.status, m.outcome
+                ),
+                Some(m.row),
+            )),
+            None => Some((format!("{node} reported {run} {reported} over an empty journal and wrote no meta"), None)),
+        };
+    }
+    // The journal the node read last (or, if it read none, the current one).
+    let read = mine.seen.last().copied().unwrap_or(now);
+    Some(match read.last_settle {
+        None => (
+            format!(
+                "{node} reported {run} {reported} without a run_settle, over a journal of {} entries with none",
+                read.entries
+            ),
+            None,
+        ),
+        Some((at, status)) => (
+            format!(
+                "{node} reported {run} {reported} without a run_settle, but the journal's last run_settle (row {at}) says {status}"
+            ),
+            Some(at),
+        ),
+    })
 }
