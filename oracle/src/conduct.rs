@@ -241,10 +241,12 @@ pub(super) fn justified_repair(ctx: &Context) -> Vec<Violation> {
             }) if entry.kind == "resolution" => {
                 touched.entry(run).or_insert(row.index);
             }
-            Event::Call(call) if call.surface == Surface::Acquire && call.outcome.is_ok() => {
-                if call.lease.as_ref().is_some_and(|l| !released.contains(&(&call.run, l.epoch))) {
-                    touched.entry(&call.run).or_insert(row.index);
-                }
+            Event::Call(call)
+                if call.surface == Surface::Acquire
+                    && call.outcome.is_ok()
+                    && call.lease.as_ref().is_some_and(|l| !released.contains(&(&call.run, l.epoch))) =>
+            {
+                touched.entry(&call.run).or_insert(row.index);
             }
             Event::Fault { kind, run: Some(run), .. } if INTERRUPTING.contains(&kind.as_str()) => {
                 touched.entry(run).or_insert(row.index);
