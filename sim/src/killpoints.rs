@@ -10,7 +10,6 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::Arc;
 
 use fencesim_engine::audit::{self, AuditVerdict};
 use fencesim_engine::entries::{self, kind, status};
@@ -22,7 +21,7 @@ use fencesim_store::{Defects, JournalEntry, RunId, RunStatus, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::env::{SimClock, SimEnv};
+use crate::env::SimEnv;
 use crate::stores::{Db, DbKind};
 
 /// The crashing child's ttl: short, like the reference's worker ttl (contracts 5.13).
@@ -190,9 +189,7 @@ fn runtime() -> madsim::runtime::Runtime {
 }
 
 fn open(db: &Db, ttl_ms: u32, config: &Config) -> Result<(Rc<dyn Store>, SimEnv), String> {
-    let clock = SimClock::new(0);
-    let store = db.open(Arc::new(clock.clone()), i64::from(ttl_ms), config.store_defects).map_err(|e| e.to_string())?;
-    Ok((Rc::new(store), SimEnv::new(clock)))
+    db.node(ttl_ms, config.store_defects).map_err(|e| e.to_string())
 }
 
 fn engine<E: Env>(store: Rc<dyn Store>, env: E, ledger: Ledger, owner: &str, config: &Config) -> Engine<E> {

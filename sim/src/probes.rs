@@ -12,7 +12,6 @@
 //! [`ProbeError`] when its set-up failed: a harness error, never a catch.
 
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
 
 use fencesim_engine::Engine;
@@ -23,7 +22,7 @@ use fencesim_engine::{
 use fencesim_store::{Defects, MemoryStore, RunId, RunStatus, Seq, Store};
 use serde_json::json;
 
-use crate::env::{SimClock, SimEnv};
+use crate::env::SimEnv;
 use crate::stores::{Db, DbKind};
 
 /// A probe that could not build the state it probes: a harness error (exit 2), never a catch.
@@ -94,11 +93,9 @@ async fn generations_inner(defects: EngineDefects) -> Result<Generations, String
     let db = Db::new(DbKind::Memdb).map_err(|e| format!("the probe's database: {e}"))?;
     type Node = (Rc<dyn Store>, Rc<Engine<SimEnv>>);
     let node = |owner: &str, defects| -> Result<Node, String> {
-        let clock = SimClock::new(0);
-        let store = db.open(Arc::new(clock.clone()), 1_000, Defects::NONE).map_err(|e| e.to_string())?;
-        let store: Rc<dyn Store> = Rc::new(store);
+        let (store, env) = db.node(1_000, Defects::NONE).map_err(|e| e.to_string())?;
         let opts = EngineOptions { owner: owner.into(), defects, ..EngineOptions::default() };
-        let engine = Engine::new(store.clone(), SimEnv::new(clock), Ledger::new(), opts).map_err(|e| e.to_string())?;
+        let engine = Engine::new(store.clone(), env, Ledger::new(), opts).map_err(|e| e.to_string())?;
         Ok((store, Rc::new(engine)))
     };
     let (host_store, host) = node("host", EngineDefects::NONE)?;

@@ -5,10 +5,13 @@
 //! ([`keep_temp_folders`], the CLI's `FENCESIM_KEEP_TEMP=1`).
 
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use fencesim_store::{Clock, Defects, Location, SqliteOptions, SqliteStore, StoreResult};
+use fencesim_store::{Clock, Defects, Location, SqliteOptions, SqliteStore, Store, StoreResult};
+
+use crate::env::{SimClock, SimEnv};
 
 /// Which database a world uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -87,5 +90,13 @@ impl Db {
         SqliteStore::open(
             SqliteOptions::new(self.location.clone(), clock).lease_ttl_ms(ttl_ms).busy_timeout_ms(0).defects(defects),
         )
+    }
+
+    /// A simulated node: its own connection, and the engine `Env` on the same fresh clock (skew
+    /// 0), so the store judges the node's leases by the time its engine sees.
+    pub fn node(&self, ttl_ms: u32, defects: Defects) -> StoreResult<(Rc<dyn Store>, SimEnv)> {
+        let clock = SimClock::new(0);
+        let store = self.open(Arc::new(clock.clone()), i64::from(ttl_ms), defects)?;
+        Ok((Rc::new(store), SimEnv::new(clock)))
     }
 }

@@ -6,7 +6,6 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::rc::Rc;
-use std::sync::Arc;
 
 use fencesim::env::{SimClock, SimEnv};
 use fencesim::stores::{Db, DbKind};
@@ -45,10 +44,8 @@ pub fn node_with(db: &Db, opts: EngineOptions) -> Node {
 
 /// A node with its own connection at `ttl_ms`, recording into `ledger` (which may be shared).
 pub fn node_in(db: &Db, ttl_ms: u32, ledger: Ledger, opts: EngineOptions) -> Node {
-    let clock = SimClock::new(0);
-    let store: Rc<dyn Store> =
-        Rc::new(db.open(Arc::new(clock.clone()), i64::from(ttl_ms), Defects::NONE).expect("the world's store opens"));
-    over_with(store, SimEnv::new(clock), ledger, opts)
+    let (store, env) = db.node(ttl_ms, Defects::NONE).expect("the world's store opens");
+    over_with(store, env, ledger, opts)
 }
 
 /// A node over a given store (a MemoryStore, say).
