@@ -96,7 +96,7 @@ pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
     let first = reports.first().ok_or(MergeError::Empty)?;
     let schema = first.doc["schema"].as_str().unwrap_or_default().to_owned();
     let keys: &[&str] = match schema.as_str() {
-        report::SWEEP_SCHEMA => &["scenario", "source", "db", "defects", "start", "seeds"],
+        report::SWEEP_SCHEMA => &["scenario", "source", "db", "defects", "start", "seeds", "aims"],
         report::REPLAY_SCHEMA => &["corpus", "entries"],
         other => return Err(MergeError::Malformed(first.from.clone(), format!("schema '{other}'"))),
     };
@@ -171,6 +171,21 @@ pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
 }
 
 /// The JUnit text of a sweep or replay report.
+/// The events a (merged) sweep report's scenario aims at that its coverage table never saw. A
+/// report written before sweeps recorded their aims aims at nothing.
+pub fn missing_coverage(doc: &Value) -> Vec<String> {
+    let seen: Vec<&str> =
+        doc["coverage"].as_array().into_iter().flatten().filter_map(|r| r["event"].as_str()).collect();
+    doc["aims"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|e| !seen.contains(e))
+        .map(str::to_owned)
+        .collect()
+}
+
 pub fn junit_of(doc: &Value) -> String {
     let seconds = |v: &Value| v["seconds"].as_f64().unwrap_or(0.0);
     if doc["schema"] == report::SWEEP_SCHEMA {

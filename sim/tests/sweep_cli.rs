@@ -253,6 +253,40 @@ fn a_scenario_with_its_faults_off_fails_its_coverage_requirement() {
     }
 }
 
+/// `merge --require-coverage` judges the fleet, not a shard: the merged coverage table must hold
+/// every event the scenario aims at. The same scenario with its faults switched off fails,
+/// naming the events no shard produced; the aims travel in the reports.
+#[test]
+fn merged_shards_are_held_to_the_scenarios_coverage() {
+    let dir = tempfile::tempdir().unwrap();
+    let on = scenario_text("mid-call-takeover");
+    let off = on.replacen("[faults.takeover]\non = 1.0", "[faults.takeover]\non = 0.0", 1);
+    for (name, text, code) in [("on", &on, 0), ("off", &off, 1)] {
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let mut shards = Vec::new();
+        for shard in ["0/2", "1/2"] {
+            let report = dir.path().join(format!("{name}-{}", &shard[..1]));
+            let args = ["sweep", "--scenario", path.to_str().unwrap(), "--seeds", "6", "--shard", shard];
+            let out = fencesim(&[&args[..], &["--report", report.to_str().unwrap()]].concat());
+            assert_exit(&out, 0);
+            assert!(read_json(&report.join("sweep.json"))["aims"].as_array().is_some_and(|a| !a.is_empty()));
+            shards.push(report.to_str().unwrap().to_owned());
+        }
+        let merged = dir.path().join(format!("{name}-merged"));
+        let shards: Vec<&str> = shards.iter().map(String::as_str).collect();
+        let out =
+            fencesim(&[&["merge"], &shards[..], &["--out", merged.to_str().unwrap(), "--require-coverage"]].concat());
+        assert_exit(&out, code);
+        let text = stdout(&out);
+        let line = text.lines().find(|l| l.starts_with("COVERAGE: "));
+        assert_eq!(line.is_some(), code == 1, "{text}");
+        if let Some(line) = line {
+            assert!(line.contains("takeover-mid-append") && line.contains("never happened in any shard"), "{line}");
+        }
+    }
+}
+
 /// A scenario whose faults can never fire, or with nothing to do, is refused with its line;
 /// the same scenario without the flaw runs.
 #[test]

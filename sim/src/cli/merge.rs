@@ -2,7 +2,8 @@
 //! `replay` (each folder holds a `sweep.json` or a `replay.json`) into one report and its
 //! `junit.xml`, equal to an unsharded run of the same seeds apart from wall-clock fields. Refuses
 //! (exit 2) reports of different runs, overlapping shards and missing shards, naming them; exits 1
-//! when any shard had a failure.
+//! when any shard had a failure, and with `--require-coverage` when an event the sweep's scenario
+//! aims at happened in no shard (a shard alone may miss an event the fleet as a whole produced).
 
 use std::path::PathBuf;
 
@@ -19,6 +20,10 @@ pub struct Args {
     /// Where the merged report and `junit.xml` are written (created if needed).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
+    /// Exit 1 naming every coverage event the sweep's scenario aims at that no shard produced
+    /// (sweep reports only).
+    #[arg(long)]
+    require_coverage: bool,
 }
 
 pub fn run(args: &Args) -> CmdResult {
@@ -36,6 +41,11 @@ pub fn run(args: &Args) -> CmdResult {
         reports.push(ShardReport { from: path.display().to_string(), doc });
     }
     let (doc, junit) = fleet::merge(&reports)?;
+    let missing = match (args.require_coverage, doc["schema"] == fencesim::report::SWEEP_SCHEMA) {
+        (false, _) => Vec::new(),
+        (true, true) => fleet::missing_coverage(&doc),
+        (true, false) => anyhow::bail!("--require-coverage: replay reports aim at nothing; merge sweep reports"),
+    };
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create the output folder {}", args.out.display()))?;
     let name = if doc["schema"] == fencesim::report::SWEEP_SCHEMA { "sweep.json" } else { "replay.json" };
@@ -49,5 +59,8 @@ pub fn run(args: &Args) -> CmdResult {
         s["passed"],
         s["verdict"].as_str().unwrap_or_default()
     );
-    Ok(if s["verdict"] == "pass" { Verdict::Pass } else { Verdict::Fail })
+    if !missing.is_empty() {
+        println!("COVERAGE: {} aimed-at event(s) never happened in any shard: {}", missing.len(), missing.join(", "));
+    }
+    Ok(if s["verdict"] == "pass" && missing.is_empty() { Verdict::Pass } else { Verdict::Fail })
 }

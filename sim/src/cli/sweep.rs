@@ -190,6 +190,7 @@ pub fn run(args: &Args) -> CmdResult {
             },
             "failures": failures,
             "coverage": table.json(),
+            "aims": scenario.aims,
         });
         super::replay::write_reports(dir, "sweep.json", &doc, &fleet::junit_of(&doc))?;
     }
