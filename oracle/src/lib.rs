@@ -191,7 +191,17 @@ pub const MAX_PER_CHECKER: usize = 3;
 /// Run every checker over a world's history (`rows`, in serialization order) and its final
 /// store snapshot. Violations come in [`CHECKERS`] order, then row order (violations without a
 /// row last), at most [`MAX_PER_CHECKER`] per checker.
+///
+/// # Panics
+///
+/// On a history the harness built wrong (never on anything a store or an engine did): a row
+/// whose index is not its position, or whose time precedes the row before it. Every checker
+/// reports rows by index and reads order from position; a mismatch would point at the wrong row.
 pub fn check(rows: &[Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Violation> {
+    for (pos, row) in rows.iter().enumerate() {
+        assert_eq!(row.index, pos, "history row {pos} is numbered {}", row.index);
+        assert!(pos == 0 || rows[pos - 1].at_ms <= row.at_ms, "history time went backwards at row {pos}");
+    }
     let ctx = Context::new(rows, snapshot, cfg);
     let checkers: [fn(&Context) -> Vec<Violation>; CHECKERS.len()] = [
         leases::no_stale_acceptance,

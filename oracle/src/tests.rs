@@ -767,11 +767,26 @@ fn arbitrary_input_does_not_panic() {
     snapshot.runs.insert(RunId::new("ghost"), odd);
     let found = check(&[], &snapshot, &CFG);
     assert!(names(&found).is_superset(&BTreeSet::from(["serial-history", "journal-seq-order", "liveness"])));
-    let mut h = clean();
-    for row in &mut h.rows {
-        row.index = 7;
-    }
+    let h = clean();
     let _ = check(&h.rows, &Snapshot::default(), &CFG);
+}
+
+/// A history the harness numbered wrong is a harness bug, stopped before any checker points at
+/// the wrong row; so is a history whose time goes backwards.
+#[test]
+#[should_panic(expected = "history row 0 is numbered 7")]
+fn check_refuses_a_misnumbered_history() {
+    let mut h = clean();
+    h.rows[0].index = 7;
+    let _ = check(&h.rows, &h.store(), &CFG);
+}
+
+#[test]
+#[should_panic(expected = "history time went backwards at row 3")]
+fn check_refuses_a_history_whose_time_goes_backwards() {
+    let mut h = clean();
+    h.rows[3].at_ms = -1;
+    let _ = check(&h.rows, &h.store(), &CFG);
 }
 
 #[test]
