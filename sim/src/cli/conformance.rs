@@ -113,7 +113,15 @@ fn remove_on_signal(folder: std::path::PathBuf) -> anyhow::Result<()> {
         .name("conformance-signals".into())
         .spawn(move || {
             if let Ok(signal) = set.wait() {
-                let _ = std::fs::remove_dir_all(&folder);
+                // The boot children live until this process dies and may still be creating a
+                // database, its journal or WAL in the folder: a removal that raced one of them
+                // (a file appearing between the listing and the rmdir) is tried again.
+                for _ in 0..200 {
+                    if std::fs::remove_dir_all(&folder).is_ok() || !folder.exists() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
                 std::process::exit(128 + signal as i32);
             }
         })
