@@ -38,6 +38,7 @@ pub fn events() -> Vec<String> {
     all.push("admin-purge-tombstone-held".to_owned());
     all.push("expiry-instant-refused".to_owned());
     all.push("takeover-at-expiry-instant".to_owned());
+    all.push("stall-woke-at-expiry-instant".to_owned());
     all
 }
 
@@ -82,6 +83,8 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
     // Lease -> the caller's clock its expiry falls on; run -> the expiry of its current row.
     let mut expiry: BTreeMap<(String, String, i64), i64> = BTreeMap::new();
     let mut row_expiry: BTreeMap<String, i64> = BTreeMap::new();
+    // Nodes whose stall was aimed at their lease's expiry instant.
+    let mut aimed: BTreeMap<&str, ()> = BTreeMap::new();
     for row in rows {
         match &row.event {
             Event::Fault { kind, run, detail, .. } => match kind.as_str() {
@@ -98,6 +101,9 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                         .and_then(|n| n.parse::<i64>().ok());
                     if let Some(ms) = ms {
                         stalled.insert(row.node.as_str(), row.at_ms.saturating_add(ms));
+                    }
+                    if detail.contains("expiry instant") {
+                        aimed.insert(row.node.as_str(), ());
                     }
                 }
                 "crash" => {
@@ -129,6 +135,13 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                     && is_fenced_write(call.surface)
                 {
                     hit(format!("forged-refused-{}", call.surface.as_str()));
+                }
+                if let Some(lease) = &call.lease
+                    && aimed.contains_key(row.node.as_str())
+                    && expiry.get(&(run.clone(), lease.owner.clone(), lease.epoch.0)) == Some(&call.clock_ms)
+                {
+                    aimed.remove(row.node.as_str());
+                    hit("stall-woke-at-expiry-instant".to_owned());
                 }
                 if call.surface == Surface::DeleteBlob && call.outcome == CallOutcome::RunMismatch {
                     hit("cross-run-blob-delete-refused".to_owned());

@@ -131,6 +131,9 @@ pub struct FaultKind {
     pub sites: Vec<String>,
     /// Stall length in ttls.
     pub factor: Range,
+    /// Stall: the share of stalls aimed at the stalled lease's exact expiry millisecond (the node
+    /// wakes with its clock reading `expires_at`, contracts 9.1) instead of `factor` ttls.
+    pub expiry: Ratio,
     /// Restart delay after a crash or stop.
     pub restart_ms: Span,
     /// Clock skew bound and jump size.
@@ -149,6 +152,7 @@ impl Default for FaultKind {
             rate: Range(0.0, 0.0),
             sites: vec!["any".into()],
             factor: Range(1.1, 3.0),
+            expiry: Ratio(0.0),
             restart_ms: Span(200, 3_000),
             max_ms: 0,
             hold_ms: Span(0, 0),

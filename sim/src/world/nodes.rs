@@ -433,8 +433,16 @@ fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -
         if let Some(stall) = stall.as_ref().filter(|s| aims_at(s, point))
             && rng.chance(stall.rate)
         {
-            let ms = (ttl * rng.unit_range(stall.spec.factor.0, stall.spec.factor.1)) as u64;
-            history.push(&label, fault("stall", format!("{label} stalls {ms}ms")));
+            // Aimed at the instant: wake with the node's clock reading exactly the lease's expiry.
+            let aimed = (stall.spec.expiry.0 > 0.0 && rng.chance(stall.spec.expiry.0))
+                .then(|| until_expiry(&shared, &label, point, env.clock()))
+                .flatten();
+            let ms = aimed.unwrap_or_else(|| (ttl * rng.unit_range(stall.spec.factor.0, stall.spec.factor.1)) as u64);
+            let detail = match aimed {
+                Some(_) => format!("{label} stalls {ms}ms to its lease's expiry instant"),
+                None => format!("{label} stalls {ms}ms"),
+            };
+            history.push(&label, fault("stall", detail));
             shared.stalls_until(elapsed_ms().saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
             let wait = env.stall(ms);
             return Box::pin(async move {
@@ -444,6 +452,15 @@ fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -
         }
         Box::pin(async move { paid() })
     })
+}
+
+/// How long until the node's clock reads the expiry of the lease it holds at `point` (from its
+/// grant or last accepted renew in the history); `None` without a lease or past its expiry.
+fn until_expiry(shared: &Shared, label: &str, point: &Point<'_>, clock: &SimClock) -> Option<u64> {
+    use fencesim_store::Clock as _;
+    let lease = Lease { run: point.run.clone(), owner: label.to_owned(), epoch: point.epoch? };
+    let expires_at = shared.history.last_extension(&lease)?.saturating_add(i64::from(shared.plan.ttl_ms));
+    u64::try_from(expires_at - clock.now_ms()).ok().filter(|ms| *ms > 0)
 }
 
 /// At the store's fence-check hook of this connection, while faults are on, the world's usurper
