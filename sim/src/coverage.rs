@@ -39,6 +39,7 @@ pub fn events() -> Vec<String> {
     all.push("expiry-instant-refused".to_owned());
     all.push("takeover-at-expiry-instant".to_owned());
     all.push("stall-woke-at-expiry-instant".to_owned());
+    all.push("takeover-aimed-at-expiry-instant".to_owned());
     all
 }
 
@@ -91,6 +92,9 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                 "takeover" => {
                     if let Some(op) = detail.strip_prefix("mid-").and_then(|d| d.split(' ').next()) {
                         hit(format!("takeover-mid-{op}"));
+                    }
+                    if detail.contains("expiry instant") {
+                        hit("takeover-aimed-at-expiry-instant".to_owned());
                     }
                 }
                 "stall" => {

@@ -133,6 +133,8 @@ pub struct FaultKind {
     pub factor: Range,
     /// Stall: the share of stalls aimed at the stalled lease's exact expiry millisecond (the node
     /// wakes with its clock reading `expires_at`, contracts 9.1) instead of `factor` ttls.
+    /// Takeover: the share of attempts made with the usurper's clock at exactly the holder's
+    /// expiry instead of a millisecond past a ttl.
     pub expiry: Ratio,
     /// Restart delay after a crash or stop.
     pub restart_ms: Span,

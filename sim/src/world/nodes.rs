@@ -463,22 +463,40 @@ fn until_expiry(shared: &Shared, label: &str, point: &Point<'_>, clock: &SimCloc
     u64::try_from(expires_at - clock.now_ms()).ok().filter(|ms| *ms > 0)
 }
 
+/// When the lease `label` holds on `run` (its latest grant there) expires, in its own clock.
+fn holder_expiry(shared: &Shared, label: &str, run: &RunId) -> Option<i64> {
+    let lease = shared.history.grants().into_iter().rev().find(|g| g.run == *run && g.owner == label)?;
+    Some(shared.history.last_extension(&lease)?.saturating_add(i64::from(shared.plan.ttl_ms)))
+}
+
 /// At the store's fence-check hook of this connection, while faults are on, the world's usurper
 /// (another connection, whose clock reads past the holder's lease: the holder paused mid-call)
 /// tries to take the run over. Over a correct store it fails busy; over a non-atomic fence it
 /// lands between the check and the mutation.
+/// With `faults.takeover.expiry`, a share of the attempts is aimed at the holder's lease's exact
+/// expiry millisecond: the usurper's clock reads `expires_at` (contracts 9.1: already expired).
 fn install_takeover(shared: &Arc<Shared>, recorder: &Recorder, label: &str, clock: &SimClock, takeover: &Applied) {
     let mut rng = shared.root.fork(&format!("takeover/{label}"));
     let (shared, rate, holder, label) = (shared.clone(), takeover.rate, clock.clone(), label.to_owned());
+    let aim = takeover.spec.expiry.0;
     let ttl = i64::from(shared.plan.ttl_ms);
     let hook = Box::new(move |site: &FaultSite<'_>| {
         if site.point != FaultPoint::FenceChecked || shared.quiet.load(Ordering::SeqCst) || !rng.chance(rate) {
             return;
         }
+        let aimed = (aim > 0.0 && rng.chance(aim)).then(|| holder_expiry(&shared, &label, site.run)).flatten();
         let usurper = lock(&shared.usurper);
         let Some((store, clock)) = usurper.as_ref() else { return };
-        clock.set_skew_ms(holder.skew_ms() + ttl + 1);
-        let detail = format!("mid-{} of {label}", site.op.as_str());
+        let detail = match aimed {
+            Some(expires_at) => {
+                clock.set_skew_ms(expires_at - crate::env::virtual_ms());
+                format!("mid-{} of {label} at its lease's expiry instant", site.op.as_str())
+            }
+            None => {
+                clock.set_skew_ms(holder.skew_ms() + ttl + 1);
+                format!("mid-{} of {label}", site.op.as_str())
+            }
+        };
         let event = Event::Fault { kind: "takeover".into(), run: Some(site.run.clone()), epoch: None, detail };
         shared.history.push("usurper", event);
         let _ = store.acquire(site.run, "usurper");
