@@ -490,6 +490,9 @@ impl Scenario {
             if matches!(kind, "clock" | "zombie" | "restart") && !any(&f.nodes) {
                 return fault("nodes", format!("{kind} events choose their own nodes; remove it"));
             }
+            if !matches!(kind, "stall" | "takeover") && f.expiry.0 > 0.0 {
+                return fault("expiry", format!("{kind} faults have no lease expiry to aim at; remove it"));
+            }
         }
         Ok(())
     }
@@ -569,6 +572,8 @@ mod tests {
         assert!(e.to_string().starts_with("scenarios/x.toml:3: world.poll_ms: at most"), "{e}");
         let e = parse("description = \"x\"\n[faults.zombie]\non = 1.0\nrate = 1e9\n").expect_err("rate");
         assert!(e.to_string().starts_with("scenarios/x.toml:4: faults.zombie.rate: is events per second"), "{e}");
+        let e = parse("description = \"x\"\n[faults.crash]\nexpiry = 0.5\n").expect_err("expiry");
+        assert!(e.to_string().contains("faults.crash.expiry: crash faults have no lease expiry"), "{e}");
         let e = parse("description = \"x\"\n[faults.busy]\nsites = [\"meta\"]\n").expect_err("sites");
         assert!(e.to_string().contains("busy faults do not fire at engine fault points"), "{e}");
         let e = parse("description = \n").expect_err("syntax");
