@@ -489,6 +489,19 @@ impl History {
             .filter_map(|c| c.lease.clone())
             .collect()
     }
+
+    /// The caller's clock at the last call that set `lease`'s expiry (its grant or a renew that
+    /// was accepted): the lease expires `ttl` after it. `None` if it was never granted.
+    pub fn last_extension(&self, lease: &Lease) -> Option<i64> {
+        self.lock()
+            .rows
+            .iter()
+            .filter_map(Row::call)
+            .filter(|c| matches!(c.surface, Surface::Acquire | Surface::Renew) && c.outcome.is_ok())
+            .filter(|c| c.lease.as_ref() == Some(lease))
+            .map(|c| c.clock_ms)
+            .next_back()
+    }
 }
 
 /// The store's final state, read after the world stopped: what the oracle diffs the serial

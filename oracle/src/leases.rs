@@ -17,6 +17,14 @@ pub(super) const EPOCHS_INCREASING: &str = "epochs-increasing";
 pub(super) const ONE_LIVE_LEASE: &str = "one-live-lease";
 pub(super) const TYPED_REJECTIONS: &str = "typed-rejections";
 
+/// The node name of a history's administrator: its unleased deletes (of a run, of a blob) are
+/// the administrative purge the SPI allows (contracts S6), not an unfenced write.
+pub const ADMIN_NODE: &str = "admin";
+
+fn is_admin_purge(node: &str, call: &Call) -> bool {
+    node == ADMIN_NODE && matches!(call.surface, Surface::Delete | Surface::DeleteBlob)
+}
+
 /// Every accepted mutation, renew and release carried the live holder's lease of its target run.
 pub(super) fn no_stale_acceptance(ctx: &Context) -> Vec<Violation> {
     let mut found = Vec::new();
@@ -26,6 +34,8 @@ pub(super) fn no_stale_acceptance(ctx: &Context) -> Vec<Violation> {
         let (op, on, under) = (call.surface.as_str(), target(call), holder(call));
         let (why, cause) = match fence {
             Fence::Holder => (None, None),
+            // S6: the administrator's unleased purge is legal; anyone else's unleased write is not.
+            Fence::Unleased if is_admin_purge(&row.node, call) => (None, None),
             Fence::Unleased => (Some(format!("unleased {op} of {on} accepted")), None),
             Fence::OtherRun(other) => {
                 (Some(format!("{op} on {on} accepted under {under}, a lease for run {other}")), None)

@@ -31,6 +31,8 @@ mod serial;
 #[cfg(test)]
 mod tests;
 
+pub use leases::ADMIN_NODE;
+
 /// What the oracle needs to know about the world beyond its history.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OracleConfig {

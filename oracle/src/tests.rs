@@ -307,6 +307,7 @@ fn clean() -> H {
         .put_blob("w2", &c1, 3130, "r2/t1", b"transcript")
         .mark("blob-r2")
         .lease_call("w2", Surface::Delete, &c1, 3140)
+        .mark("delete-r2")
         .acquire("w2", &c2, 3200)
         .mark("grant-r2-e2")
         .put_meta("w2", &c2, 3210, Running, 1)
@@ -427,6 +428,26 @@ fn no_stale_acceptance_catches_a_lease_of_another_run_and_an_unleased_write() {
     let v = only(&h, &h.store(), "no-stale-acceptance");
     assert_says(&v, "unleased put_meta of r1 accepted");
     assert_rows(&v, Some(h.at("meta-running-e3")), None);
+}
+
+/// S6: the administrator's unleased delete is the legal purge (and ends the lease row, so the
+/// recreate's grant is judged against nothing live); the same unleased delete by a worker is an
+/// unfenced write.
+#[test]
+fn an_unleased_delete_is_legal_from_the_admin_only() {
+    for (node, legal) in [(crate::ADMIN_NODE, true), ("w2", false)] {
+        let mut h = clean();
+        let at = h.at("delete-r2");
+        h.rows[at].node = node.to_owned();
+        h.call_mut("delete-r2").lease = None;
+        if legal {
+            let found = check(&h.rows, &h.store(), &CFG);
+            assert!(found.is_empty(), "{found:#?}");
+        } else {
+            let v = only(&h, &h.store(), "no-stale-acceptance");
+            assert_says(&v, "unleased delete of r2 accepted");
+        }
+    }
 }
 
 #[test]

@@ -33,8 +33,18 @@ pub fn events() -> Vec<String> {
     all.push("retention-raced-live".to_owned());
     all.extend(CRASH_SITES.iter().map(|s| format!("resume-after-crash-at-{s}")));
     all.push("recreate-tombstone-held".to_owned());
+    all.extend(ZOMBIE_SURFACES.iter().map(|s| format!("forged-refused-{s}")));
+    all.push("cross-run-blob-delete-refused".to_owned());
+    all.push("admin-purge-tombstone-held".to_owned());
+    all.push("expiry-instant-refused".to_owned());
+    all.push("takeover-at-expiry-instant".to_owned());
+    all.push("stall-woke-at-expiry-instant".to_owned());
+    all.push("takeover-aimed-at-expiry-instant".to_owned());
     all
 }
+
+/// The owner name the world's forger presents at a live epoch (W7).
+const FORGER: &str = "forger";
 
 fn is_fenced_write(surface: Surface) -> bool {
     matches!(
@@ -68,12 +78,23 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
     let mut holder_skew: BTreeMap<String, (String, i64)> = BTreeMap::new();
     // Run -> the epoch a delete removed (the tombstone must hold above it).
     let mut deleted: BTreeMap<String, i64> = BTreeMap::new();
+    // Run -> the highest epoch granted so far; and the same, as of an unleased (admin) delete.
+    let mut top_grant: BTreeMap<String, i64> = BTreeMap::new();
+    let mut purged: BTreeMap<String, i64> = BTreeMap::new();
+    // Lease -> the caller's clock its expiry falls on; run -> the expiry of its current row.
+    let mut expiry: BTreeMap<(String, String, i64), i64> = BTreeMap::new();
+    let mut row_expiry: BTreeMap<String, i64> = BTreeMap::new();
+    // Nodes whose stall was aimed at their lease's expiry instant.
+    let mut aimed: BTreeMap<&str, ()> = BTreeMap::new();
     for row in rows {
         match &row.event {
             Event::Fault { kind, run, detail, .. } => match kind.as_str() {
                 "takeover" => {
                     if let Some(op) = detail.strip_prefix("mid-").and_then(|d| d.split(' ').next()) {
                         hit(format!("takeover-mid-{op}"));
+                    }
+                    if detail.contains("expiry instant") {
+                        hit("takeover-aimed-at-expiry-instant".to_owned());
                     }
                 }
                 "stall" => {
@@ -84,6 +105,9 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                         .and_then(|n| n.parse::<i64>().ok());
                     if let Some(ms) = ms {
                         stalled.insert(row.node.as_str(), row.at_ms.saturating_add(ms));
+                    }
+                    if detail.contains("expiry instant") {
+                        aimed.insert(row.node.as_str(), ());
                     }
                 }
                 "crash" => {
@@ -107,6 +131,65 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                 }
                 if row.node == "zombie" && is_refusal(&call.outcome) && is_fenced_write(call.surface) {
                     hit(format!("zombie-refused-{}", call.surface.as_str()));
+                }
+                if let Some(lease) = &call.lease
+                    && lease.owner == FORGER
+                    && row.node == "zombie"
+                    && is_refusal(&call.outcome)
+                    && is_fenced_write(call.surface)
+                {
+                    hit(format!("forged-refused-{}", call.surface.as_str()));
+                }
+                if let Some(lease) = &call.lease
+                    && aimed.contains_key(row.node.as_str())
+                    && expiry.get(&(run.clone(), lease.owner.clone(), lease.epoch.0)) == Some(&call.clock_ms)
+                {
+                    aimed.remove(row.node.as_str());
+                    hit("stall-woke-at-expiry-instant".to_owned());
+                }
+                if call.surface == Surface::DeleteBlob && call.outcome == CallOutcome::RunMismatch {
+                    hit("cross-run-blob-delete-refused".to_owned());
+                }
+                if let Some(lease) = &call.lease
+                    && call.surface != Surface::Acquire
+                    && call.outcome == CallOutcome::Stale
+                    && expiry.get(&(run.clone(), lease.owner.clone(), lease.epoch.0)) == Some(&call.clock_ms)
+                {
+                    hit("expiry-instant-refused".to_owned());
+                }
+                if call.outcome.is_ok()
+                    && let Some(lease) = &call.lease
+                {
+                    match call.surface {
+                        Surface::Acquire | Surface::Renew => {
+                            let at = call.clock_ms.saturating_add(ttl_ms);
+                            expiry.insert((run.clone(), lease.owner.clone(), lease.epoch.0), at);
+                            if call.surface == Surface::Acquire && row_expiry.get(&run) == Some(&call.clock_ms) {
+                                hit("takeover-at-expiry-instant".to_owned());
+                            }
+                            row_expiry.insert(run.clone(), at);
+                        }
+                        Surface::Release | Surface::Delete => {
+                            row_expiry.remove(&run);
+                        }
+                        _ => {}
+                    }
+                }
+                if call.surface == Surface::Delete && call.outcome.is_ok() && call.lease.is_none() {
+                    row_expiry.remove(&run);
+                    purged.insert(run.clone(), top_grant.get(&run).copied().unwrap_or(0));
+                }
+                if call.surface == Surface::Acquire
+                    && call.outcome.is_ok()
+                    && let Some(epoch) = call.epoch()
+                {
+                    if let Some(before) = purged.remove(&run)
+                        && epoch.0 > before
+                    {
+                        hit("admin-purge-tombstone-held".to_owned());
+                    }
+                    let top = top_grant.entry(run.clone()).or_default();
+                    *top = (*top).max(epoch.0);
                 }
                 if call.outcome == CallOutcome::Busy
                     && call.surface == Surface::Append

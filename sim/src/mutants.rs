@@ -44,7 +44,7 @@ pub fn aimed_at(defect: Defect) -> &'static str {
     match defect {
         Defect::Store(S::NoBootRetry) => "conformance B2",
         Defect::Engine(E::SecondLiveSegment | E::SkipCacheByLength) => "probe",
-        Defect::Store(S::EpochResetOnDelete) => "epochs-increasing",
+        Defect::Store(S::EpochResetOnDelete | S::AdminDeleteDropsTombstone) => "epochs-increasing",
         Defect::Store(S::NoSeqGuard) => "journal-seq-order",
         Defect::Engine(E::MetaBeforeSettle | E::SettleMetaOnFailedAppend) => "meta-not-ahead",
         Defect::Engine(E::ReadBeforeOwn | E::CheckpointIgnored) => "repay-bound",
@@ -61,7 +61,10 @@ pub fn aimed_at(defect: Defect) -> &'static str {
             | S::UnfencedBlobs
             | S::UnfencedDelete
             | S::StaleReleaseAccepted
-            | S::ExpiredLeaseLive,
+            | S::ExpiredLeaseLive
+            | S::EpochOnlyFence
+            | S::BlobDeleteNoRunMatch
+            | S::ExpiryInstantLive,
         )
         | Defect::Engine(
             E::UnthreadedMetaLease | E::UnthreadedCheckpointLease | E::RetentionWithoutLease | E::FreshRunUnleased,

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::catalogue::Defect;
-use crate::scenario::{FaultKind, FaultRanges, Range, SITES, Scenario, ScenarioError, Span, WorldShape};
+use crate::scenario::{FaultKind, FaultRanges, Range, Ratio, SITES, Scenario, ScenarioError, Span, WorldShape};
 use crate::world::plan::{Applied, Plan, RunPlan, Scheduled, nodes_with_clocks};
 
 /// The format identifier written at the top of every plan; bump on an incompatible change.
@@ -177,6 +177,9 @@ impl PlanFile {
             let _ = writeln!(o, "sites = [{}]", list(k.sites.iter().map(String::as_str)));
             let _ = writeln!(o, "nodes = [{}]", list(k.nodes.iter().map(String::as_str)));
             let _ = writeln!(o, "factor = [{:?}, {:?}]", k.factor.0, k.factor.1);
+            if k.expiry.0 > 0.0 {
+                let _ = writeln!(o, "expiry = {:?}", k.expiry.0);
+            }
             let _ = writeln!(o, "restart_ms = [{}, {}]", k.restart_ms.0, k.restart_ms.1);
             let _ = writeln!(o, "max_ms = {}", k.max_ms);
             let _ = writeln!(o, "hold_ms = [{}, {}]", k.hold_ms.0, k.hold_ms.1);
@@ -313,6 +316,7 @@ struct DocFault {
     sites: Option<Vec<String>>,
     nodes: Option<Vec<String>>,
     factor: Option<Range>,
+    expiry: Option<Ratio>,
     restart_ms: Option<Span>,
     max_ms: Option<u32>,
     hold_ms: Option<Span>,
@@ -458,6 +462,7 @@ impl Doc {
                 sites: f.sites.clone().unwrap_or(d.sites),
                 nodes: f.nodes.clone().unwrap_or(d.nodes),
                 factor: f.factor.unwrap_or(d.factor),
+                expiry: f.expiry.unwrap_or(d.expiry),
                 restart_ms: f.restart_ms.unwrap_or(d.restart_ms),
                 max_ms: f.max_ms.unwrap_or(d.max_ms),
                 hold_ms: f.hold_ms.unwrap_or(d.hold_ms),

@@ -131,6 +131,11 @@ pub struct FaultKind {
     pub sites: Vec<String>,
     /// Stall length in ttls.
     pub factor: Range,
+    /// Stall: the share of stalls aimed at the stalled lease's exact expiry millisecond (the node
+    /// wakes with its clock reading `expires_at`, contracts 9.1) instead of `factor` ttls.
+    /// Takeover: the share of attempts made with the usurper's clock at exactly the holder's
+    /// expiry instead of a millisecond past a ttl.
+    pub expiry: Ratio,
     /// Restart delay after a crash or stop.
     pub restart_ms: Span,
     /// Clock skew bound and jump size.
@@ -149,6 +154,7 @@ impl Default for FaultKind {
             rate: Range(0.0, 0.0),
             sites: vec!["any".into()],
             factor: Range(1.1, 3.0),
+            expiry: Ratio(0.0),
             restart_ms: Span(200, 3_000),
             max_ms: 0,
             hold_ms: Span(0, 0),
@@ -484,6 +490,9 @@ impl Scenario {
             if matches!(kind, "clock" | "zombie" | "restart") && !any(&f.nodes) {
                 return fault("nodes", format!("{kind} events choose their own nodes; remove it"));
             }
+            if !matches!(kind, "stall" | "takeover") && f.expiry.0 > 0.0 {
+                return fault("expiry", format!("{kind} faults have no lease expiry to aim at; remove it"));
+            }
         }
         Ok(())
     }
@@ -563,6 +572,8 @@ mod tests {
         assert!(e.to_string().starts_with("scenarios/x.toml:3: world.poll_ms: at most"), "{e}");
         let e = parse("description = \"x\"\n[faults.zombie]\non = 1.0\nrate = 1e9\n").expect_err("rate");
         assert!(e.to_string().starts_with("scenarios/x.toml:4: faults.zombie.rate: is events per second"), "{e}");
+        let e = parse("description = \"x\"\n[faults.crash]\nexpiry = 0.5\n").expect_err("expiry");
+        assert!(e.to_string().contains("faults.crash.expiry: crash faults have no lease expiry"), "{e}");
         let e = parse("description = \"x\"\n[faults.busy]\nsites = [\"meta\"]\n").expect_err("sites");
         assert!(e.to_string().contains("busy faults do not fire at engine fault points"), "{e}");
         let e = parse("description = \n").expect_err("syntax");

@@ -56,7 +56,7 @@ fn memory_passes_its_applicable_subset() {
 }
 
 /// Each planted defect, and the contract whose check must catch it.
-const CAUGHT_BY: [(&str, &str); 10] = [
+const CAUGHT_BY: [(&str, &str); 14] = [
     ("non-atomic-fence", "L9"),
     ("epoch-reset-on-delete", "L4"),
     ("no-run-match", "W3"),
@@ -67,6 +67,10 @@ const CAUGHT_BY: [(&str, &str); 10] = [
     ("expired-lease-live", "L6"),
     ("no-seq-guard", "J5"),
     ("no-boot-retry", "B2"),
+    ("epoch-only-fence", "W7"),
+    ("blob-delete-no-run-match", "T4"),
+    ("expiry-instant-live", "L6"),
+    ("admin-delete-drops-tombstone", "L4"),
 ];
 
 fn assert_caught(defect: &str) {
@@ -95,6 +99,10 @@ defect_tests! {
     catches_expired_lease_live => "expired-lease-live",
     catches_no_seq_guard => "no-seq-guard",
     catches_no_boot_retry => "no-boot-retry",
+    catches_epoch_only_fence => "epoch-only-fence",
+    catches_blob_delete_no_run_match => "blob-delete-no-run-match",
+    catches_expiry_instant_live => "expiry-instant-live",
+    catches_admin_delete_drops_tombstone => "admin-delete-drops-tombstone",
 }
 
 #[test]

@@ -27,10 +27,22 @@ pub enum StoreDefect {
     NoSeqGuard,
     /// D6: the bootstrap is tried once; a busy boot fails.
     NoBootRetry,
+    /// W7 broken: the fence of put_meta, delete and both blob writes compares the epoch, not the
+    /// owner, so a forged owner at the live epoch passes (append, renew, release keep both).
+    EpochOnlyFence,
+    /// T4 broken on one surface: `delete_blob` checks the lease against its own run, not the
+    /// ref's, so a live lease of run A deletes run B's blob.
+    BlobDeleteNoRunMatch,
+    /// 9.1 off by one: the fence counts a row live through its expiry millisecond
+    /// (`now <= expires_at`), while acquire already sees it expired.
+    ExpiryInstantLive,
+    /// S6 broken: the unleased (administrative) delete also erases the epoch high-water mark; the
+    /// fenced delete keeps it.
+    AdminDeleteDropsTombstone,
 }
 
 impl StoreDefect {
-    pub const ALL: [StoreDefect; 10] = [
+    pub const ALL: [StoreDefect; 14] = [
         StoreDefect::NonAtomicFence,
         StoreDefect::EpochResetOnDelete,
         StoreDefect::NoRunMatch,
@@ -41,6 +53,10 @@ impl StoreDefect {
         StoreDefect::ExpiredLeaseLive,
         StoreDefect::NoSeqGuard,
         StoreDefect::NoBootRetry,
+        StoreDefect::EpochOnlyFence,
+        StoreDefect::BlobDeleteNoRunMatch,
+        StoreDefect::ExpiryInstantLive,
+        StoreDefect::AdminDeleteDropsTombstone,
     ];
 
     pub fn name(self) -> &'static str {
@@ -55,6 +71,10 @@ impl StoreDefect {
             StoreDefect::ExpiredLeaseLive => "expired-lease-live",
             StoreDefect::NoSeqGuard => "no-seq-guard",
             StoreDefect::NoBootRetry => "no-boot-retry",
+            StoreDefect::EpochOnlyFence => "epoch-only-fence",
+            StoreDefect::BlobDeleteNoRunMatch => "blob-delete-no-run-match",
+            StoreDefect::ExpiryInstantLive => "expiry-instant-live",
+            StoreDefect::AdminDeleteDropsTombstone => "admin-delete-drops-tombstone",
         }
     }
 
@@ -71,6 +91,10 @@ impl StoreDefect {
             StoreDefect::ExpiredLeaseLive => "9.1: expired lease treated as live",
             StoreDefect::NoSeqGuard => "J5: monotonic seq guard absent",
             StoreDefect::NoBootRetry => "D6: concurrent boot not retried",
+            StoreDefect::EpochOnlyFence => "W7: forged owner at the live epoch accepted",
+            StoreDefect::BlobDeleteNoRunMatch => "T4: cross-run blob delete accepted",
+            StoreDefect::ExpiryInstantLive => "9.1: lease live at its expiry millisecond",
+            StoreDefect::AdminDeleteDropsTombstone => "S6: unleased delete drops the epoch tombstone",
         }
     }
 

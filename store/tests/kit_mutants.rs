@@ -85,6 +85,18 @@ enum Mutation {
     DeleteCascadesBlobs,
     /// Blobs live in the connection object, not in the store.
     PerConnectionBlobs,
+    /// put_meta compares the lease's epoch with the live row's, not its owner (W7).
+    ForgedMetaAccepted,
+    /// delete compares the epoch, not the owner (W7).
+    ForgedDeleteAccepted,
+    /// put_blob compares the epoch, not the owner (W7).
+    ForgedBlobPutAccepted,
+    /// delete_blob compares the epoch, not the owner (W7).
+    ForgedBlobDeleteAccepted,
+    /// renew compares the epoch, not the owner: a forged renew extends the holder's row (W7).
+    ForgedRenewAccepted,
+    /// release compares the epoch, not the owner: a forged release frees the run (W7).
+    ForgedReleaseAccepted,
     /// Target: opening creates the database before the ttl is validated.
     IntakeTouchesLocation,
     /// Target: an out-of-range ttl is clamped into range and the store opens.
@@ -117,6 +129,23 @@ fn sql_error(op: Op) -> impl Fn(rusqlite::Error) -> StoreError {
 }
 
 impl MutantStore {
+    /// Under `mutation`, a lease at the live epoch of its run stands for the live holder whatever
+    /// owner it names: the lease the call goes on with (the holder's), else the lease as given.
+    fn owner_blind(&self, mutation: Mutation, lease: Option<&Lease>) -> StoreResult<Option<Lease>> {
+        let Some(lease) = lease.filter(|_| self.is(mutation)) else { return Ok(lease.cloned()) };
+        let holder: Option<String> = self
+            .inner
+            .raw_connection()
+            .query_row(
+                "SELECT owner FROM leases WHERE run_id = ?1 AND epoch = ?2",
+                params![lease.run.as_str(), lease.epoch.0],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(sql_error(Op::Renew))?;
+        Ok(Some(Lease { owner: holder.unwrap_or_else(|| lease.owner.clone()), ..lease.clone() }))
+    }
+
     fn is(&self, mutation: Mutation) -> bool {
         self.mutation == mutation
     }
@@ -242,7 +271,8 @@ impl JournalStore for MutantStore {
             _ => None,
         };
         let Some(old) = stored else {
-            return self.inner.put_meta(meta, lease);
+            let lease = self.owner_blind(ForgedMetaAccepted, lease)?;
+            return self.inner.put_meta(meta, lease.as_ref());
         };
         let mut merged = meta.clone();
         if self.is(PutMetaMergesExtra) {
@@ -282,7 +312,8 @@ impl JournalStore for MutantStore {
     }
 
     fn delete(&self, run: &RunId, lease: Option<&Lease>) -> StoreResult<()> {
-        self.inner.delete(run, lease)?;
+        let lease = self.owner_blind(ForgedDeleteAccepted, lease)?;
+        self.inner.delete(run, lease.as_ref())?;
         if self.is(DeleteCascadesBlobs) {
             self.raw(Op::Delete, "DELETE FROM blobs WHERE run_id = ?1", [run.as_str()])?;
         }
@@ -313,6 +344,9 @@ impl LeasableStore for MutantStore {
     fn renew(&self, lease: &Lease) -> StoreResult<()> {
         match self.mutation {
             RenewNoop => Ok(()),
+            ForgedRenewAccepted => {
+                self.inner.renew(&self.owner_blind(ForgedRenewAccepted, Some(lease))?.expect("a lease"))
+            }
             RenewReadsClockLate => {
                 self.inner.renew(lease)?;
                 let expires_at = self.clock.now_ms() + i64::from(self.inner.lease_ttl_ms());
@@ -330,7 +364,8 @@ impl LeasableStore for MutantStore {
     }
 
     fn release(&self, lease: &Lease) -> StoreResult<()> {
-        self.inner.release(lease)
+        let lease = self.owner_blind(ForgedReleaseAccepted, Some(lease))?.expect("a lease");
+        self.inner.release(&lease)
     }
 
     fn lease_ttl_ms(&self) -> u32 {
@@ -346,7 +381,7 @@ impl TranscriptStore for MutantStore {
                 self.blobs.borrow_mut().insert(blob_ref.to_owned(), bytes.to_vec());
                 Ok(())
             }
-            _ => self.inner.put_blob(blob_ref, bytes, lease),
+            _ => self.inner.put_blob(blob_ref, bytes, self.owner_blind(ForgedBlobPutAccepted, lease)?.as_ref()),
         }
     }
 
@@ -376,7 +411,7 @@ impl TranscriptStore for MutantStore {
             self.blobs.borrow_mut().remove(blob_ref);
             return Ok(());
         }
-        self.inner.delete_blob(blob_ref, lease)
+        self.inner.delete_blob(blob_ref, self.owner_blind(ForgedBlobDeleteAccepted, lease)?.as_ref())
     }
 
     fn fenced_blob_writes(&self) -> bool {
@@ -550,6 +585,12 @@ mutants! {
     unleased_put_dropped_fails_unleased_passthrough: UnleasedPutDropped => "T5",
     journal_delete_cascading_to_blobs_fails_delete_keeps_blobs: DeleteCascadesBlobs => "T6",
     blobs_per_connection_fail_one_twin_per_store: PerConnectionBlobs => "T7",
+    forged_owner_put_meta_fails_forged_owner_rejected: ForgedMetaAccepted => "W7",
+    forged_owner_delete_fails_forged_owner_rejected: ForgedDeleteAccepted => "W7",
+    forged_owner_blob_put_fails_forged_owner_rejected: ForgedBlobPutAccepted => "W7",
+    forged_owner_blob_delete_fails_forged_owner_rejected: ForgedBlobDeleteAccepted => "W7",
+    forged_owner_renew_fails_forged_owner_rejected: ForgedRenewAccepted => "W7",
+    forged_owner_release_fails_forged_owner_rejected: ForgedReleaseAccepted => "W7",
     ttl_intake_touching_the_location_fails_ttl_intake: IntakeTouchesLocation => "B1",
     ttl_intake_accepting_an_invalid_ttl_fails_ttl_intake: IntakeAcceptsInvalidTtl => "B1",
 }

@@ -16,7 +16,8 @@ use fencesim_engine::{
     RunOptions, Site, Worker, WorkerOptions, Workflow, Write,
 };
 use fencesim_store::{
-    FaultPoint, FaultSite, JournalStore, LeasableStore, Lease, RunFilter, RunId, RunStatus, Store, TranscriptStore,
+    FaultPoint, FaultSite, JournalStore, LeasableStore, Lease, LeaseRejection, RunFilter, RunId, RunStatus, Store,
+    StoreError, TranscriptStore,
 };
 use serde_json::json;
 
@@ -430,8 +431,16 @@ fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -
         if let Some(stall) = stall.as_ref().filter(|s| aims_at(s, point))
             && rng.chance(stall.rate)
         {
-            let ms = (ttl * rng.unit_range(stall.spec.factor.0, stall.spec.factor.1)) as u64;
-            history.push(&label, fault("stall", format!("{label} stalls {ms}ms")));
+            // Aimed at the instant: wake with the node's clock reading exactly the lease's expiry.
+            let aimed = (stall.spec.expiry.0 > 0.0 && rng.chance(stall.spec.expiry.0))
+                .then(|| until_expiry(&shared, &label, point, env.clock()))
+                .flatten();
+            let ms = aimed.unwrap_or_else(|| (ttl * rng.unit_range(stall.spec.factor.0, stall.spec.factor.1)) as u64);
+            let detail = match aimed {
+                Some(_) => format!("{label} stalls {ms}ms to its lease's expiry instant"),
+                None => format!("{label} stalls {ms}ms"),
+            };
+            history.push(&label, fault("stall", detail));
             shared.stalls_until(elapsed_ms().saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
             let wait = env.stall(ms);
             return Box::pin(async move {
@@ -443,22 +452,49 @@ fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -
     })
 }
 
+/// How long until the node's clock reads the expiry of the lease it holds at `point` (from its
+/// grant or last accepted renew in the history); `None` without a lease or past its expiry.
+fn until_expiry(shared: &Shared, label: &str, point: &Point<'_>, clock: &SimClock) -> Option<u64> {
+    use fencesim_store::Clock as _;
+    let lease = Lease { run: point.run.clone(), owner: label.to_owned(), epoch: point.epoch? };
+    let expires_at = shared.history.last_extension(&lease)?.saturating_add(i64::from(shared.plan.ttl_ms));
+    u64::try_from(expires_at - clock.now_ms()).ok().filter(|ms| *ms > 0)
+}
+
+/// When the lease `label` holds on `run` (its latest grant there) expires, in its own clock.
+fn holder_expiry(shared: &Shared, label: &str, run: &RunId) -> Option<i64> {
+    let lease = shared.history.grants().into_iter().rev().find(|g| g.run == *run && g.owner == label)?;
+    Some(shared.history.last_extension(&lease)?.saturating_add(i64::from(shared.plan.ttl_ms)))
+}
+
 /// At the store's fence-check hook of this connection, while faults are on, the world's usurper
 /// (another connection, whose clock reads past the holder's lease: the holder paused mid-call)
 /// tries to take the run over. Over a correct store it fails busy; over a non-atomic fence it
 /// lands between the check and the mutation.
+/// With `faults.takeover.expiry`, a share of the attempts is aimed at the holder's lease's exact
+/// expiry millisecond: the usurper's clock reads `expires_at` (contracts 9.1: already expired).
 fn install_takeover(shared: &Arc<Shared>, recorder: &Recorder, label: &str, clock: &SimClock, takeover: &Applied) {
     let mut rng = shared.root.fork(&format!("takeover/{label}"));
     let (shared, rate, holder, label) = (shared.clone(), takeover.rate, clock.clone(), label.to_owned());
+    let aim = takeover.spec.expiry.0;
     let ttl = i64::from(shared.plan.ttl_ms);
     let hook = Box::new(move |site: &FaultSite<'_>| {
         if site.point != FaultPoint::FenceChecked || shared.quiet.load(Ordering::SeqCst) || !rng.chance(rate) {
             return;
         }
+        let aimed = (aim > 0.0 && rng.chance(aim)).then(|| holder_expiry(&shared, &label, site.run)).flatten();
         let usurper = lock(&shared.usurper);
         let Some((store, clock)) = usurper.as_ref() else { return };
-        clock.set_skew_ms(holder.skew_ms() + ttl + 1);
-        let detail = format!("mid-{} of {label}", site.op.as_str());
+        let detail = match aimed {
+            Some(expires_at) => {
+                clock.set_skew_ms(expires_at - crate::env::virtual_ms());
+                format!("mid-{} of {label} at its lease's expiry instant", site.op.as_str())
+            }
+            None => {
+                clock.set_skew_ms(holder.skew_ms() + ttl + 1);
+                format!("mid-{} of {label}", site.op.as_str())
+            }
+        };
         let event = Event::Fault { kind: "takeover".into(), run: Some(site.run.clone()), epoch: None, detail };
         shared.history.push("usurper", event);
         let _ = store.acquire(site.run, "usurper");
@@ -467,25 +503,56 @@ fn install_takeover(shared: &Arc<Shared>, recorder: &Recorder, label: &str, cloc
 }
 
 /// A superseded holder that wakes and probes every write surface with its dead lease; then, with
-/// a live lease of its own scratch run, the run-match rule and the seq guard.
+/// a live lease of its own scratch run, the run-match rule (appends and blob writes into other
+/// runs) and the seq guard. Then the branches no worker takes: a forger presents the live epoch
+/// of a run someone holds under another owner's name on every surface (W7); the scratch lease is
+/// probed at exactly its expiry millisecond and taken over there (9.1); and an administrator
+/// purges a victim run with an unleased delete while its holder still holds it, the holder is
+/// fenced out, and the victim's stable owner recreates it above every epoch granted before (S6,
+/// L4).
 pub(super) struct Zombie {
     store: Recorder,
+    /// The administrator's connection: its unleased deletes are the purge S6 allows.
+    admin: Recorder,
+    clock: SimClock,
+    ttl_ms: i64,
     rng: Stream,
     probes: u32,
 }
 
+/// The owner a forged lease names: nobody ever acquires under it.
+const FORGER: &str = "forger";
+/// The stable owner of the admin purge's victim runs, the same across purge and recreate (D7).
+const VICTIM: &str = "victim";
+
 impl Zombie {
     pub(super) fn new(shared: &Shared) -> Result<Zombie, String> {
         let clock = shared.clock("zombie");
-        Ok(Zombie { store: shared.connect("zombie", "zombie", &clock)?, rng: shared.root.fork("zombie"), probes: 0 })
+        Ok(Zombie {
+            store: shared.connect("zombie", "zombie", &clock)?,
+            admin: shared.connect("admin", fencesim_oracle::ADMIN_NODE, &shared.clock("admin"))?,
+            clock,
+            ttl_ms: i64::from(shared.plan.ttl_ms),
+            rng: shared.root.fork("zombie"),
+            probes: 0,
+        })
     }
 
     pub(super) fn probe(&mut self, shared: &Shared) {
         self.probes += 1;
+        self.dead_lease(shared);
+        self.forge(shared);
+        let victim = self.purge_and_recreate(shared);
+        self.own_run(shared, victim.as_ref());
+    }
+
+    /// The dead-lease probes: a superseded lease on every write surface.
+    fn dead_lease(&mut self, shared: &Shared) {
         let grants = shared.history.grants();
         let dead: Vec<&Lease> = grants
             .iter()
             .filter(|g| g.owner != "usurper" && grants.iter().any(|h| h.run == g.run && h.epoch > g.epoch))
+            .filter(|g| !is_scratch(&g.run))
             .collect();
         let store = &self.store;
         let Some(dead) = self.rng.pick(&dead).map(|l| (*l).clone()) else {
@@ -513,13 +580,141 @@ impl Zombie {
         }
         let _ = store.delete(&run, lease);
         let _ = store.release(&dead);
+    }
 
-        let own = RunId::new(format!("zz-zombie-{}", self.probes));
-        if let Ok(mine) = store.acquire(&own, "zombie") {
-            let _ = store.append(&own, &zombie_entry(1), Some(&mine));
-            let _ = store.append(&own, &zombie_entry(1), Some(&mine));
-            let _ = store.append(&run, &zombie_entry(tail + 1), Some(&mine));
-            let _ = store.delete(&own, Some(&mine));
+    /// W7: learn the live holder of a workload run from a refused acquire, then present its epoch
+    /// under the forger's name on every fenced surface; every call must be refused. A run found
+    /// free is released again at once (nobody else runs in between).
+    fn forge(&mut self, shared: &Shared) {
+        let mut runs: Vec<RunId> = shared.history.grants().into_iter().map(|g| g.run).collect();
+        runs.retain(|r| !is_scratch(r));
+        runs.sort();
+        runs.dedup();
+        let store = &self.store;
+        for _ in 0..3 {
+            let Some(run) = self.rng.pick(&runs).cloned() else { return };
+            let held = match store.acquire(&run, "zombie") {
+                Ok(mine) => {
+                    let _ = store.release(&mine);
+                    continue;
+                }
+                Err(StoreError::LeaseHeld(held)) => match &held.rejection {
+                    LeaseRejection::HeldBy { owner, epoch } => (owner.clone(), *epoch),
+                    _ => continue,
+                },
+                Err(_) => continue,
+            };
+            let (owner, epoch) = held;
+            let forged = Lease { run: run.clone(), owner: FORGER.to_owned(), epoch };
+            shared.history.push(
+                "zombie",
+                Event::Fault {
+                    kind: "zombie".into(),
+                    run: Some(run.clone()),
+                    epoch: Some(epoch),
+                    detail: format!("forges the live lease of {owner}"),
+                },
+            );
+            let tail = store.load(&run).ok().and_then(|j| j.last().map(|e| e.seq.0)).unwrap_or(0);
+            let lease = Some(&forged);
+            let _ = store.renew(&forged);
+            let _ = store.append(&run, &zombie_entry(tail + 1), lease);
+            let _ = store.put_meta(&zombie_meta(&run), lease);
+            let _ = store.put_blob(&format!("{run}/ckpt/{}", tail.max(1)), b"forged", lease);
+            let blob = store.list_blobs(&run).ok().and_then(|refs| refs.into_iter().next());
+            let _ = store.delete_blob(&blob.unwrap_or_else(|| format!("{run}/ckpt/1")), lease);
+            let _ = store.delete(&run, lease);
+            let _ = store.release(&forged);
+            return;
         }
     }
+
+    /// S6 and L4: a victim run is written under its stable owner's lease, purged by an unleased
+    /// (administrative) delete while that lease is live, its holder's next append is refused (the
+    /// row is gone), and the same owner recreates it: the new epoch is above every epoch granted
+    /// before the purge, so the old lease stays stale. Returns the victim, which keeps a blob.
+    fn purge_and_recreate(&mut self, shared: &Shared) -> Option<RunId> {
+        let store = &self.store;
+        let victim = RunId::new(format!("zz-victim-{}", self.probes));
+        let first = store.acquire(&victim, VICTIM).ok()?;
+        let blob = format!("{victim}/ckpt/1");
+        let _ = store.append(&victim, &zombie_entry(1), Some(&first));
+        let _ = store.put_meta(&zombie_meta(&victim), Some(&first));
+        let _ = store.put_blob(&blob, b"victim", Some(&first));
+        shared.history.push(
+            "zombie",
+            Event::Fault {
+                kind: "purge".into(),
+                run: Some(victim.clone()),
+                epoch: Some(first.epoch),
+                detail: format!("an administrator purges {victim} under {VICTIM}'s live lease"),
+            },
+        );
+        let _ = self.admin.delete(&victim, None);
+        let _ = store.append(&victim, &zombie_entry(2), Some(&first));
+        let again = store.acquire(&victim, VICTIM).ok()?;
+        let _ = store.append(&victim, &zombie_entry(1), Some(&again));
+        let _ = store.put_meta(&zombie_meta(&victim), Some(&first));
+        let _ = store.put_blob(&blob, b"victim", Some(&again));
+        let _ = store.delete(&victim, Some(&again));
+        Some(victim)
+    }
+
+    /// The zombie's own scratch run, under a live lease of its own: the seq guard, the run-match
+    /// rule (an append into a workload run, a blob delete and put into the victim's), then the
+    /// expiry instant: at exactly `now == expires_at` its renew and write are refused and another
+    /// owner's acquire succeeds (9.1).
+    fn own_run(&mut self, shared: &Shared, victim: Option<&RunId>) {
+        let store = &self.store;
+        let own = RunId::new(format!("zz-zombie-{}", self.probes));
+        let Ok(mine) = store.acquire(&own, "zombie") else { return };
+        let _ = store.append(&own, &zombie_entry(1), Some(&mine));
+        let _ = store.append(&own, &zombie_entry(1), Some(&mine));
+        let mut runs: Vec<RunId> = shared.history.grants().into_iter().map(|g| g.run).collect();
+        runs.retain(|r| !is_scratch(r));
+        if let Some(run) = self.rng.pick(&runs).cloned() {
+            let tail = store.load(&run).ok().and_then(|j| j.last().map(|e| e.seq.0)).unwrap_or(0);
+            let _ = store.append(&run, &zombie_entry(tail + 1), Some(&mine));
+            if let Some(blob) = store.list_blobs(&run).ok().and_then(|refs| refs.into_iter().next()) {
+                let _ = store.delete_blob(&blob, Some(&mine));
+            }
+        }
+        if let Some(victim) = victim {
+            let blob = format!("{victim}/ckpt/1");
+            let _ = store.delete_blob(&blob, Some(&mine));
+            let _ = store.put_blob(&blob, b"cross-run", Some(&mine));
+            // The victim's blob is the engine's to cascade (T6); here the admin removes it.
+            let _ = self.admin.delete_blob(&blob, None);
+        }
+        let Some(granted) = shared.history.last_extension(&mine) else { return };
+        let skew = self.clock.skew_ms();
+        let instant = granted + self.ttl_ms;
+        // Jump the zombie's clock to exactly its lease's expiry millisecond.
+        self.clock.set_skew_ms(skew + instant - store_now(&self.clock));
+        shared.history.push(
+            "zombie",
+            Event::Fault {
+                kind: "zombie".into(),
+                run: Some(own.clone()),
+                epoch: Some(mine.epoch),
+                detail: format!("wakes at the expiry instant {instant}"),
+            },
+        );
+        let _ = store.renew(&mine);
+        let _ = store.append(&own, &zombie_entry(2), Some(&mine));
+        let _ = store.put_blob(&format!("{own}/ckpt/1"), b"expired", Some(&mine));
+        let next = store.acquire(&own, "zombie");
+        let _ = store.delete(&own, Some(next.as_ref().unwrap_or(&mine)));
+        self.clock.set_skew_ms(skew);
+    }
+}
+
+/// The zombie's own runs (scratch and victims), apart from the workload's.
+fn is_scratch(run: &RunId) -> bool {
+    run.as_str().starts_with("zz-")
+}
+
+fn store_now(clock: &SimClock) -> i64 {
+    use fencesim_store::Clock as _;
+    clock.now_ms()
 }

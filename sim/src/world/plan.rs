@@ -32,7 +32,11 @@ impl Applied {
         }
         let spec = &self.spec;
         let extra = match self.kind {
+            "stall" if spec.expiry.0 > 0.0 => {
+                format!(" factor=[{}, {}]x ttl expiry={}", spec.factor.0, spec.factor.1, spec.expiry.0)
+            }
             "stall" => format!(" factor=[{}, {}]x ttl", spec.factor.0, spec.factor.1),
+            "takeover" if spec.expiry.0 > 0.0 => format!(" expiry={}", spec.expiry.0),
             "crash" | "restart" => format!(" restart_ms={}", spec.restart_ms),
             "clock" => format!(" max_ms={}", spec.max_ms),
             "busy" => format!(" hold_ms={}", spec.hold_ms),

@@ -12,6 +12,7 @@ use super::{
     expect_ok, expect_run_mismatch, fenced_meta, leases, markers, require_fenced, supersede,
 };
 use crate::error::StoreError;
+use crate::types::Lease;
 use crate::types::{RunId, RunStatus};
 
 pub(super) fn checks() -> Vec<Check> {
@@ -26,6 +27,7 @@ pub(super) fn checks() -> Vec<Check> {
         check("W4", "fenced-atomic-blob-delete", atomic_blob_delete),
         check("W5", "fenced-unleased-passthrough", unleased_passthrough),
         check("W6", "fenced-marker-declared", marker_declared),
+        check("W7", "fenced-forged-owner-rejected", forged_owner_rejected),
     ]
 }
 
@@ -309,5 +311,62 @@ fn marker_declared(t: &dyn Target) -> CheckResult {
         b.fenced_writes(),
         b.fenced_blob_writes()
     );
+    Ok(())
+}
+
+/// W7: a lease naming the live epoch under another owner's name (a forgery, or a stale holder
+/// whose epoch was reissued) is refused with `LeaseHeld` on every fenced surface: put_meta,
+/// delete, put_blob, delete_blob, renew, release and append. Nothing changes: the journal, the
+/// meta and the blob keep their contents, and the holder's row keeps its expiry (not extended by
+/// the forged renew, not removed by the forged release or delete).
+fn forged_owner_rejected(t: &dyn Target) -> CheckResult {
+    let fx = t.fresh(MAIN_TTL_MS)?;
+    let (a, b, c) = (fx.connect()?, fx.connect()?, fx.connect()?);
+    require_fenced(&*a)?;
+    let (la, lb, lc) = (leases(&*a)?, leases(&*b)?, leases(&*c)?);
+    let run = RunId::from(FENCED_RUN);
+    let live = lb.acquire(&run, OWNER_B)?;
+    let meta = fenced_meta(RunStatus::Running, 1);
+    expect_ok("put_meta by the live holder", b.put_meta(&meta, Some(&live)))?;
+    expect_ok("append by the live holder", b.append(&run, &entry(1, "holder"), Some(&live)))?;
+    expect_ok("checkpoint save by the live holder", b.put_blob(CKPT_REF, b"holder", Some(&live)))?;
+
+    let forged = Lease { owner: OWNER_C.to_owned(), ..live.clone() };
+    expect_lease_held(
+        "put_meta by a forged owner at the live epoch",
+        a.put_meta(&fenced_meta(RunStatus::Cancelled, 1), Some(&forged)),
+    )?;
+    expect_lease_held(
+        "checkpoint save by a forged owner at the live epoch",
+        a.put_blob(CKPT_REF, b"forged", Some(&forged)),
+    )?;
+    expect_lease_held("checkpoint delete by a forged owner at the live epoch", a.delete_blob(CKPT_REF, Some(&forged)))?;
+    expect_lease_held(
+        "append by a forged owner at the live epoch",
+        a.append(&run, &entry(2, "forged"), Some(&forged)),
+    )?;
+    expect_lease_held("delete by a forged owner at the live epoch", a.delete(&run, Some(&forged)))?;
+    fx.clock().advance(1_000);
+    expect_lease_held("renew by a forged owner at the live epoch", la.renew(&forged))?;
+    expect_lease_held("release by a forged owner at the live epoch", la.release(&forged))?;
+
+    expect_meta(&*b, &run, Some(&meta), "after the forged writes")?;
+    expect_blob(&*b, CKPT_REF, Some(b"holder"), "after the forged writes")?;
+    let seen = b.load(&run)?;
+    ensure!(
+        markers(&seen) == ["holder"],
+        "journal after the forged writes: expected [holder], got {:?} run={run}",
+        markers(&seen)
+    );
+    // The holder's row is intact and not extended: held a millisecond before its own expiry,
+    // free at it.
+    fx.clock().advance(i64::from(MAIN_TTL_MS) - 1_000 - 1);
+    expect_held_by("acquire before the holder's expiry", lc.acquire(&run, OWNER_A), OWNER_B, live.epoch)?;
+    fx.clock().advance(1);
+    let next = expect_ok(
+        "acquire at the holder's own expiry (the forged renew did not extend it)",
+        lc.acquire(&run, OWNER_A),
+    )?;
+    expect_epoch_above("acquire after the forged calls", &next, &live)?;
     Ok(())
 }

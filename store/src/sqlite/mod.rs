@@ -273,9 +273,14 @@ impl SqliteStore {
             |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)),
         )?;
         let expired_counts = self.defects.has(StoreDefect::ExpiredLeaseLive);
-        let live = row.filter(|(_, _, expires_at)| now < *expires_at || expired_counts);
+        let instant_counts = self.defects.has(StoreDefect::ExpiryInstantLive);
+        let live = row
+            .filter(|(_, _, expires_at)| now < *expires_at || expired_counts || (instant_counts && now == *expires_at));
+        // The planted W7 defect: the W and T surfaces compare the epoch alone.
+        let epoch_only = self.defects.has(StoreDefect::EpochOnlyFence)
+            && matches!(op, Op::PutMeta | Op::Delete | Op::BlobPut | Op::BlobDelete);
         match live {
-            Some((owner, epoch, _)) if owner == lease.owner && epoch == lease.epoch.0 => Ok(()),
+            Some((owner, epoch, _)) if (epoch_only || owner == lease.owner) && epoch == lease.epoch.0 => Ok(()),
             other => Err(StoreError::lease_held(
                 op,
                 lease.clone(),
@@ -294,7 +299,7 @@ impl SqliteStore {
         lease: &Lease,
         mutate: impl FnOnce(i64) -> StoreResult<T>,
     ) -> StoreResult<T> {
-        if lease.run != *target && !self.defects.has(StoreDefect::NoRunMatch) {
+        if lease.run != *target && !self.skips_run_match(op) {
             return Err(StoreError::lease_held(
                 op,
                 lease.clone(),
@@ -313,7 +318,7 @@ impl SqliteStore {
             // under one clock reading, for the run the lease names.
             debug_assert!(!self.conn.is_autocommit(), "fenced {op:?}: the lease check runs outside a transaction");
             debug_assert!(
-                lease.run == *target || self.defects.has(StoreDefect::NoRunMatch),
+                lease.run == *target || self.skips_run_match(op),
                 "fenced {op:?}: a lease of {} fences a write to {target}",
                 lease.run
             );
@@ -331,6 +336,12 @@ impl SqliteStore {
             "fenced {op:?}: the clock was read {reads} times between the check and the mutation"
         );
         value
+    }
+
+    /// Whether a planted defect drops the run-match rule (S2) for `op`.
+    fn skips_run_match(&self, op: Op) -> bool {
+        self.defects.has(StoreDefect::NoRunMatch)
+            || (op == Op::BlobDelete && self.defects.has(StoreDefect::BlobDeleteNoRunMatch))
     }
 
     /// The store's clock, counted: a fenced call reads it exactly once (asserted in `fenced`).
@@ -376,7 +387,7 @@ impl SqliteStore {
         .map(drop)
     }
 
-    fn delete_rows(&self, run: &RunId) -> StoreResult<()> {
+    fn delete_rows(&self, run: &RunId, leased: bool) -> StoreResult<()> {
         for sql in [
             "DELETE FROM entries WHERE run_id = ?1",
             "DELETE FROM meta WHERE run_id = ?1",
@@ -384,7 +395,9 @@ impl SqliteStore {
         ] {
             self.exec(Op::Delete, run, sql, [run.as_str()])?;
         }
-        if self.defects.has(StoreDefect::EpochResetOnDelete) {
+        if self.defects.has(StoreDefect::EpochResetOnDelete)
+            || (!leased && self.defects.has(StoreDefect::AdminDeleteDropsTombstone))
+        {
             self.exec(Op::Delete, run, "DELETE FROM epochs WHERE run_id = ?1", [run.as_str()])?;
         }
         Ok(())
@@ -475,8 +488,8 @@ impl JournalStore for SqliteStore {
     fn delete(&self, run: &RunId, lease: Option<&Lease>) -> StoreResult<()> {
         match self.effective(lease, StoreDefect::UnfencedDelete) {
             // S6: unleased delete is still one transaction.
-            None => self.write_txn(Op::Delete, run, || self.delete_rows(run)),
-            Some(lease) => self.fenced(Op::Delete, run, lease, |_| self.delete_rows(run)),
+            None => self.write_txn(Op::Delete, run, || self.delete_rows(run, false)),
+            Some(lease) => self.fenced(Op::Delete, run, lease, |_| self.delete_rows(run, true)),
         }
     }
 
