@@ -87,6 +87,11 @@ pub struct SqliteOptions {
     /// nothing is created, switched, stamped or recovered, and the file's bytes never change.
     /// Every write then fails with a storage error. Files only.
     pub read_only: bool,
+    /// Whether a commit waits for its WAL frames to reach the disk (`synchronous=FULL`, SQLite's
+    /// default, and this option's). Off (`synchronous=OFF`) only where a crash is a process death
+    /// and never a power cut, as in a simulated world: what reached the OS survives a process
+    /// death either way. Locking, the WAL and checkpoints are unchanged. No effect on a memdb.
+    pub power_safe: bool,
     pub defects: Defects,
 }
 
@@ -99,6 +104,7 @@ impl SqliteOptions {
             busy_timeout_ms: 0,
             boot_busy_timeout_ms: BOOT_BUSY_TIMEOUT_MS,
             read_only: false,
+            power_safe: true,
             defects: Defects::NONE,
         }
     }
@@ -129,6 +135,12 @@ impl SqliteOptions {
 
     pub fn defects(mut self, defects: Defects) -> Self {
         self.defects = defects;
+        self
+    }
+
+    /// See [`SqliteOptions::power_safe`]: commits no longer wait for an fsync.
+    pub fn without_fsync(mut self) -> Self {
+        self.power_safe = false;
         self
     }
 }
