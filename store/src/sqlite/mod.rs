@@ -670,6 +670,44 @@ mod tests {
         assert_eq!(count, 1);
     }
 
+    /// Opening a database that already holds the whole schema is one catalog read, and that read
+    /// lets nothing else through: a foreign object or another schema version is still refused
+    /// (each a complete schema plus one difference the quick read must see).
+    #[test]
+    fn the_quick_open_of_a_complete_database_still_refuses_what_is_not_ours() {
+        let clock = Arc::new(ManualClock::new(1_000));
+        let open = |name: &str| SqliteStore::open(SqliteOptions::memdb(name, clock.clone()));
+        let first = open("quick-foreign").expect("opens");
+        open("quick-foreign").expect("a complete database opens again");
+        first.raw_connection().execute_batch("CREATE TABLE intruder (x)").expect("foreign table");
+        let refused = open("quick-foreign").expect_err("a foreign object");
+        assert!(refused.to_string().contains("'intruder' fencesim did not create"), "{refused}");
+
+        let first = open("quick-version").expect("opens");
+        first.raw_connection().execute_batch(&format!("PRAGMA user_version = {}", SCHEMA_VERSION + 1)).expect("bump");
+        let refused = open("quick-version").expect_err("another schema version");
+        assert!(refused.to_string().contains("schema version"), "{refused}");
+    }
+
+    /// `without_fsync` turns commit syncs off (`synchronous=OFF`) and nothing else: the file stays
+    /// in WAL mode; by default commits sync (`FULL`).
+    #[test]
+    fn without_fsync_changes_only_the_commit_sync() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("sync.db");
+        let clock = Arc::new(ManualClock::new(1_000));
+        let pragmas = |store: &SqliteStore| -> (i64, String) {
+            let conn = store.raw_connection();
+            let sync = conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).expect("synchronous");
+            let mode = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).expect("journal_mode");
+            (sync, mode)
+        };
+        let safe = SqliteStore::open(SqliteOptions::file(&path, clock.clone())).expect("opens");
+        assert_eq!(pragmas(&safe), (2, "wal".to_owned()));
+        let fast = SqliteStore::open(SqliteOptions::file(&path, clock).without_fsync()).expect("opens");
+        assert_eq!(pragmas(&fast), (0, "wal".to_owned()));
+    }
+
     /// The debug assertions inside `fenced()` can fail: a mutation that reads the clock again
     /// panics in a debug build; an honest one passes.
     #[cfg(debug_assertions)]
