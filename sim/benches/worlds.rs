@@ -1,23 +1,31 @@
-//! Simulator throughput: seeds per second of the `swarm` scenario held at 5 workers and about 20
-//! runs, on one job and on two, and simulated seconds per wall second; against a baseline
-//! measured in the same run: a bare madsim world of 5 nodes doing 200 fenced transactions each
-//! over one memdb (the design's reference figure, 50-60 seeds/s on this kind of machine).
-//! Rounds alternate between the measurements so machine noise hits all alike; medians reported.
+//! Simulator throughput (issues 4 and 11), every figure measured in one run against a baseline
+//! measured in the same run: a bare madsim world of 5 nodes doing 200 fenced appends each over one
+//! memdb (the design's reference figure). The machine's speed drifts; the ratios are the figures.
 //!
-//!     cargo bench -p fencesim --bench worlds [-- --rounds 5 --seeds 60 --rss 1000,10000]
+//! - `swarm` held at 5 workers and 18-22 runs: seeds/s on one job (and its ratio to the bare
+//!   world, goal >= 1.0x), on two jobs, and simulated seconds per wall second (goal >= 2000x);
+//! - `boot-storm` on two jobs, and its ratio to `swarm` on two jobs (goal: within 3x);
+//! - `swarm --db file` on one job, and memdb's ratio to it (goal: within 3x);
+//! - a 1,000-entry corpus (100 seeds of each built-in scenario) replayed by `fencesim replay`, each
+//!   entry twice, on two jobs, as a child process: its wall time (goal < 60 s).
+//!
+//! Rounds alternate between the world measurements so machine noise hits all alike; medians
+//! reported. A failing world is counted and named, not fatal: the bench measures speed.
+//!
+//!     cargo bench -p fencesim --bench worlds [-- --rounds 5 --seeds 60 --boot-seeds 20
+//!         --file-seeds 12 --corpus 1000 --rss 1000,10000]
 //!
 //! Then peak memory (issue 11): `fencesim sweep --scenario swarm --seeds N --jobs 2` as a child
 //! process for each N of `--rss` (comma-separated; `--rss 0` skips it), its peak resident set
 //! (`VmHWM`) sampled from `/proc` every 20 ms until it exits. Goal: flat in N, under 200 MB.
-//!
-//! Goals (issue 4): at least 60 seeds/s on one core, at least 1000x simulated time.
+//! `--corpus 0` skips the replay.
 
 // A benchmark measures wall-clock time and runs worlds on threads; the simulator's bans on both
 // are for code inside a world.
 #![allow(clippy::disallowed_methods)]
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fencesim::catalogue;
@@ -39,8 +47,11 @@ fn swarm() -> Scenario {
     s
 }
 
+/// Worlds that failed (`scenario seed db: checker`), kept for the summary.
+static FAILURES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
 /// Seeds from a shared counter, run on `jobs` threads; returns (seeds/s, simulated s per wall s).
-fn worlds(scenario: &Scenario, first: u64, seeds: u64, jobs: usize) -> (f64, f64) {
+fn worlds(scenario: &Scenario, db: DbKind, first: u64, seeds: u64, jobs: usize) -> (f64, f64) {
     let next = AtomicU64::new(first);
     let simulated_ms = AtomicU64::new(0);
     let start = Instant::now();
@@ -55,13 +66,19 @@ fn worlds(scenario: &Scenario, first: u64, seeds: u64, jobs: usize) -> (f64, f64
                     let cfg = WorldConfig {
                         scenario: scenario.clone(),
                         seed,
-                        db: DbKind::Memdb,
+                        db,
                         store_defects: Defects::NONE,
                         engine_defects: Default::default(),
                         keep_db: None,
                     };
                     let report = world::run(&cfg).expect("world runs");
-                    assert!(report.passed(), "seed {seed} failed: {:?}", report.violations.first());
+                    if let Some(v) = report.violations.first() {
+                        let line = format!("{} seed {seed} db {}: {}", scenario.name, db.as_str(), v.checker);
+                        let mut failures = FAILURES.lock().expect("failures");
+                        if !failures.contains(&line) {
+                            failures.push(line);
+                        }
+                    }
                     simulated_ms.fetch_add(u64::try_from(report.counters.virtual_ms).unwrap_or(0), Ordering::SeqCst);
                 }
             });
@@ -135,6 +152,30 @@ fn sweep_peak_rss(seeds: u64) -> (f64, f64) {
     (peak_kb as f64 / 1024.0, start.elapsed().as_secs_f64())
 }
 
+/// `fencesim replay` of a corpus of `entries` lines (the built-in scenarios in turn, seeds from
+/// 1) on two jobs, each entry run twice: wall seconds and the child's last line.
+fn corpus_replay(entries: u64) -> (f64, String) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let names: Vec<&str> = catalogue::SCENARIOS.iter().map(|(name, _)| *name).collect();
+    let mut text = String::new();
+    for (i, name) in names.iter().cycle().take(usize::try_from(entries).expect("entries")).enumerate() {
+        text.push_str(&format!("{name} {}\n", 1 + i as u64 / names.len() as u64));
+    }
+    let corpus = dir.path().join("corpus.txt");
+    std::fs::write(&corpus, text).expect("write the corpus");
+    let start = Instant::now();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .arg("replay")
+        .arg(&corpus)
+        .args(["--jobs", "2", "--report"])
+        .arg(dir.path().join("report"))
+        .output()
+        .expect("start fencesim replay");
+    let seconds = start.elapsed().as_secs_f64();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    (seconds, stdout.lines().last().unwrap_or("(no output)").to_owned())
+}
+
 fn main() {
     let rss: Vec<u64> = std::env::args()
         .collect::<Vec<_>>()
@@ -147,28 +188,63 @@ fn main() {
         .collect();
     let rounds = arg("--rounds", 5);
     let seeds = arg("--seeds", 60);
+    let boot_seeds = arg("--boot-seeds", 20);
+    let file_seeds = arg("--file-seeds", 12);
+    let corpus = arg("--corpus", 1000);
     let scenario = swarm();
-    let (mut one, mut two, mut accel, mut base) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let storm = catalogue::scenario("boot-storm").expect("the built-in boot-storm scenario");
+    let (mut one, mut two, mut accel, mut base, mut boot, mut file) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Per round, so that each ratio is taken within one round (same machine speed).
+    let (mut r_bare, mut r_boot, mut r_file) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         let first = 1 + round * seeds;
-        let (rate, sim) = worlds(&scenario, first, seeds, 1);
+        base.push(bare_rate(seeds));
+        let (rate, sim) = worlds(&scenario, DbKind::Memdb, first, seeds, 1);
         one.push(rate);
         accel.push(sim);
-        two.push(worlds(&scenario, first, seeds, 2).0);
-        base.push(bare_rate(seeds));
+        two.push(worlds(&scenario, DbKind::Memdb, first, seeds, 2).0);
+        boot.push(worlds(&storm, DbKind::Memdb, 1 + round * boot_seeds, boot_seeds, 2).0);
+        file.push(worlds(&scenario, DbKind::File, 1 + round * file_seeds, file_seeds, 1).0);
+        let i = one.len() - 1;
+        r_bare.push(one[i] / base[i]);
+        r_boot.push(two[i] / boot[i]);
+        r_file.push(one[i] / file[i]);
         eprintln!(
-            "round {}: 1 job {rate:.1} seeds/s ({sim:.0}x), 2 jobs {:.1}, bare {:.1}",
+            "round {}: bare {:.1}; swarm 1 job {rate:.1} seeds/s ({sim:.0}x, {:.2}x bare), 2 jobs {:.1}; boot-storm 2 jobs {:.1} (swarm/boot {:.2}); swarm file 1 job {:.1} (memdb/file {:.2})",
             round + 1,
-            two[two.len() - 1],
-            base[base.len() - 1]
+            base[i],
+            r_bare[i],
+            two[i],
+            boot[i],
+            r_boot[i],
+            file[i],
+            r_file[i],
         );
     }
-    let (one, two, accel, base) = (median(one), median(two), median(accel), median(base));
-    println!("swarm (5 workers, 18-22 runs), {rounds} rounds of {seeds} seeds, medians:");
-    println!("  1 job : {one:7.1} seeds/s ({:.2}x the bare baseline; goal >= 60 seeds/s)", one / base);
-    println!("  2 jobs: {two:7.1} seeds/s ({:.2}x one job)", two / one);
-    println!("  simulated time: {accel:7.0}x wall time on one job (goal >= 1000x)");
-    println!("  bare baseline (5 nodes x 200 fenced appends): {base:7.1} seeds/s");
+    let (one, two, accel, base, boot, file) =
+        (median(one), median(two), median(accel), median(base), median(boot), median(file));
+    let (r_bare, r_boot, r_file) = (median(r_bare), median(r_boot), median(r_file));
+    println!("{rounds} rounds; medians (ratios: the median of each round's ratio):");
+    println!("  bare baseline (5 nodes x 200 fenced appends), 1 job: {base:7.1} seeds/s");
+    println!("  swarm (5 workers, 18-22 runs), {seeds} seeds a round:");
+    println!("    1 job : {one:7.1} seeds/s ({r_bare:.2}x the bare baseline; goal >= 1.0x)");
+    println!("    2 jobs: {two:7.1} seeds/s ({:.2}x one job)", two / one);
+    println!("    simulated time: {accel:7.0}x wall time on one job (goal >= 2000x)");
+    println!(
+        "  boot-storm, 2 jobs, {boot_seeds} seeds a round: {boot:7.1} seeds/s (swarm on 2 jobs is {r_boot:.2}x it; goal <= 3x)"
+    );
+    println!(
+        "  swarm --db file, 1 job, {file_seeds} seeds a round: {file:7.1} seeds/s (memdb is {r_file:.2}x it; goal <= 3x)"
+    );
+    let failures = FAILURES.lock().expect("failures");
+    if !failures.is_empty() {
+        println!("  failing worlds (timed all the same): {}", failures.join("; "));
+    }
+    if corpus > 0 {
+        let (seconds, last) = corpus_replay(corpus);
+        println!("  replay of a {corpus}-entry corpus, twice each, 2 jobs: {seconds:.1} s (goal < 60 s): {last}");
+    }
     for n in rss {
         let (mb, seconds) = sweep_peak_rss(n);
         println!("  sweep --seeds {n} --jobs 2: peak RSS {mb:.1} MB ({seconds:.0} s; goal < 200 MB, flat in seeds)");

@@ -85,10 +85,17 @@ impl Db {
     }
 
     /// A new connection with this node's clock. The runtime busy timeout is 0: busy is a typed
-    /// error the engine backs off from in virtual time, never a blocked thread.
+    /// error the engine backs off from in virtual time, never a blocked thread. Commits do not
+    /// wait for an fsync: a world's crash kills a node, never the machine's power, so what a
+    /// commit handed the OS survives it either way; a file world still runs SQLite's real file
+    /// locks, its WAL and its checkpoints (an fsync was 25x a memdb world's cost).
     pub fn open(&self, clock: Arc<dyn Clock>, ttl_ms: i64, defects: Defects) -> StoreResult<SqliteStore> {
         SqliteStore::open(
-            SqliteOptions::new(self.location.clone(), clock).lease_ttl_ms(ttl_ms).busy_timeout_ms(0).defects(defects),
+            SqliteOptions::new(self.location.clone(), clock)
+                .lease_ttl_ms(ttl_ms)
+                .busy_timeout_ms(0)
+                .defects(defects)
+                .without_fsync(),
         )
     }
 

@@ -43,6 +43,9 @@ pub(super) fn open(options: &SqliteOptions) -> StoreResult<(Connection, u32)> {
             Ok(conn) => {
                 conn.busy_timeout(Duration::from_millis(u64::from(options.busy_timeout_ms)))
                     .map_err(|e| sql_error(Op::Boot, None, e))?;
+                if !options.power_safe && !options.read_only {
+                    conn.execute_batch("PRAGMA synchronous = OFF").map_err(|e| sql_error(Op::Boot, None, e))?;
+                }
                 return Ok((conn, ttl_ms));
             }
             Err(Failure::Sqlite(e))
@@ -121,9 +124,9 @@ fn validate_location(location: &Location) -> StoreResult<()> {
 /// One attempt at the whole bootstrap: probe, open read-write, WAL, then the schema in one write
 /// transaction. Idempotent, so a busy attempt can be retried whole.
 fn boot_once(location: &Location) -> Result<Connection, Failure> {
-    // Whether the file was already a complete fencesim database when probed.
-    let mut complete = false;
     let rw = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    // Whether the database was already a complete fencesim database when probed.
+    let complete;
     let conn = match location {
         Location::File(path) => {
             let path = literal(path);
@@ -131,7 +134,11 @@ fn boot_once(location: &Location) -> Result<Connection, Failure> {
             Connection::open_with_flags(&path, rw)?
         }
         Location::Memdb(name) => {
-            Connection::open_with_flags(format!("file:/{name}?vfs=memdb"), rw | OpenFlags::SQLITE_OPEN_URI)?
+            let conn = Connection::open_with_flags(format!("file:/{name}?vfs=memdb"), rw | OpenFlags::SQLITE_OPEN_URI)?;
+            // A memdb has no journal to roll back or WAL to recover: reading it through the
+            // read-write connection writes nothing.
+            complete = is_complete(&conn)?;
+            conn
         }
     };
     conn.busy_timeout(Duration::ZERO)?;
@@ -218,6 +225,9 @@ fn probe(path: &Path) -> Result<bool, Failure> {
     }
     let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     conn.busy_timeout(Duration::ZERO)?;
+    if is_complete(&conn)? {
+        return Ok(true);
+    }
     if check_ownership(&conn)? {
         return Ok(false);
     }
@@ -226,6 +236,26 @@ fn probe(path: &Path) -> Result<bool, Failure> {
     let present: i64 =
         conn.query_row(&format!("SELECT count(*) FROM sqlite_master WHERE name IN ({list})"), [], |r| r.get(0))?;
     Ok(usize::try_from(present).ok() == Some(schema::OBJECTS.len()))
+}
+
+/// Whether this is a complete fencesim database of this schema version with no foreign object,
+/// in one catalog read: the common case of every open but a database's first. `false` says
+/// nothing more; the caller then judges ownership and the schema step by step, for the refusal
+/// that names what is wrong.
+fn is_complete(conn: &Connection) -> Result<bool, Failure> {
+    let list = schema::OBJECTS.map(|name| format!("'{name}'")).join(", ");
+    let (app_id, version, objects, ours): (i64, i64, i64, i64) = conn.query_row(
+        &format!(
+            "SELECT (SELECT application_id FROM pragma_application_id()),
+                    (SELECT user_version FROM pragma_user_version()),
+                    (SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'),
+                    (SELECT count(*) FROM sqlite_master WHERE name IN ({list}))"
+        ),
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )?;
+    let all = i64::try_from(schema::OBJECTS.len()).unwrap_or(i64::MAX);
+    Ok(app_id == APPLICATION_ID && version == SCHEMA_VERSION && objects == all && ours == all)
 }
 
 /// Whether this database is ours (or empty), judged from its header and catalog in one read, so

@@ -87,6 +87,11 @@ pub struct SqliteOptions {
     /// nothing is created, switched, stamped or recovered, and the file's bytes never change.
     /// Every write then fails with a storage error. Files only.
     pub read_only: bool,
+    /// Whether a commit waits for its WAL frames to reach the disk (`synchronous=FULL`, SQLite's
+    /// default, and this option's). Off (`synchronous=OFF`) only where a crash is a process death
+    /// and never a power cut, as in a simulated world: what reached the OS survives a process
+    /// death either way. Locking, the WAL and checkpoints are unchanged. No effect on a memdb.
+    pub power_safe: bool,
     pub defects: Defects,
 }
 
@@ -99,6 +104,7 @@ impl SqliteOptions {
             busy_timeout_ms: 0,
             boot_busy_timeout_ms: BOOT_BUSY_TIMEOUT_MS,
             read_only: false,
+            power_safe: true,
             defects: Defects::NONE,
         }
     }
@@ -129,6 +135,12 @@ impl SqliteOptions {
 
     pub fn defects(mut self, defects: Defects) -> Self {
         self.defects = defects;
+        self
+    }
+
+    /// See [`SqliteOptions::power_safe`]: commits no longer wait for an fsync.
+    pub fn without_fsync(mut self) -> Self {
+        self.power_safe = false;
         self
     }
 }
@@ -669,6 +681,44 @@ mod tests {
             .query_row("SELECT count(*) FROM sqlite_master WHERE name = 'meta_name'", [], |r| r.get(0))
             .expect("catalog");
         assert_eq!(count, 1);
+    }
+
+    /// Opening a database that already holds the whole schema is one catalog read, and that read
+    /// lets nothing else through: a foreign object or another schema version is still refused
+    /// (each a complete schema plus one difference the quick read must see).
+    #[test]
+    fn the_quick_open_of_a_complete_database_still_refuses_what_is_not_ours() {
+        let clock = Arc::new(ManualClock::new(1_000));
+        let open = |name: &str| SqliteStore::open(SqliteOptions::memdb(name, clock.clone()));
+        let first = open("quick-foreign").expect("opens");
+        open("quick-foreign").expect("a complete database opens again");
+        first.raw_connection().execute_batch("CREATE TABLE intruder (x)").expect("foreign table");
+        let refused = open("quick-foreign").expect_err("a foreign object");
+        assert!(refused.to_string().contains("'intruder' fencesim did not create"), "{refused}");
+
+        let first = open("quick-version").expect("opens");
+        first.raw_connection().execute_batch(&format!("PRAGMA user_version = {}", SCHEMA_VERSION + 1)).expect("bump");
+        let refused = open("quick-version").expect_err("another schema version");
+        assert!(refused.to_string().contains("schema version"), "{refused}");
+    }
+
+    /// `without_fsync` turns commit syncs off (`synchronous=OFF`) and nothing else: the file stays
+    /// in WAL mode; by default commits sync (`FULL`).
+    #[test]
+    fn without_fsync_changes_only_the_commit_sync() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("sync.db");
+        let clock = Arc::new(ManualClock::new(1_000));
+        let pragmas = |store: &SqliteStore| -> (i64, String) {
+            let conn = store.raw_connection();
+            let sync = conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).expect("synchronous");
+            let mode = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).expect("journal_mode");
+            (sync, mode)
+        };
+        let safe = SqliteStore::open(SqliteOptions::file(&path, clock.clone())).expect("opens");
+        assert_eq!(pragmas(&safe), (2, "wal".to_owned()));
+        let fast = SqliteStore::open(SqliteOptions::file(&path, clock).without_fsync()).expect("opens");
+        assert_eq!(pragmas(&fast), (0, "wal".to_owned()));
     }
 
     /// The debug assertions inside `fenced()` can fail: a mutation that reads the clock again
