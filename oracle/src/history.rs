@@ -104,6 +104,9 @@ pub enum CallOutcome {
     /// The caller died before it learned the outcome (Jepsen's `:info`): the call may or may not
     /// have taken effect. Only a real process killed mid-call produces it.
     Indeterminate,
+    /// The harness failed the call with a storage error before it reached the store (a fault no
+    /// retry absorbs): nothing was committed, and the caller saw an untyped error.
+    Injected,
 }
 
 impl CallOutcome {
@@ -138,6 +141,7 @@ impl fmt::Display for CallOutcome {
             CallOutcome::Busy => f.write_str("busy"),
             CallOutcome::Error(code) => write!(f, "error {code}"),
             CallOutcome::Indeterminate => f.write_str("indeterminate"),
+            CallOutcome::Injected => f.write_str("injected-error"),
         }
     }
 }

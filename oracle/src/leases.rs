@@ -154,14 +154,15 @@ pub(super) fn one_live_lease(ctx: &Context) -> Vec<Violation> {
 /// target run in the replayed table, and is run-mismatch if its lease names another run, else
 /// stale (an unleased call included). An append may also meet the seq guard (journal-order), but
 /// only if its lease was the live holder or it carried none: the fence comes first. Any other
-/// class, an untyped error above all, is a violation. Reads are not judged.
+/// class, an untyped error above all, is a violation (an error the harness injected before the
+/// store saw the call is not the store's). Reads are not judged.
 pub(super) fn typed_rejections(ctx: &Context) -> Vec<Violation> {
     let mut found = Vec::new();
     for (pos, row) in ctx.rows.iter().enumerate() {
         let Some(call) = row.call() else { continue };
         let (op, on) = (call.surface.as_str(), target(call));
         let why = match (&call.outcome, call.surface) {
-            (CallOutcome::Ok | CallOutcome::Busy | CallOutcome::Indeterminate, _) => None,
+            (CallOutcome::Ok | CallOutcome::Busy | CallOutcome::Indeterminate | CallOutcome::Injected, _) => None,
             (CallOutcome::HeldBy { .. }, Surface::Acquire) => None,
             (CallOutcome::Error(code), Surface::Acquire) => Some(format!("unexpected error {code} on {op} of {on}")),
             (other, Surface::Acquire) => Some(format!("acquire of {on} rejected with {other}, expected held-by")),

@@ -46,7 +46,8 @@ fn epoch_label(epoch: Option<Epoch>) -> String {
 /// of the dispatch's checkpoint ref; an undecodable one or a delete covers nothing); (c) at
 /// most 1 + k times per generation, where k counts the interrupted tenures in the dispatch's
 /// window: epochs of the run that paid any effect of that dispatch (same running seq, same
-/// generation) and never had an accepted release in it. A generation ends at an accepted delete
+/// generation) and never had an accepted release in it, or had a write the store failed outright
+/// (a storage error: the tenure's progress may be lost as in a crash). A generation ends at an accepted delete
 /// of the run. Unleased payments belong to no tenure and never raise the bound.
 pub(super) fn repay_bound(ctx: &Context) -> Vec<Violation> {
     let mut generation: BTreeMap<RunId, u32> = BTreeMap::new();
@@ -56,11 +57,20 @@ pub(super) fn repay_bound(ctx: &Context) -> Vec<Violation> {
     // (run, generation, running seq) -> the epochs that paid into that dispatch.
     let mut windows: BTreeMap<(RunId, u32, Seq), BTreeSet<Epoch>> = BTreeMap::new();
     let mut released: BTreeSet<(RunId, u32, Epoch)> = BTreeSet::new();
+    let mut failed: BTreeSet<(RunId, u32, Epoch)> = BTreeSet::new();
     // (run, generation, running seq) -> what the newest accepted checkpoint covers.
     let mut covered: BTreeMap<(RunId, u32, Seq), Coverage> = BTreeMap::new();
     let mut found = Vec::new();
     for row in ctx.rows {
         match &row.event {
+            // A write the store failed outright (an I/O error, not a refusal) may have lost the
+            // tenure's progress, as a crash would: that tenure is interrupted even if it released.
+            Event::Call(call) if matches!(call.outcome, CallOutcome::Error(_) | CallOutcome::Injected) => {
+                if let Some(lease) = call.lease.as_ref().filter(|_| call.surface.is_mutation()) {
+                    let gen_ = generation.get(&call.run).copied().unwrap_or_default();
+                    failed.insert((call.run.clone(), gen_, lease.epoch));
+                }
+            }
             Event::Call(call) if call.outcome.is_ok() => {
                 let gen_ = generation.get(&call.run).copied().unwrap_or_default();
                 match (call.surface, &call.lease, &call.payload) {
@@ -135,7 +145,7 @@ pub(super) fn repay_bound(ctx: &Context) -> Vec<Violation> {
         let interrupted: Vec<String> = window
             .into_iter()
             .flatten()
-            .filter(|e| !released.contains(&(run.clone(), gen_, **e)))
+            .filter(|e| !released.contains(&(run.clone(), gen_, **e)) || failed.contains(&(run.clone(), gen_, **e)))
             .map(|e| format!("e{e}"))
             .collect();
         let bound = 1 + interrupted.len();

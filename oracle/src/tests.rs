@@ -1209,3 +1209,36 @@ fn honest_outcome_forgets_appends_of_a_deleted_generation() {
     });
     assert_eq!(violations_of(&h, "honest-outcome"), Vec::new());
 }
+
+#[test]
+fn repay_bound_counts_a_tenure_whose_write_the_store_failed_as_interrupted() {
+    // w4's checkpoint save fails with a storage error (no retry absorbs it); it settles nothing
+    // and releases. Its progress is lost as in a crash: w5 may pay turn 1 again. Had the save
+    // succeeded, the released tenure would leave no room for a re-pay.
+    let mut h = clean();
+    let (e1, e2) = (lease("r7", "w4", 1), lease("r7", "w5", 2));
+    h.insert_after("outcome-e3", |x| {
+        boot(x, "w4", &e1, 4000, 1);
+        x.append("w4", &e1, 4010, running(1)).effect("w4", EffectKind::Call, &e1, 1, 1).put_blob(
+            "w4",
+            &e1,
+            4020,
+            "r7/ckpt/1",
+            b"lost",
+        );
+        x.call_mut_last().outcome = CallOutcome::Injected;
+        x.lease_call("w4", Surface::Release, &e1, 4030);
+        boot(x, "w5", &e2, 5000, 2);
+        x.effect("w5", EffectKind::Call, &e2, 1, 1)
+            .append("w5", &e2, 5010, terminal(2, 1))
+            .append("w5", &e2, 5020, settle(3, RunStatus::Ok, 2))
+            .put_meta("w5", &e2, 5030, RunStatus::Ok, 2)
+            .lease_call("w5", Surface::Release, &e2, 5040)
+            .outcome("w5", "r7", "ok");
+    });
+    assert_eq!(check(&h.rows, &h.store(), &CFG), Vec::new());
+    let save = h.rows.iter().position(|r| r.call().is_some_and(|c| c.blob_ref.as_deref() == Some("r7/ckpt/1")));
+    h.call_at(save.expect("the save")).outcome = CallOutcome::Ok;
+    let v = only(&h, &h.store(), "repay-bound");
+    assert_says(&v, "call turn 1 of r7 dispatch running=1 paid 2 times, bound 1");
+}

@@ -17,6 +17,18 @@ use crate::history::{CallOutcome, Event, Row, Surface};
 const TAKEOVER_OPS: [&str; 7] = ["append", "put_meta", "blob_put", "blob_delete", "delete", "renew", "release"];
 /// Write surfaces a zombie probes with its dead lease.
 const ZOMBIE_SURFACES: [&str; 7] = ["renew", "append", "put_meta", "put_blob", "delete_blob", "delete", "release"];
+/// The actors an injected storage error can hit (node labels start with these).
+const ROLES: [&str; 4] = ["worker", "client", "sweeper", "operator"];
+
+/// The role of a node label: `w2.1` is a worker, `client.1` the client, ...
+fn role(label: &str) -> Option<&'static str> {
+    let name = label.split('.').next().unwrap_or_default();
+    if name.strip_prefix('w').is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
+        return Some("worker");
+    }
+    ROLES.into_iter().find(|r| *r == name)
+}
+
 /// Fault-point classes a crash can hit.
 const CRASH_SITES: [&str; 10] =
     ["acquire", "owned", "call", "tool", "running", "terminal", "settle", "meta", "checkpoint", "delete"];
@@ -40,6 +52,7 @@ pub fn events() -> Vec<String> {
     all.push("takeover-at-expiry-instant".to_owned());
     all.push("stall-woke-at-expiry-instant".to_owned());
     all.push("takeover-aimed-at-expiry-instant".to_owned());
+    all.extend(ROLES.iter().map(|r| format!("store-error-{r}")));
     all
 }
 
@@ -190,6 +203,11 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                     }
                     let top = top_grant.entry(run.clone()).or_default();
                     *top = (*top).max(epoch.0);
+                }
+                if call.outcome == CallOutcome::Injected
+                    && let Some(role) = role(&row.node)
+                {
+                    hit(format!("store-error-{role}"));
                 }
                 if call.outcome == CallOutcome::Busy
                     && call.surface == Surface::Append

@@ -30,6 +30,7 @@ pub struct Recorder {
     clock: Arc<dyn Clock>,
     history: History,
     busy: Option<BusyInjector>,
+    failures: Option<FailInjector>,
 }
 
 /// Fails a share of store calls with [`StoreError::Busy`] before they run (nothing committed),
@@ -69,10 +70,35 @@ impl BusyInjector {
     }
 }
 
+/// Fails a share of a connection's calls with a storage error before they reach the store: the
+/// error no retry absorbs (a full disk, an I/O error), which every actor must survive.
+pub struct FailInjector {
+    rng: Mutex<Stream>,
+    rate: f64,
+    /// Set at quiescence: no more injected faults.
+    quiet: Arc<AtomicBool>,
+}
+
+impl FailInjector {
+    pub fn new(rng: Stream, rate: f64, quiet: Arc<AtomicBool>) -> Self {
+        Self { rng: Mutex::new(rng), rate, quiet }
+    }
+
+    fn fires(&self) -> bool {
+        !self.quiet.load(Ordering::SeqCst) && lock(&self.rng).chance(self.rate)
+    }
+}
+
 impl Recorder {
     /// `clock` must be the clock `inner` reads, so the row shows what the store compared.
     pub fn new(inner: Box<dyn Store>, node: impl Into<String>, clock: Arc<dyn Clock>, history: History) -> Self {
-        Self { inner, node: node.into(), clock, history, busy: None }
+        Self { inner, node: node.into(), clock, history, busy: None, failures: None }
+    }
+
+    /// Fail a share of this connection's calls with a storage error.
+    pub fn with_failures(mut self, failures: FailInjector) -> Self {
+        self.failures = Some(failures);
+        self
     }
 
     /// Inject busy errors into this connection's calls.
@@ -95,8 +121,12 @@ impl Recorder {
         granted: impl FnOnce(&T) -> Option<Lease>,
     ) -> StoreResult<T> {
         let clock_ms = self.clock.now_ms();
-        let result = if self.busy.as_ref().is_some_and(BusyInjector::fires) {
+        let busy = self.busy.as_ref().is_some_and(BusyInjector::fires);
+        let injected = !busy && self.failures.as_ref().is_some_and(FailInjector::fires);
+        let result = if busy {
             Err(StoreError::Busy { op: surface.op(), run: Some(run.clone()) })
+        } else if injected {
+            Err(StoreError::storage(surface.op(), "injected: the disk refused the write"))
         } else {
             call()
         };
@@ -113,7 +143,7 @@ impl Recorder {
             run: run.clone(),
             blob_ref: blob_ref.map(str::to_owned),
             payload,
-            outcome: CallOutcome::of(&result),
+            outcome: if injected { CallOutcome::Injected } else { CallOutcome::of(&result) },
         };
         self.history.push_call(&self.node, row);
         result

@@ -30,7 +30,7 @@ pub const PLAN_FORMAT: &str = "fencesim.plan/1";
 pub const PLAN_SOURCE_PREFIX: &str = "plan:";
 
 /// The fault kinds, in the order a plan applies them.
-pub const KINDS: [&str; 7] = ["stall", "takeover", "crash", "busy", "clock", "zombie", "restart"];
+pub const KINDS: [&str; 8] = ["stall", "takeover", "crash", "busy", "clock", "zombie", "restart", "error"];
 
 const WORKFLOWS: [&str; 3] = ["happy", "limit", "approval"];
 
@@ -452,7 +452,7 @@ impl Doc {
             };
             let f = doc.get_ref();
             let bad = |message: String| (at(doc), format!("faults.{kind}: {message}"));
-            let per_point = matches!(kind, "stall" | "takeover" | "crash" | "busy");
+            let per_point = matches!(kind, "stall" | "takeover" | "crash" | "busy" | "error");
             let bound = if per_point { 1.0 } else { 50.0 };
             if !(f.rate.is_finite() && (0.0..=bound).contains(&f.rate)) {
                 return Err(bad(format!("rate must be 0..={bound}, got {}", f.rate)));

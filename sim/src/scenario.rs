@@ -115,6 +115,9 @@ pub struct FaultRanges {
     pub zombie: FaultKind,
     /// A worker is stopped gracefully (its runs cancelled) and started again.
     pub restart: FaultKind,
+    /// A store call fails with a storage error before it runs (no retry absorbs it); `rate` is
+    /// per call.
+    pub error: FaultKind,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -450,7 +453,7 @@ impl Scenario {
                     );
                 }
             }
-            let per_point = matches!(kind, "stall" | "takeover" | "crash" | "busy");
+            let per_point = matches!(kind, "stall" | "takeover" | "crash" | "busy" | "error");
             if per_point && f.rate.1 > 1.0 {
                 return fault("rate", format!("is a probability per call or fault point, at most 1, got {}", f.rate.1));
             }
@@ -515,7 +518,7 @@ fn line_of(text: &str, section: &str, key: &str) -> Option<usize> {
 
 impl FaultRanges {
     /// Every fault kind with its name, in a fixed order.
-    pub fn kinds(&self) -> [(&'static str, &FaultKind); 7] {
+    pub fn kinds(&self) -> [(&'static str, &FaultKind); 8] {
         [
             ("stall", &self.stall),
             ("takeover", &self.takeover),
@@ -524,6 +527,7 @@ impl FaultRanges {
             ("clock", &self.clock),
             ("zombie", &self.zombie),
             ("restart", &self.restart),
+            ("error", &self.error),
         ]
     }
 }

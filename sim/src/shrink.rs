@@ -291,7 +291,7 @@ impl Shrinker<'_> {
                     }
                 }
             }
-            if matches!(self.best.plan.faults[fi].kind, "stall" | "crash" | "takeover" | "busy")
+            if matches!(self.best.plan.faults[fi].kind, "stall" | "crash" | "takeover" | "busy" | "error")
                 && self.best.plan.faults[fi].spec.nodes.iter().any(|n| n == "any" || n == "worker")
             {
                 let mut nodes = self.best.plan.workers.clone();

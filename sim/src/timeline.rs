@@ -42,6 +42,7 @@ fn fault_letter(kind: &str) -> &'static str {
         "crash" => "C",
         "takeover" => "T",
         "busy" => "B",
+        "error" => "E",
         "clock-jump" => "J",
         "restart" => "R",
         "zombie" => "Z",

@@ -24,7 +24,9 @@ use serde_json::json;
 use super::plan::{Applied, Plan, RunPlan};
 use super::{Shared, sleep_ms, zombie_entry, zombie_meta};
 use crate::env::{SimClock, SimEnv, elapsed_ms};
-use crate::history::{BusyInjector, Effect, EffectKind, Event, History, Recorder, SegmentError, SegmentResult, lock};
+use crate::history::{
+    BusyInjector, Effect, EffectKind, Event, FailInjector, History, Recorder, SegmentError, SegmentResult, lock,
+};
 use crate::rng::Stream;
 
 /// A node's main task: what runs after every (re)start. A killed node's never returns.
@@ -67,6 +69,10 @@ impl Ctx {
             let rng = shared.root.fork(&format!("busy/{label}"));
             let hold = (busy.spec.hold_ms.0, busy.spec.hold_ms.1);
             recorder = recorder.with_busy(BusyInjector::new(rng, busy.rate, hold, shared.quiet.clone()));
+        }
+        if let Some(error) = shared.plan.fault("error").filter(|f| f.hits(name)) {
+            let rng = shared.root.fork(&format!("error/{label}"));
+            recorder = recorder.with_failures(FailInjector::new(rng, error.rate, shared.quiet.clone()));
         }
         if let Some(takeover) = shared.plan.fault("takeover").filter(|f| f.hits(name)) {
             install_takeover(shared, &recorder, &label, &clock, takeover);
