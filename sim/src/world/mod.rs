@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fencesim_engine::EngineDefects;
-use fencesim_store::{Defects, JournalEntry, RunId, RunMeta, RunStatus};
+use fencesim_store::{Defects, JournalEntry, RunId, RunMeta, RunStatus, SqliteStore};
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId;
 
@@ -295,10 +295,39 @@ impl Shared {
 }
 
 async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
+    let shared = share(cfg, db);
+    shared.history.push(
+        "world",
+        Event::Note(format!("scenario {} seed {} db {}", world_name(&shared), shared.cfg.seed, shared.cfg.db.as_str())),
+    );
+    let (observer, zombie) = boot(&shared)?;
+    let handle = Handle::current();
+    start_nodes(&shared, &handle);
+    let settled_early = drive(&shared, &handle, &observer, zombie).await?;
+    shared.history.push(
+        "world",
+        Event::Note(if settled_early {
+            "every run settled or waits: stop".into()
+        } else {
+            "liveness bound reached: stop".into()
+        }),
+    );
+    for id in lock(&shared.node_ids).values() {
+        handle.kill(*id);
+    }
+    if let Some(error) = lock(&shared.errors).first() {
+        return Err(error.clone());
+    }
+    judge(&shared, &observer, settled_early)
+}
+
+/// The world's shared state, from its config and database: the plan (drawn from the seed unless
+/// the config carries one), each node's clock at its planned skew, an empty history.
+fn share(cfg: WorldConfig, db: Db) -> Arc<Shared> {
     let plan = cfg.scenario.plan.as_deref().cloned().unwrap_or_else(|| Plan::draw(&cfg.scenario, cfg.seed));
     let client = nodes::ClientState::new(&plan);
     let clocks = plan.skews.iter().map(|(node, skew)| (node.clone(), SimClock::new(*skew))).collect();
-    let shared = Arc::new(Shared {
+    Arc::new(Shared {
         root: Stream::new(cfg.seed),
         plan,
         db,
@@ -315,38 +344,39 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
         usurper: Mutex::default(),
         errors: Mutex::default(),
         cfg,
-    });
-    let world = &shared.cfg.scenario.world;
-    let history = &shared.history;
-    history.push(
-        "world",
-        Event::Note(format!("scenario {} seed {} db {}", world_name(&shared), shared.cfg.seed, shared.cfg.db.as_str())),
-    );
+    })
+}
 
-    // The boot storm: many connections open the fresh database at the same virtual instant, one
-    // after another on this thread (the first bootstraps it; the real race of OS processes is
-    // conformance check B2's).
-    for i in 0..world.boot_storm {
+/// Before any node runs: the boot storm (many connections open the fresh database at the same
+/// virtual instant, one after another on this thread; the first bootstraps it, and the real race
+/// of OS processes is conformance check B2's), the supervisor's own view of the store (outside the
+/// history), and the adversaries' connections (the zombie, the usurper).
+fn boot(shared: &Arc<Shared>) -> Result<(SqliteStore, Option<nodes::Zombie>), String> {
+    for i in 0..shared.cfg.scenario.world.boot_storm {
         let clock = shared.clock("client");
         if let Err(e) = shared.db.open(Arc::new(clock), i64::from(shared.plan.ttl_ms), shared.cfg.store_defects) {
             return Err(format!("boot-storm connection {i} failed to boot: {e}"));
         }
     }
-    // The supervisor's own view of the store, outside the history.
     let observer = shared
         .db
         .open(Arc::new(SimClock::new(0)), i64::from(shared.plan.ttl_ms), Defects::NONE)
         .map_err(|e| format!("cannot open the world's database: {e}"))?;
-
-    let mut zombie = match shared.plan.fault("zombie") {
-        Some(_) => Some(nodes::Zombie::new(&shared)?),
+    let zombie = match shared.plan.fault("zombie") {
+        Some(_) => Some(nodes::Zombie::new(shared)?),
         None => None,
     };
     if shared.plan.fault("takeover").is_some() {
         let clock = SimClock::new(0);
         *lock(&shared.usurper) = Some((shared.connect("usurper", "usurper", &clock)?, clock));
     }
-    let handle = Handle::current();
+    Ok((observer, zombie))
+}
+
+/// One madsim node per actor: the workers, the retention sweeper (if retention is on), the
+/// client, the operator (if it runs).
+fn start_nodes(shared: &Arc<Shared>, handle: &Handle) {
+    let world = &shared.cfg.scenario.world;
     let mut names: Vec<String> = shared.plan.workers.clone();
     if world.retention_ms > 0 {
         names.push("sweeper".into());
@@ -360,56 +390,35 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
         let node = handle.create_node().name(name.as_str()).init(move || nodes::main(s.clone(), n.clone())).build();
         lock(&shared.node_ids).insert(name.clone(), node.id());
     }
+}
 
+/// Tick the world: fire the plan's timed events, switch faults off at the end of the fault
+/// window, restart crashed nodes when due, and stop at the liveness bound or as soon as nothing
+/// can still happen. Whether it stopped early, every run settled or waiting.
+async fn drive(
+    shared: &Arc<Shared>,
+    handle: &Handle,
+    observer: &SqliteStore,
+    mut zombie: Option<nodes::Zombie>,
+) -> Result<bool, String> {
+    let world = &shared.cfg.scenario.world;
     let mut events = shared.plan.events.clone().into_iter().peekable();
     let fault_ms = i64::from(world.fault_ms);
     let deadline = fault_ms + i64::from(world.liveness_ms);
-    let mut settled_early = false;
     let tick = 250;
     loop {
         sleep_ms(tick).await;
         let now = elapsed_ms();
         while let Some((at, event)) = events.next_if(|(at, _)| i64::from(*at) <= now) {
-            match event {
-                Scheduled::Jump { node, delta_ms } => {
-                    let clock = shared.clock(&node);
-                    clock.set_skew_ms(clock.skew_ms() + delta_ms);
-                    history.push(
-                        "world",
-                        Event::Fault {
-                            kind: "clock-jump".into(),
-                            run: None,
-                            epoch: None,
-                            detail: format!("{node} {delta_ms:+}ms at {at}ms"),
-                        },
-                    );
-                }
-                Scheduled::Zombie => {
-                    if let Some(zombie) = zombie.as_mut() {
-                        zombie.probe(&shared);
-                    }
-                }
-                Scheduled::Restart { node, after_ms } => {
-                    history.push(
-                        "world",
-                        Event::Fault {
-                            kind: "restart".into(),
-                            run: None,
-                            epoch: None,
-                            detail: format!("{node} stops gracefully, back in {after_ms}ms"),
-                        },
-                    );
-                    shared.stop_gracefully(&node, after_ms);
-                }
-            }
+            fire(shared, at, event, zombie.as_mut());
         }
         if now >= fault_ms && !shared.quiet.swap(true, Ordering::SeqCst) {
-            history.push("world", Event::Note("quiescence: faults stop, crashed nodes restart".into()));
+            shared.history.push("world", Event::Note("quiescence: faults stop, crashed nodes restart".into()));
             for restart in lock(&shared.restarts).values_mut() {
                 restart.at = restart.at.min(now);
             }
         }
-        shared.restart_due(&handle, now);
+        shared.restart_due(handle, now);
         // Stop early once nothing can still happen: faults are over, no node is stalled or
         // waiting to restart, the client is done, and every run settled or waits.
         if now >= fault_ms
@@ -418,35 +427,60 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
             && lock(&shared.restarts).is_empty()
             && lock(&shared.client).done()
         {
-            let snapshot = Snapshot::read(&observer, shared.plan.runs.iter().map(|r| r.id.clone()))
+            let snapshot = Snapshot::read(observer, shared.plan.runs.iter().map(|r| r.id.clone()))
                 .map_err(|e| format!("cannot read the store: {e}"))?;
             if oracle::settled_or_waiting(&snapshot) {
-                settled_early = true;
-                break;
+                return Ok(true);
             }
         }
         if now >= deadline {
-            break;
+            return Ok(false);
         }
     }
-    history.push(
-        "world",
-        Event::Note(if settled_early {
-            "every run settled or waits: stop".into()
-        } else {
-            "liveness bound reached: stop".into()
-        }),
-    );
-    for id in lock(&shared.node_ids).values() {
-        handle.kill(*id);
-    }
-    if let Some(error) = lock(&shared.errors).first() {
-        return Err(error.clone());
-    }
+}
 
-    let rows = history.take_rows();
+/// One timed event of the plan: a clock jump, a zombie's probe, a graceful restart.
+fn fire(shared: &Arc<Shared>, at: u32, event: Scheduled, zombie: Option<&mut nodes::Zombie>) {
+    match event {
+        Scheduled::Jump { node, delta_ms } => {
+            let clock = shared.clock(&node);
+            clock.set_skew_ms(clock.skew_ms() + delta_ms);
+            shared.history.push(
+                "world",
+                Event::Fault {
+                    kind: "clock-jump".into(),
+                    run: None,
+                    epoch: None,
+                    detail: format!("{node} {delta_ms:+}ms at {at}ms"),
+                },
+            );
+        }
+        Scheduled::Zombie => {
+            if let Some(zombie) = zombie {
+                zombie.probe(shared);
+            }
+        }
+        Scheduled::Restart { node, after_ms } => {
+            shared.history.push(
+                "world",
+                Event::Fault {
+                    kind: "restart".into(),
+                    run: None,
+                    epoch: None,
+                    detail: format!("{node} stops gracefully, back in {after_ms}ms"),
+                },
+            );
+            shared.stop_gracefully(&node, after_ms);
+        }
+    }
+}
+
+/// The world's end: its history, the final snapshot read through the observer, the oracle's
+/// verdict, the fingerprint and the counters (and the database kept, if asked).
+fn judge(shared: &Arc<Shared>, observer: &SqliteStore, settled_early: bool) -> Result<WorldReport, String> {
+    let rows = shared.history.take_rows();
     let run_ids = rows.iter().filter_map(Row::call).map(|c| c.run.clone()).filter(|r| r.as_str() != "*");
-    let snapshot = Snapshot::read(&observer, run_ids).map_err(|e| format!("cannot read the store: {e}"))?;
+    let snapshot = Snapshot::read(observer, run_ids).map_err(|e| format!("cannot read the store: {e}"))?;
     let planned = shared.plan.runs.iter().map(|r| r.id.clone()).collect();
     let violations = oracle::check(
         &rows,
@@ -454,13 +488,13 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
         &OracleConfig { ttl_ms: i64::from(shared.plan.ttl_ms), planned, scope: Scope::Engine },
     );
     if let Some(out) = &shared.cfg.keep_db {
-        keep(&observer, out)?;
+        keep(observer, out)?;
     }
     let config = shared.plan.describe();
     let fingerprint = fingerprint(&config, &rows, &snapshot);
     let counters = count(&rows, &snapshot);
     Ok(WorldReport {
-        scenario: world_name(&shared),
+        scenario: world_name(shared),
         source: shared.cfg.scenario.source.clone(),
         seed: shared.cfg.seed,
         db: shared.cfg.db,
