@@ -120,6 +120,7 @@ fn remove_on_signal(folder: std::path::PathBuf) -> anyhow::Result<()> {
                     if std::fs::remove_dir_all(&folder).is_ok() || !folder.exists() {
                         break;
                     }
+                    #[allow(clippy::disallowed_methods, reason = "a real process's signal watcher waits in real time")]
                     std::thread::sleep(std::time::Duration::from_millis(10));
                 }
                 std::process::exit(128 + signal as i32);
