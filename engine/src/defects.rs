@@ -116,20 +116,13 @@ impl fmt::Display for EngineDefect {
     }
 }
 
-/// A set of planted engine defects; empty by default.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct EngineDefects(u32);
+impl fencesim_store::Defect for EngineDefect {
+    const COMPILED_IN: bool = cfg!(feature = "defects");
 
-impl EngineDefects {
-    pub const NONE: EngineDefects = EngineDefects(0);
-
-    pub fn of(defects: &[EngineDefect]) -> Self {
-        Self(defects.iter().fold(0, |bits, d| bits | 1 << (*d as u32)))
-    }
-
-    /// Whether `defect` is planted. Always false unless built with the `defects` feature.
-    #[inline(always)]
-    pub fn has(self, defect: EngineDefect) -> bool {
-        cfg!(feature = "defects") && self.0 & (1 << (defect as u32)) != 0
+    fn bit(self) -> u32 {
+        self as u32
     }
 }
+
+/// The engine's planted defects; empty by default.
+pub type EngineDefects = fencesim_store::DefectSet<EngineDefect>;

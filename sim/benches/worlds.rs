@@ -33,7 +33,7 @@ use fencesim::env::SimClock;
 use fencesim::scenario::{Scenario, Span};
 use fencesim::stores::{Db, DbKind};
 use fencesim::world::{self, WorldConfig};
-use fencesim_store::{Defects, JournalEntry, JournalStore, LeasableStore, RunId};
+use fencesim_store::{JournalEntry, JournalStore, LeasableStore, RunId, StoreDefects};
 
 fn arg(name: &str, default: u64) -> u64 {
     let args: Vec<String> = std::env::args().collect();
@@ -67,7 +67,7 @@ fn worlds(scenario: &Scenario, db: DbKind, first: u64, seeds: u64, jobs: usize) 
                         scenario: scenario.clone(),
                         seed,
                         db,
-                        store_defects: Defects::NONE,
+                        store_defects: StoreDefects::NONE,
                         engine_defects: Default::default(),
                         keep_db: None,
                     };
@@ -96,7 +96,7 @@ fn bare(seed: u64) {
     rt.block_on(async move {
         let tasks: Vec<_> = (0..5)
             .map(|node| {
-                let store = db.open(Arc::new(SimClock::new(0)), 60_000, Defects::NONE).expect("open");
+                let store = db.open(Arc::new(SimClock::new(0)), 60_000, StoreDefects::NONE).expect("open");
                 madsim::task::spawn_local(async move {
                     let run = RunId::new(format!("bare-{node}"));
                     let lease = store.acquire(&run, "bare").expect("acquire");

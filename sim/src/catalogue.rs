@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::Path;
 
 use fencesim_engine::{EngineDefect, EngineDefects};
-use fencesim_store::{Defects, StoreDefect};
+use fencesim_store::{StoreDefect, StoreDefects};
 
 use crate::scenario::{Scenario, ScenarioError};
 
@@ -86,12 +86,12 @@ impl Defect {
     }
 
     /// Split a list into the two crates' switch sets.
-    pub fn split(defects: &[Defect]) -> (EngineDefects, Defects) {
+    pub fn split(defects: &[Defect]) -> (EngineDefects, StoreDefects) {
         let engine: Vec<EngineDefect> =
             defects.iter().filter_map(|d| if let Defect::Engine(e) = d { Some(*e) } else { None }).collect();
         let store: Vec<StoreDefect> =
             defects.iter().filter_map(|d| if let Defect::Store(s) = d { Some(*s) } else { None }).collect();
-        (EngineDefects::of(&engine), Defects::of(&store))
+        (EngineDefects::of(&engine), StoreDefects::of(&store))
     }
 }
 

@@ -17,7 +17,7 @@ use fencesim_engine::{
     Engine, EngineDefects, EngineError, EngineOptions, Env, Fault, Ledger, Paid, Phase, Point, RunOptions, Site,
     Workflow, Write,
 };
-use fencesim_store::{Defects, JournalEntry, RunId, RunStatus, Store};
+use fencesim_store::{JournalEntry, RunId, RunStatus, Store, StoreDefects};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -149,7 +149,7 @@ pub fn enumerate(workflow: &Workflow, config: &Config) -> Result<Vec<KillPoint>,
 pub struct Config {
     pub db: DbKind,
     pub engine_defects: EngineDefects,
-    pub store_defects: Defects,
+    pub store_defects: StoreDefects,
 }
 
 /// One point's result.

@@ -40,7 +40,7 @@ use fencesim_engine::{
     EngineDefect, EngineDefects, EngineOptions, Env, Fault, Ledger, Paid, Phase, Point, RealEnv, RunOptions, Site,
     Workflow,
 };
-use fencesim_store::{Defects, RunId, Seq, SqliteOptions, SqliteStore, StoreDefect, StoreError, SystemClock};
+use fencesim_store::{RunId, Seq, SqliteOptions, SqliteStore, StoreDefect, StoreDefects, StoreError, SystemClock};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use serde::{Deserialize, Serialize};
@@ -111,7 +111,7 @@ pub struct ChildSpec {
     pub phase: Phase,
     pub ttl_ms: u32,
     pub engine_defects: EngineDefects,
-    pub store_defects: Defects,
+    pub store_defects: StoreDefects,
 }
 
 /// What a resume process runs: the referee over `db`.
@@ -123,7 +123,7 @@ pub struct ResumeSpec {
     /// The dead child's ttl, which sets the retry cadence.
     pub child_ttl_ms: u32,
     pub engine_defects: EngineDefects,
-    pub store_defects: Defects,
+    pub store_defects: StoreDefects,
 }
 
 /// How a child ended when it did not die at its point.
@@ -170,7 +170,7 @@ pub fn parse_workflow(name: &str) -> Result<Workflow, String> {
     }
 }
 
-pub(crate) fn defect_args(engine: EngineDefects, store: Defects) -> Vec<OsString> {
+pub(crate) fn defect_args(engine: EngineDefects, store: StoreDefects) -> Vec<OsString> {
     let names = EngineDefect::ALL
         .into_iter()
         .filter(|d| engine.has(*d))
@@ -244,7 +244,7 @@ pub(crate) fn tokio_runtime() -> Result<tokio::runtime::Runtime, RealError> {
     tokio::runtime::Builder::new_current_thread().enable_time().build().map_err(io("start a tokio runtime"))
 }
 
-pub(crate) fn open_store(db: &Path, ttl_ms: u32, defects: Defects) -> Result<Rc<SqliteStore>, RealError> {
+pub(crate) fn open_store(db: &Path, ttl_ms: u32, defects: StoreDefects) -> Result<Rc<SqliteStore>, RealError> {
     let opts = SqliteOptions::file(db, Arc::new(SystemClock)).lease_ttl_ms(i64::from(ttl_ms)).defects(defects);
     Ok(Rc::new(SqliteStore::open(opts)?))
 }

@@ -19,7 +19,7 @@ use fencesim_engine::{
     EngineDefects, EngineError, EngineOptions, EngineResult, Ledger, Outcome, RunOptions, Step, SuspendKind,
     SweepReport, Worker, WorkerOptions, Workflow, entries,
 };
-use fencesim_store::{Defects, MemoryStore, RunId, RunStatus, Seq, Store};
+use fencesim_store::{MemoryStore, RunId, RunStatus, Seq, Store, StoreDefects};
 use serde_json::json;
 
 use crate::env::SimEnv;
@@ -93,7 +93,7 @@ async fn generations_inner(defects: EngineDefects) -> Result<Generations, String
     let db = Db::new(DbKind::Memdb).map_err(|e| format!("the probe's database: {e}"))?;
     type Node = (Rc<dyn Store>, Rc<Engine<SimEnv>>);
     let node = |owner: &str, defects| -> Result<Node, String> {
-        let (store, env) = db.node(1_000, Defects::NONE).map_err(|e| e.to_string())?;
+        let (store, env) = db.node(1_000, StoreDefects::NONE).map_err(|e| e.to_string())?;
         let opts = EngineOptions { owner: owner.into(), defects, ..EngineOptions::default() };
         let engine = Engine::new(store.clone(), env, Ledger::new(), opts).map_err(|e| e.to_string())?;
         Ok((store, Rc::new(engine)))

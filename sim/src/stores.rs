@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use fencesim_store::{Clock, Defects, Location, SqliteOptions, SqliteStore, Store, StoreResult};
+use fencesim_store::{Clock, Location, SqliteOptions, SqliteStore, Store, StoreDefects, StoreResult};
 
 use crate::env::{SimClock, SimEnv};
 
@@ -89,7 +89,7 @@ impl Db {
     /// wait for an fsync: a world's crash kills a node, never the machine's power, so what a
     /// commit handed the OS survives it either way; a file world still runs SQLite's real file
     /// locks, its WAL and its checkpoints (an fsync was 25x a memdb world's cost).
-    pub fn open(&self, clock: Arc<dyn Clock>, ttl_ms: i64, defects: Defects) -> StoreResult<SqliteStore> {
+    pub fn open(&self, clock: Arc<dyn Clock>, ttl_ms: i64, defects: StoreDefects) -> StoreResult<SqliteStore> {
         SqliteStore::open(
             SqliteOptions::new(self.location.clone(), clock)
                 .lease_ttl_ms(ttl_ms)
@@ -101,7 +101,7 @@ impl Db {
 
     /// A simulated node: its own connection, and the engine `Env` on the same fresh clock (skew
     /// 0), so the store judges the node's leases by the time its engine sees.
-    pub fn node(&self, ttl_ms: u32, defects: Defects) -> StoreResult<(Rc<dyn Store>, SimEnv)> {
+    pub fn node(&self, ttl_ms: u32, defects: StoreDefects) -> StoreResult<(Rc<dyn Store>, SimEnv)> {
         let clock = SimClock::new(0);
         let store = self.open(Arc::new(clock.clone()), i64::from(ttl_ms), defects)?;
         Ok((Rc::new(store), SimEnv::new(clock)))

@@ -256,14 +256,15 @@ fn a_crash_between_the_settle_and_the_meta_write_is_repaired_by_the_audit() {
     use fencesim_engine::{
         Engine, EngineError, EngineOptions, Fault, Ledger, Phase, RunOptions, Site, Workflow, Write,
     };
-    use fencesim_store::{Defects, Store};
+    use fencesim_store::{Store, StoreDefects};
 
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("crashed.db");
     let run = RunId::new("crashed");
     let crashed = madsim::runtime::Runtime::with_seed_and_config(3, madsim::Config::default()).block_on(async {
         let clock = SimClock::new(0);
-        let options = SqliteOptions::file(&path, Arc::new(clock.clone())).lease_ttl_ms(2_000).defects(Defects::NONE);
+        let options =
+            SqliteOptions::file(&path, Arc::new(clock.clone())).lease_ttl_ms(2_000).defects(StoreDefects::NONE);
         let store: Rc<dyn Store> = Rc::new(SqliteStore::open(options).expect("open"));
         let env = SimEnv::new(clock);
         env.on_fault(|p| match p.site {

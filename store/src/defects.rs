@@ -1,9 +1,10 @@
 //! Planted store defects: the reference project's real fencing bugs (contracts section 6), each
 //! switchable at run time so the harness can prove, every run, that it catches them. The switch
 //! only has an effect when the crate is built with the `defects` feature; without it
-//! [`Defects::has`] is a constant `false` and every planted branch compiles away.
+//! [`StoreDefects::has`] is a constant `false` and every planted branch compiles away.
 
 use std::fmt;
+use std::marker::PhantomData;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum StoreDefect {
@@ -109,25 +110,83 @@ impl fmt::Display for StoreDefect {
     }
 }
 
-/// A set of planted defects; empty by default.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Defects(u32);
+/// A kind of planted defect: the store's ([`StoreDefect`]) or the engine's. Each crate says
+/// whether its own defects are compiled in, so planting one crate's defects never arms the
+/// other's.
+pub trait Defect: Copy {
+    /// Whether this kind's defects can take effect in this build (its crate's `defects` feature).
+    const COMPILED_IN: bool;
+    /// The defect's bit in a [`DefectSet`] (below 32).
+    fn bit(self) -> u32;
+}
 
-impl Defects {
-    pub const NONE: Defects = Defects(0);
+impl Defect for StoreDefect {
+    const COMPILED_IN: bool = cfg!(feature = "defects");
 
-    pub fn of(defects: &[StoreDefect]) -> Self {
-        Self(defects.iter().fold(0, |bits, d| bits | 1 << (*d as u32)))
+    fn bit(self) -> u32 {
+        self as u32
+    }
+}
+
+/// A set of planted defects of one kind; empty by default. The run-time switch of both crates.
+pub struct DefectSet<D> {
+    bits: u32,
+    kind: PhantomData<D>,
+}
+
+/// The store's planted defects.
+pub type StoreDefects = DefectSet<StoreDefect>;
+
+impl<D: Defect> DefectSet<D> {
+    pub const NONE: Self = Self { bits: 0, kind: PhantomData };
+
+    pub fn of(defects: &[D]) -> Self {
+        Self { bits: defects.iter().fold(0, |bits, d| bits | 1 << d.bit()), kind: PhantomData }
     }
 
-    /// Whether `defect` is planted. Always false unless built with the `defects` feature.
+    /// Whether `defect` is planted. Always false unless its crate is built with `defects`.
     #[inline(always)]
-    pub fn has(self, defect: StoreDefect) -> bool {
-        cfg!(feature = "defects") && self.0 & (1 << (defect as u32)) != 0
+    pub fn has(self, defect: D) -> bool {
+        D::COMPILED_IN && self.bits & (1 << defect.bit()) != 0
     }
 
-    /// Whether planted defects can take effect in this build.
+    /// Whether planted defects of this kind can take effect in this build.
     pub const fn compiled_in() -> bool {
-        cfg!(feature = "defects")
+        D::COMPILED_IN
+    }
+}
+
+// By hand: derived impls would demand the same traits of the marker `D`.
+impl<D> Clone for DefectSet<D> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<D> Copy for DefectSet<D> {}
+
+impl<D> Default for DefectSet<D> {
+    fn default() -> Self {
+        Self { bits: 0, kind: PhantomData }
+    }
+}
+
+impl<D> PartialEq for DefectSet<D> {
+    fn eq(&self, other: &Self) -> bool {
+        self.bits == other.bits
+    }
+}
+
+impl<D> Eq for DefectSet<D> {}
+
+impl<D> std::hash::Hash for DefectSet<D> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.bits.hash(state);
+    }
+}
+
+impl<D> fmt::Debug for DefectSet<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DefectSet({:#x})", self.bits)
     }
 }

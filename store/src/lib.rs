@@ -19,7 +19,7 @@ pub mod types;
 mod wall;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use defects::{Defects, StoreDefect};
+pub use defects::{Defect, DefectSet, StoreDefect, StoreDefects};
 pub use error::{LeaseHeld, LeaseRejection, Op, StoreError, StoreResult};
 pub use fault::{FaultHook, FaultPoint, FaultSite};
 pub use memory::MemoryStore;

@@ -6,18 +6,18 @@
 use std::sync::Arc;
 
 use fencesim_store::{
-    Defects, JournalEntry, JournalStore, ManualClock, SqliteOptions, SqliteStore, StoreDefect, StoreError,
+    JournalEntry, JournalStore, ManualClock, SqliteOptions, SqliteStore, StoreDefect, StoreDefects, StoreError,
 };
 
 #[test]
 fn a_planted_defect_acts_only_when_compiled_in() {
     let options = SqliteOptions::memdb(format!("defect-switch-{}", std::process::id()), Arc::new(ManualClock::new(0)))
-        .defects(Defects::of(&[StoreDefect::NoSeqGuard]));
+        .defects(StoreDefects::of(&[StoreDefect::NoSeqGuard]));
     let store = SqliteStore::open(options).unwrap();
     let run = "switch-run".into();
     store.append(&run, &JournalEntry::new(5, "step", "ok"), None).unwrap();
     let again = store.append(&run, &JournalEntry::new(5, "step", "ok"), None);
-    if Defects::compiled_in() {
+    if StoreDefects::compiled_in() {
         assert_eq!(again, Ok(()), "no-seq-guard planted: a duplicate seq is accepted");
         assert_eq!(store.load(&run).unwrap().len(), 2);
     } else {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use fencesim_store::real_time::{sleep_ms, unix_ms};
 use fencesim_store::sqlite::{DEFAULT_LEASE_TTL_MS, TABLES};
-use fencesim_store::{Defects, SqliteOptions, SqliteStore, StoreDefect, SystemClock};
+use fencesim_store::{SqliteOptions, SqliteStore, StoreDefect, StoreDefects, SystemClock};
 
 use super::{CmdResult, Verdict};
 
@@ -51,7 +51,7 @@ pub fn run(args: &Args) -> CmdResult {
     }
     let options = SqliteOptions::file(&args.db, Arc::new(SystemClock))
         .lease_ttl_ms(args.ttl_ms)
-        .defects(Defects::of(&args.defects));
+        .defects(StoreDefects::of(&args.defects));
     let store = SqliteStore::open(options).context("cannot open the store")?;
     let names = TABLES.map(|t| format!("'{t}'")).join(", ");
     let tables: i64 = store

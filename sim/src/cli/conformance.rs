@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::Context;
 use fencesim_store::conformance::{self, CheckReport, MemoryTarget, Outcome, SqliteTarget, Target};
-use fencesim_store::{Defects, StoreDefect};
+use fencesim_store::{StoreDefect, StoreDefects};
 use serde_json::json;
 
 use super::{CmdResult, Format, Verdict};
@@ -64,7 +64,7 @@ pub fn run(args: &Args) -> CmdResult {
         kind != StoreKind::Memory || args.defects.is_empty(),
         "defects are planted in SqliteStore; --store memory has none (use sqlite-memdb or sqlite-file)"
     );
-    let defects = Defects::of(&args.defects);
+    let defects = StoreDefects::of(&args.defects);
     // Holds the file target's databases; removed when this function returns.
     let mut folder = None;
     let target: Box<dyn Target> = match kind {

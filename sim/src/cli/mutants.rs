@@ -10,7 +10,7 @@ use fencesim::report;
 use fencesim::stores::DbKind;
 use fencesim::world::{self, WorldConfig};
 use fencesim_store::conformance::{self, Outcome, SqliteTarget};
-use fencesim_store::{Defects, StoreDefect};
+use fencesim_store::{StoreDefect, StoreDefects};
 use serde_json::json;
 
 use super::par::{self, Progress, Stopwatch};
@@ -111,7 +111,7 @@ pub fn run(args: &Args) -> CmdResult {
                 scenario,
                 seed,
                 db: args.db,
-                store_defects: Defects::NONE,
+                store_defects: StoreDefects::NONE,
                 engine_defects: Default::default(),
                 keep_db: None,
             };
@@ -236,7 +236,7 @@ fn boot_race(defect: StoreDefect) -> anyhow::Result<Vec<String>> {
         tempfile::Builder::new().prefix("fencesim-mutants-").tempdir().context("cannot create a temporary folder")?;
     let exe = std::env::current_exe().context("cannot locate the fencesim binary for the boot race")?;
     let target = SqliteTarget::file(dir.path())
-        .defects(Defects::of(&[defect]))
+        .defects(StoreDefects::of(&[defect]))
         .boot_with(move |db, start_at| super::conformance::boot_command(&exe, db, start_at, &[defect]));
     let check = conformance::checks().into_iter().find(|c| c.id == "B2").context("conformance kit has no B2 check")?;
     Ok(match conformance::run_check(&check, &target).outcome {

@@ -13,7 +13,7 @@ use fencesim::soak::quorum::{Counters, ENGINE_COUNTERS, Quorum};
 use fencesim::soak::referee::{self, SoakOptions};
 use fencesim::soak::writer::{self, WriterConfig};
 use fencesim::soak::{Layout, PARENT_ENV, SoakError, report};
-use fencesim_store::{Defects, StoreDefect};
+use fencesim_store::{StoreDefect, StoreDefects};
 use nix::sys::prctl::set_pdeathsig;
 use nix::sys::signal::Signal;
 use nix::unistd::getppid;
@@ -240,7 +240,7 @@ pub fn writer(args: &WriterArgs) -> CmdResult {
         seed: args.seed,
         ttl_ms: args.ttl_ms,
         skew_ms: args.skew_ms,
-        defects: Defects::of(&args.defects),
+        defects: StoreDefects::of(&args.defects),
         start_at_ms: args.start_at_ms,
         checkpoint_every: 8,
     };

@@ -35,7 +35,7 @@ use fencesim_engine::{
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use fencesim_store::{Defects, RunFilter, RunId, RunStatus, SqliteOptions, SqliteStore, Store};
+use fencesim_store::{RunFilter, RunId, RunStatus, SqliteOptions, SqliteStore, Store, StoreDefects};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde::Serialize;
@@ -66,7 +66,7 @@ pub struct EngineSoakOptions {
     /// Everything must be settled or waiting by this bound, or liveness fails.
     pub cap_ms: u64,
     pub engine_defects: EngineDefects,
-    pub store_defects: Defects,
+    pub store_defects: StoreDefects,
     /// Keep the database and the logs here instead of a removed temporary folder.
     pub keep: Option<PathBuf>,
 }
@@ -83,7 +83,7 @@ impl EngineSoakOptions {
             fault_every_ms: 400,
             cap_ms: 30_000,
             engine_defects: EngineDefects::NONE,
-            store_defects: Defects::NONE,
+            store_defects: StoreDefects::NONE,
             keep: None,
         }
     }
@@ -139,7 +139,7 @@ fn open_logged(
     effects: &Path,
     node: &str,
     ttl_ms: u32,
-    defects: Defects,
+    defects: StoreDefects,
 ) -> Result<Rc<dyn Store>, SoakError> {
     let clock = Arc::new(StampClock::new(0));
     let options = SqliteOptions::file(db, clock.clone()).lease_ttl_ms(i64::from(ttl_ms)).defects(defects);
@@ -227,7 +227,7 @@ pub fn run_worker(
     owner: &str,
     ttl_ms: u32,
     engine_defects: EngineDefects,
-    store_defects: Defects,
+    store_defects: StoreDefects,
 ) -> Result<(), SoakError> {
     killpoints_real::guard_parent()?;
     let store = open_logged(db, effects, owner, ttl_ms, store_defects)?;
@@ -377,7 +377,7 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
     }
     let mut rng = Stream::new(opts.seed).fork("soak-engine/referee");
     let mut next_fault = Duration::from_millis(rng.range(opts.fault_every_ms / 2, opts.fault_every_ms * 3 / 2 + 1));
-    let store = killpoints_real::open_store(&db, opts.ttl_ms, Defects::NONE)?;
+    let store = killpoints_real::open_store(&db, opts.ttl_ms, StoreDefects::NONE)?;
     let plan = plan(opts);
     let mut client_failed = None;
     loop {

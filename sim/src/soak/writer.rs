@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 use fencesim_store::{
-    Clock, Defects, FaultHook, FaultPoint, JournalEntry, JournalStore, LeasableStore, Lease, LeaseRejection, RunFilter,
-    RunId, RunMeta, RunStatus, SqliteOptions, SqliteStore, Store, StoreError, StoreResult, TranscriptStore,
+    Clock, FaultHook, FaultPoint, JournalEntry, JournalStore, LeasableStore, Lease, LeaseRejection, RunFilter, RunId,
+    RunMeta, RunStatus, SqliteOptions, SqliteStore, Store, StoreDefects, StoreError, StoreResult, TranscriptStore,
 };
 use serde_json::json;
 
@@ -270,7 +270,7 @@ pub struct WriterConfig {
     pub seed: u64,
     pub ttl_ms: i64,
     pub skew_ms: i64,
-    pub defects: Defects,
+    pub defects: StoreDefects,
     /// Open the store at this Unix ms, so that every first-generation writer boots at once.
     pub start_at_ms: Option<i64>,
     /// Checkpoint the WAL (PASSIVE) every this many tenures; 0 never.

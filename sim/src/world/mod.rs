@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fencesim_engine::EngineDefects;
-use fencesim_store::{Defects, JournalEntry, RunId, RunMeta, RunStatus, SqliteStore};
+use fencesim_store::{JournalEntry, RunId, RunMeta, RunStatus, SqliteStore, StoreDefects};
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId;
 
@@ -34,7 +34,7 @@ pub struct WorldConfig {
     pub scenario: Scenario,
     pub seed: u64,
     pub db: DbKind,
-    pub store_defects: Defects,
+    pub store_defects: StoreDefects,
     pub engine_defects: EngineDefects,
     /// Save the final database here (a SQLite file; `overwrite` replaces an existing file).
     pub keep_db: Option<crate::files::Output>,
@@ -360,7 +360,7 @@ fn boot(shared: &Arc<Shared>) -> Result<(SqliteStore, Option<nodes::Zombie>), St
     }
     let observer = shared
         .db
-        .open(Arc::new(SimClock::new(0)), i64::from(shared.plan.ttl_ms), Defects::NONE)
+        .open(Arc::new(SimClock::new(0)), i64::from(shared.plan.ttl_ms), StoreDefects::NONE)
         .map_err(|e| format!("cannot open the world's database: {e}"))?;
     let zombie = match shared.plan.fault("zombie") {
         Some(_) => Some(nodes::Zombie::new(shared)?),

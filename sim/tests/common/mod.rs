@@ -10,7 +10,7 @@ use std::rc::Rc;
 use fencesim::env::{SimClock, SimEnv};
 use fencesim::stores::{Db, DbKind};
 use fencesim_engine::{Engine, EngineDefects, EngineOptions, Fault, Ledger, Point};
-use fencesim_store::{Defects, Store};
+use fencesim_store::{Store, StoreDefects};
 
 /// The lease ttl of test worlds.
 pub const TTL: u32 = 1_000;
@@ -44,7 +44,7 @@ pub fn node_with(db: &Db, opts: EngineOptions) -> Node {
 
 /// A node with its own connection at `ttl_ms`, recording into `ledger` (which may be shared).
 pub fn node_in(db: &Db, ttl_ms: u32, ledger: Ledger, opts: EngineOptions) -> Node {
-    let (store, env) = db.node(ttl_ms, Defects::NONE).expect("the world's store opens");
+    let (store, env) = db.node(ttl_ms, StoreDefects::NONE).expect("the world's store opens");
     over_with(store, env, ledger, opts)
 }
 

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::{Fixture, Target, TtlIntake};
 use crate::clock::ManualClock;
-use crate::defects::Defects;
+use crate::defects::StoreDefects;
 use crate::error::StoreResult;
 use crate::memory::MemoryStore;
 use crate::spi::Store;
@@ -27,20 +27,20 @@ static NEXT_LOCATION: AtomicU32 = AtomicU32::new(0);
 pub struct SqliteTarget {
     name: String,
     folder: Option<PathBuf>,
-    defects: Defects,
+    defects: StoreDefects,
     boot: Option<BootCommand>,
 }
 
 impl SqliteTarget {
     pub fn memdb() -> Self {
-        Self { name: "sqlite-memdb".to_owned(), folder: None, defects: Defects::NONE, boot: None }
+        Self { name: "sqlite-memdb".to_owned(), folder: None, defects: StoreDefects::NONE, boot: None }
     }
 
     pub fn file(folder: impl Into<PathBuf>) -> Self {
         Self { name: "sqlite-file".to_owned(), folder: Some(folder.into()), ..Self::memdb() }
     }
 
-    pub fn defects(mut self, defects: Defects) -> Self {
+    pub fn defects(mut self, defects: StoreDefects) -> Self {
         self.defects = defects;
         self
     }

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::clock::Clock;
-use crate::defects::{Defects, StoreDefect};
+use crate::defects::{StoreDefect, StoreDefects};
 use crate::error::{LeaseRejection, Op, StoreError, StoreResult};
 use crate::fault::{FaultHook, FaultPoint, FaultSite};
 use crate::spi::{JournalStore, LeasableStore, Store, TranscriptStore};
@@ -92,7 +92,7 @@ pub struct SqliteOptions {
     /// and never a power cut, as in a simulated world: what reached the OS survives a process
     /// death either way. Locking, the WAL and checkpoints are unchanged. No effect on a memdb.
     pub power_safe: bool,
-    pub defects: Defects,
+    pub defects: StoreDefects,
 }
 
 impl SqliteOptions {
@@ -105,7 +105,7 @@ impl SqliteOptions {
             boot_busy_timeout_ms: BOOT_BUSY_TIMEOUT_MS,
             read_only: false,
             power_safe: true,
-            defects: Defects::NONE,
+            defects: StoreDefects::NONE,
         }
     }
 
@@ -133,7 +133,7 @@ impl SqliteOptions {
         self
     }
 
-    pub fn defects(mut self, defects: Defects) -> Self {
+    pub fn defects(mut self, defects: StoreDefects) -> Self {
         self.defects = defects;
         self
     }
@@ -150,7 +150,7 @@ pub struct SqliteStore {
     location: Location,
     ttl_ms: u32,
     clock: Arc<dyn Clock>,
-    defects: Defects,
+    defects: StoreDefects,
     hook: RefCell<Option<FaultHook>>,
     /// Clock reads so far; `fenced()` asserts (debug builds) that a fenced call reads it once.
     clock_reads: Cell<u64>,
