@@ -489,6 +489,9 @@ impl Writer {
             Out::Order => return self.error("marker", "order violation under a live lease"),
             Out::Other(m) => return self.error("marker", &m),
         }
+        // The op mix: half the ops are appends (the release floors ask four appends an epoch),
+        // a tenth victim cycles (two fifths of an epoch), the rest spread over the other
+        // surfaces, whose floors are small.
         let ops = self.rng.range(4, 10);
         let mut alive = true;
         for _ in 0..ops {
@@ -510,19 +513,19 @@ impl Writer {
                     Out::Other(m) => self.error("seq-probe", &m)?,
                 }
                 continue;
-            } else if dice < 0.46 {
+            } else if dice < 0.53 {
                 let entry = Self::entry(tail + 1, &nonce);
                 let out = self.attempt("append", |s| s.append(&run, &entry, Some(&lease))).0;
                 if out == Out::Ok {
                     tail += 1;
                 }
                 ("append", out)
-            } else if dice < 0.58 {
+            } else if dice < 0.62 {
                 let mut meta = RunMeta::new(RUN, RunStatus::Running);
                 meta.extra.insert("updatedAt".into(), json!(format!("soak-{nonce}")));
                 meta.extra.insert("soak".into(), json!({ "nonce": nonce }));
                 ("meta", self.attempt("put_meta", |s| s.put_meta(&meta, Some(&lease))).0)
-            } else if dice < 0.66 {
+            } else if dice < 0.68 {
                 let blob_ref = format!("{RUN}/blob-{}", self.rng.below(4));
                 let bytes = Self::blob(&nonce);
                 ("blob-put", self.attempt("put_blob", |s| s.put_blob(&blob_ref, &bytes, Some(&lease))).0)
