@@ -332,8 +332,6 @@ impl Storm {
     /// The seeded fault schedule, one draw per tick.
     fn faults(&mut self) -> SoakResult<()> {
         let now = self.clock.elapsed_ms();
-        let dt = now.saturating_sub(self.last_faults_ms).clamp(1, 1_000);
-        self.last_faults_ms = now;
         let stop_bound = u64::try_from(self.opts.ttl_ms.saturating_mul(6)).unwrap_or(1_500).max(1_500);
         let max_grant = self.max_grant;
         for p in &mut self.procs {
@@ -355,6 +353,10 @@ impl Storm {
         if self.procs.len() < 2 || !self.procs.iter().all(|p| p.booted) {
             return Ok(());
         }
+        // The time a replacement took to boot counts toward the next SIGKILL (the draws wait for
+        // it; counting from the last tick held the release storm to about one SIGKILL a second).
+        let dt = now.saturating_sub(self.last_faults_ms).clamp(1, 1_000);
+        self.last_faults_ms = now;
         let max_stopped = if self.procs.len() >= 4 { 2 } else { 1 };
         if stop_draw < STOP_PER_TICK && self.procs.iter().filter(|p| p.stopped.is_some()).count() < max_stopped {
             // Never a writer already stopped: stopping it again restarted its stop clock, and one

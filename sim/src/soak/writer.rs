@@ -457,6 +457,7 @@ impl Writer {
             (Out::Order, _) => return self.error("acquire", "journal order on acquire"),
         };
         let epoch = lease.epoch.0;
+        let mut renewed_ms = self.store.clock.peek_ms();
         self.event("grant", |e| Ev { epoch: Some(epoch), target: Some(RUN.into()), ..e })?;
         self.granted += 1;
         let early = self.cfg.generation == 0 && self.granted <= EARLY_TENURES;
@@ -498,6 +499,33 @@ impl Writer {
             if !alive || self.stopping() {
                 break;
             }
+            // A live holder renews once a third of its ttl has passed (the engine's rule), so a
+            // tenure slowed by the write lock is not cut by its own expiry: expiries stay the
+            // stalls' and the referee's doing.
+            let now_ms = self.store.clock.peek_ms();
+            if now_ms.saturating_sub(renewed_ms) * 3 >= self.cfg.ttl_ms {
+                match self.attempt("renew", |s| s.renew(&lease)).0 {
+                    Out::Ok => {
+                        renewed_ms = now_ms;
+                        self.ev_at("renewed", "renew", epoch)?;
+                    }
+                    Out::Lease => {
+                        self.ev_at("fence-kick", "renew", epoch)?;
+                        alive = false;
+                        continue;
+                    }
+                    Out::Order => {
+                        self.error("renew", "order violation on a renew")?;
+                        alive = false;
+                        continue;
+                    }
+                    Out::Other(m) => {
+                        self.error("renew", &m)?;
+                        alive = false;
+                        continue;
+                    }
+                }
+            }
             let dice = self.rng.unit_range(0.0, 1.0);
             let nonce = self.nonce(&lease);
             let (surface, out) = if dice < 0.03 && tail >= 1 {
@@ -536,8 +564,10 @@ impl Writer {
                 self.victim(&lease)?;
                 continue;
             } else if dice < 0.92 {
+                let before_ms = self.store.clock.peek_ms();
                 let out = self.attempt("renew", |s| s.renew(&lease)).0;
                 if out == Out::Ok {
+                    renewed_ms = before_ms;
                     self.ev_at("renewed", "renew", epoch)?;
                     continue;
                 }
