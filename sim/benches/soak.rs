@@ -95,12 +95,27 @@ fn main() {
         let doc = soak(100 + round, &["--quorum", "release", "--writers", "5", "--cap-s", "120"], dir.path());
         let secs = field(&doc, "storm_ms") / 1000.0;
         println!(
-            "release quorum, 5 writers, seed {}: {} in {secs:.1} s (goal <= 60 s), {:.1}x the baseline, WAL peak {:.1} MB (goal < 64 MB), {:.0} processes",
+            "release quorum, 5 writers, ttl {} ms, seed {}: {} in {secs:.1} s (goal <= 60 s), {:.1}x the baseline, WAL peak {:.1} MB (goal < 64 MB), {:.0} processes",
+            doc["ttl_ms"],
             100 + round,
             doc["verdict"].as_str().unwrap_or("?"),
             secs / base,
             field(&doc, "wal_peak_bytes") / 1_048_576.0,
             field(&doc, "processes")
         );
+        println!("  time to floor: {}", floors_met(&doc));
     }
+}
+
+/// `epochs 20.1s stale_rejects 41.0s ...`: when each gated counter met its floor.
+fn floors_met(doc: &Value) -> String {
+    let floors = doc["floors"].as_array().cloned().unwrap_or_default();
+    floors
+        .iter()
+        .map(|f| {
+            let at = f["met_at_ms"].as_f64().map_or("never".to_owned(), |ms| format!("{:.1}s", ms / 1000.0));
+            format!("{} {at}", f["counter"].as_str().unwrap_or("?"))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -64,6 +64,9 @@ pub struct SoakOutcome {
     pub met: bool,
     pub short: Vec<(String, u64, u64)>,
     pub storm_ms: u64,
+    /// When each gated counter first met its floor (ms of the storm), in the quorum's order;
+    /// `None` for a counter that never did.
+    pub floor_ms: Vec<(String, Option<u64>)>,
     pub capped: bool,
     pub wal_peak_bytes: u64,
     pub referee_rss_kib: u64,
@@ -127,6 +130,8 @@ struct Storm {
     clock: Stopwatch,
     checkpointer: Option<rusqlite::Connection>,
     wal_peak: u64,
+    /// When the fault schedule last drew (ms of the storm).
+    last_faults_ms: u64,
 }
 
 impl Drop for Storm {
@@ -136,6 +141,20 @@ impl Drop for Storm {
             let _ = p.child.wait();
         }
     }
+}
+
+/// The referee's tick: tail the logs, resume taken-over zombies, draw faults, checkpoint.
+const TICK_MS: u64 = 100;
+/// The chance of a SIGSTOP of a holder per tick.
+const STOP_PER_TICK: f64 = 0.6;
+/// The chance of a SIGKILL of any writer per 100 ms of storm, whatever the tick's real length (a
+/// loaded machine stretches ticks: drawn at 0.2 per tick, the release storm's SIGKILLs reached
+/// their floor of 100 only after 96-146 s).
+const KILL_PER_100MS: f64 = 0.2;
+
+/// The chance over `dt_ms` of an event of chance `per_100ms` per 100 ms.
+fn chance_over(per_100ms: f64, dt_ms: u64) -> f64 {
+    1.0 - (1.0 - per_100ms).powf(dt_ms as f64 / 100.0)
 }
 
 const FENCED: [&str; 7] = ["append", "put_meta", "delete", "put_blob", "delete_blob", "renew", "release"];
@@ -334,10 +353,20 @@ impl Storm {
         if self.procs.len() < 2 || !self.procs.iter().all(|p| p.booted) {
             return Ok(());
         }
+        // The time a replacement took to boot counts toward the next SIGKILL (the draws wait for
+        // it; counting from the last tick held the release storm to about one SIGKILL a second).
+        let dt = now.saturating_sub(self.last_faults_ms).clamp(1, 1_000);
+        self.last_faults_ms = now;
         let max_stopped = if self.procs.len() >= 4 { 2 } else { 1 };
-        if stop_draw < 0.6 && self.procs.iter().filter(|p| p.stopped.is_some()).count() < max_stopped {
+        if stop_draw < STOP_PER_TICK && self.procs.iter().filter(|p| p.stopped.is_some()).count() < max_stopped {
+            // Never a writer already stopped: stopping it again restarted its stop clock, and one
+            // stopped inside a write transaction (a takeover then impossible) stayed stopped for
+            // as long as the draws kept coming, starving the whole storm.
             let holders: Vec<usize> = (0..self.procs.len())
-                .filter(|i| self.procs[*i].holding.is_some() && self.procs[*i].zombie.is_none())
+                .filter(|i| {
+                    let p = &self.procs[*i];
+                    p.holding.is_some() && p.zombie.is_none() && p.stopped.is_none()
+                })
                 .collect();
             if let Some(&i) = holders.get((pick % holders.len().max(1) as u64) as usize) {
                 let p = &mut self.procs[i];
@@ -346,7 +375,7 @@ impl Storm {
                 p.stopped = Some((now, epoch));
             }
         }
-        if kill_draw < 0.2 {
+        if kill_draw < chance_over(KILL_PER_100MS, dt) {
             let candidates: Vec<usize> = (0..self.procs.len()).filter(|i| self.procs[*i].stopped.is_none()).collect();
             if let Some(&i) = candidates.get(((pick >> 32) % candidates.len().max(1) as u64) as usize) {
                 self.kill_and_replace(i)?;
@@ -479,6 +508,7 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
         clock: Stopwatch::start(),
         checkpointer: None,
         wal_peak: 0,
+        last_faults_ms: 0,
     };
     // Every first-generation writer opens the fresh file at the same instant.
     let start_at = unix_ms() + 150 + 20 * i64::try_from(opts.writers).unwrap_or(0);
@@ -488,6 +518,7 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
     let terminal = opts.progress && std::io::stderr().is_terminal();
     let cap_ms = opts.cap_s.saturating_mul(1000);
     let mut capped = false;
+    let mut floor_ms: Vec<(String, Option<u64>)> = opts.quorum.floors.iter().map(|(k, _)| (k.clone(), None)).collect();
     loop {
         if let Ok(Some(info)) = signals.read_signal() {
             let name = Signal::try_from(info.ssi_signo as i32).map_or("a signal", |s| s.as_str());
@@ -496,6 +527,12 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
         storm.observe()?;
         storm.reap()?;
         storm.wal();
+        let now = storm.clock.elapsed_ms();
+        for ((name, floor), (_, at)) in opts.quorum.floors.iter().zip(floor_ms.iter_mut()) {
+            if at.is_none() && storm.activity.get(name) >= *floor {
+                *at = Some(now);
+            }
+        }
         if opts.quorum.met(&storm.activity) {
             break;
         }
@@ -516,7 +553,7 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
             );
             let _ = std::io::stderr().flush();
         }
-        sleep_ms(100);
+        sleep_ms(TICK_MS);
     }
     if terminal {
         eprintln!();
@@ -544,6 +581,7 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
         activity: storm.activity.clone(),
         met,
         storm_ms,
+        floor_ms,
         capped,
         wal_peak_bytes: storm.wal_peak,
         referee_rss_kib: vm_hwm_kib(0),

@@ -31,6 +31,9 @@ struct Floor {
     counter: String,
     floor: u64,
     observed: u64,
+    /// Ms of the storm at which the counter first met its floor; absent if it never did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    met_at_ms: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -75,7 +78,12 @@ pub fn json(outcome: &SoakOutcome, quorum: &Quorum, skew_ms: i64) -> SoakResult<
     let floors = quorum
         .floors
         .iter()
-        .map(|(k, v)| Floor { counter: k.clone(), floor: *v, observed: outcome.activity.get(k) })
+        .map(|(k, v)| Floor {
+            counter: k.clone(),
+            floor: *v,
+            observed: outcome.activity.get(k),
+            met_at_ms: outcome.floor_ms.iter().find(|(name, _)| name == k).and_then(|(_, at)| *at),
+        })
         .collect();
     let report = Report {
         schema: SCHEMA,
@@ -155,6 +163,28 @@ pub fn junit(outcome: &SoakOutcome) -> Vec<u8> {
     out.into_bytes()
 }
 
+/// `epochs 12.3s stale_rejects 40.1s ... (last: stale_rejects)`: when each gated counter met its
+/// floor, and the one that set the pace (or those that never met theirs).
+pub fn floors_met(outcome: &SoakOutcome) -> String {
+    let mut parts: Vec<String> = outcome
+        .floor_ms
+        .iter()
+        .map(|(k, at)| match at {
+            Some(ms) => format!("{k} {:.1}s", *ms as f64 / 1000.0),
+            None => format!("{k} never"),
+        })
+        .collect();
+    let never: Vec<&str> = outcome.floor_ms.iter().filter(|(_, at)| at.is_none()).map(|(k, _)| k.as_str()).collect();
+    if never.is_empty() {
+        if let Some((last, _)) = outcome.floor_ms.iter().max_by_key(|(_, at)| *at) {
+            parts.push(format!("(last: {last})"));
+        }
+    } else {
+        parts.push(format!("(never met: {})", never.join(", ")));
+    }
+    parts.join(" ")
+}
+
 /// The text summary the CLI prints.
 pub fn text(outcome: &SoakOutcome, quorum: &Quorum) -> String {
     let a = &outcome.activity;
@@ -175,6 +205,7 @@ pub fn text(outcome: &SoakOutcome, quorum: &Quorum) -> String {
         outcome.storm_ms,
         if outcome.capped { " (capped)" } else { "" }
     );
+    out += &format!("  time to floor: {}\n", floors_met(outcome));
     for (k, have, need) in &outcome.short {
         out += &format!("  SHORT {k}: {have} of {need}\n");
     }

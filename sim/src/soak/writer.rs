@@ -457,6 +457,7 @@ impl Writer {
             (Out::Order, _) => return self.error("acquire", "journal order on acquire"),
         };
         let epoch = lease.epoch.0;
+        let mut renewed_ms = self.store.clock.peek_ms();
         self.event("grant", |e| Ev { epoch: Some(epoch), target: Some(RUN.into()), ..e })?;
         self.granted += 1;
         let early = self.cfg.generation == 0 && self.granted <= EARLY_TENURES;
@@ -489,11 +490,41 @@ impl Writer {
             Out::Order => return self.error("marker", "order violation under a live lease"),
             Out::Other(m) => return self.error("marker", &m),
         }
+        // The op mix: half the ops are appends (the release floors ask four appends an epoch),
+        // a tenth victim cycles (two fifths of an epoch), the rest spread over the other
+        // surfaces, whose floors are small.
         let ops = self.rng.range(4, 10);
         let mut alive = true;
         for _ in 0..ops {
             if !alive || self.stopping() {
                 break;
+            }
+            // A live holder renews once a third of its ttl has passed (the engine's rule), so a
+            // tenure slowed by the write lock is not cut by its own expiry: expiries stay the
+            // stalls' and the referee's doing.
+            let now_ms = self.store.clock.peek_ms();
+            if now_ms.saturating_sub(renewed_ms) * 3 >= self.cfg.ttl_ms {
+                match self.attempt("renew", |s| s.renew(&lease)).0 {
+                    Out::Ok => {
+                        renewed_ms = now_ms;
+                        self.ev_at("renewed", "renew", epoch)?;
+                    }
+                    Out::Lease => {
+                        self.ev_at("fence-kick", "renew", epoch)?;
+                        alive = false;
+                        continue;
+                    }
+                    Out::Order => {
+                        self.error("renew", "order violation on a renew")?;
+                        alive = false;
+                        continue;
+                    }
+                    Out::Other(m) => {
+                        self.error("renew", &m)?;
+                        alive = false;
+                        continue;
+                    }
+                }
             }
             let dice = self.rng.unit_range(0.0, 1.0);
             let nonce = self.nonce(&lease);
@@ -510,19 +541,19 @@ impl Writer {
                     Out::Other(m) => self.error("seq-probe", &m)?,
                 }
                 continue;
-            } else if dice < 0.46 {
+            } else if dice < 0.53 {
                 let entry = Self::entry(tail + 1, &nonce);
                 let out = self.attempt("append", |s| s.append(&run, &entry, Some(&lease))).0;
                 if out == Out::Ok {
                     tail += 1;
                 }
                 ("append", out)
-            } else if dice < 0.58 {
+            } else if dice < 0.62 {
                 let mut meta = RunMeta::new(RUN, RunStatus::Running);
                 meta.extra.insert("updatedAt".into(), json!(format!("soak-{nonce}")));
                 meta.extra.insert("soak".into(), json!({ "nonce": nonce }));
                 ("meta", self.attempt("put_meta", |s| s.put_meta(&meta, Some(&lease))).0)
-            } else if dice < 0.66 {
+            } else if dice < 0.68 {
                 let blob_ref = format!("{RUN}/blob-{}", self.rng.below(4));
                 let bytes = Self::blob(&nonce);
                 ("blob-put", self.attempt("put_blob", |s| s.put_blob(&blob_ref, &bytes, Some(&lease))).0)
@@ -533,8 +564,10 @@ impl Writer {
                 self.victim(&lease)?;
                 continue;
             } else if dice < 0.92 {
+                let before_ms = self.store.clock.peek_ms();
                 let out = self.attempt("renew", |s| s.renew(&lease)).0;
                 if out == Out::Ok {
+                    renewed_ms = before_ms;
                     self.ev_at("renewed", "renew", epoch)?;
                     continue;
                 }
