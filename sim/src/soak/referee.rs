@@ -147,10 +147,12 @@ impl Drop for Storm {
 const TICK_MS: u64 = 100;
 /// The chance of a SIGSTOP of a holder per tick.
 const STOP_PER_TICK: f64 = 0.6;
-/// The chance of a SIGKILL of any writer per 100 ms of storm, whatever the tick's real length (a
+/// The chance of a SIGKILL of a booted writer per 100 ms of storm, whatever the tick's real length (a
 /// loaded machine stretches ticks: drawn at 0.2 per tick, the release storm's SIGKILLs reached
 /// their floor of 100 only after 96-146 s).
-const KILL_PER_100MS: f64 = 0.2;
+const KILL_PER_100MS: f64 = 0.35;
+/// Replacements of killed writers that may be booting at once.
+const MAX_BOOTING: usize = 3;
 
 /// The chance over `dt_ms` of an event of chance `per_100ms` per 100 ms.
 fn chance_over(per_100ms: f64, dt_ms: u64) -> f64 {
@@ -350,11 +352,13 @@ impl Storm {
         let stop_draw = self.rng.unit_range(0.0, 1.0);
         let kill_draw = self.rng.unit_range(0.0, 1.0);
         let pick = self.rng.next_u64();
-        if self.procs.len() < 2 || !self.procs.iter().all(|p| p.booted) {
+        if self.procs.len() < 2 || !self.procs.iter().any(|p| p.booted) {
             return Ok(());
         }
-        // The time a replacement took to boot counts toward the next SIGKILL (the draws wait for
-        // it; counting from the last tick held the release storm to about one SIGKILL a second).
+        // Faults go on while a replacement boots (waiting for every boot held the release storm
+        // to about one SIGKILL a second); only a booted writer is killed, and at most
+        // `MAX_BOOTING` replacements boot at once, so the storm never runs out of writers.
+        let booting = self.procs.iter().filter(|p| !p.booted).count();
         let dt = now.saturating_sub(self.last_faults_ms).clamp(1, 1_000);
         self.last_faults_ms = now;
         let max_stopped = if self.procs.len() >= 4 { 2 } else { 1 };
@@ -375,8 +379,9 @@ impl Storm {
                 p.stopped = Some((now, epoch));
             }
         }
-        if kill_draw < chance_over(KILL_PER_100MS, dt) {
-            let candidates: Vec<usize> = (0..self.procs.len()).filter(|i| self.procs[*i].stopped.is_none()).collect();
+        if kill_draw < chance_over(KILL_PER_100MS, dt) && booting < MAX_BOOTING {
+            let candidates: Vec<usize> =
+                (0..self.procs.len()).filter(|i| self.procs[*i].stopped.is_none() && self.procs[*i].booted).collect();
             if let Some(&i) = candidates.get(((pick >> 32) % candidates.len().max(1) as u64) as usize) {
                 self.kill_and_replace(i)?;
             }
