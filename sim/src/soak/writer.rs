@@ -629,8 +629,22 @@ impl Writer {
         }
     }
 
-    /// The stale probe sweep (5.4): every write surface with a dead lease, each must be refused.
-    fn sweep(&mut self, lease: &Lease) -> SoakResult<()> {
+    /// The stale probe sweep (5.4): every write surface with a dead lease, each must be refused;
+    /// then the same surfaces with a forged lease at the next epoch, the one a successor most
+    /// likely holds now (W7: a foreign owner at the live epoch is refused on every surface).
+    fn sweep(&mut self, dead: &Lease) -> SoakResult<()> {
+        self.probe_surfaces(dead, "")?;
+        let forged = Lease {
+            run: dead.run.clone(),
+            owner: format!("forger-w{}g{}", self.cfg.index, self.cfg.generation),
+            epoch: fencesim_store::Epoch(dead.epoch.0.saturating_add(1)),
+        };
+        self.probe_surfaces(&forged, "forged-")
+    }
+
+    /// One probe of every write surface under `lease`, which must not be the live holder's; the
+    /// refusals count as stale rejects (probe names carry `prefix`).
+    fn probe_surfaces(&mut self, lease: &Lease, prefix: &str) -> SoakResult<()> {
         let epoch = lease.epoch.0;
         let run = self.run.clone();
         let stale_nonce = format!("stale-w{}g{}-e{epoch}", self.cfg.index, self.cfg.generation);
@@ -661,11 +675,12 @@ impl Writer {
                 }
                 _ => self.attempt("release", |s| s.release(lease)).0,
             };
+            let probe = format!("{prefix}{probe}");
             match out {
-                Out::Ok => self.ev_at("stale-accept", probe, epoch)?,
-                Out::Lease => self.ev_at("stale-reject", probe, epoch)?,
-                Out::Order => self.error(probe, "order violation where the fence should reject first")?,
-                Out::Other(m) => self.error(probe, &m)?,
+                Out::Ok => self.ev_at("stale-accept", &probe, epoch)?,
+                Out::Lease => self.ev_at("stale-reject", &probe, epoch)?,
+                Out::Order => self.error(&probe, "order violation where the fence should reject first")?,
+                Out::Other(m) => self.error(&probe, &m)?,
             }
         }
         Ok(())
