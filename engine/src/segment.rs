@@ -210,19 +210,21 @@ impl<'e, E: Env> Segment<'e, E> {
     /// resolution (replaying it appends nothing).
     fn finished(&self, step: &Step) -> bool {
         match step {
-            Step::Agent(agent) => match self.prior(&agent.key) {
-                Some((_, Some(t))) => {
-                    t.status == status::OK
-                        || (t.status == status::LIMIT && !entries::is_unstamped(&self.journal.borrow(), &t))
-                }
-                _ => false,
-            },
+            Step::Agent(agent) => matches!(self.prior(&agent.key), Some((_, Some(t))) if self.replays(&t)),
             Step::Suspend { key, .. } => {
                 let journal = self.journal.borrow();
                 let open = entries::open_suspensions(&journal);
                 journal.iter().any(|e| entries::key_of(e) == Some(key.as_str()) && !open.contains(&e.seq))
             }
         }
+    }
+
+    /// Whether a dispatch's terminal gives its step a value to replay: an `ok` terminal is final;
+    /// a `limit` terminal only once a settle stamped it (contracts 5.13: an unstamped limit in a
+    /// never-settled run is rerun live).
+    fn replays(&self, terminal: &JournalEntry) -> bool {
+        terminal.status == status::OK
+            || (terminal.status == status::LIMIT && !entries::is_unstamped(&self.journal.borrow(), terminal))
     }
 
     /// The latest running entry of `key` and its terminal, if any.
@@ -238,13 +240,8 @@ impl<'e, E: Env> Segment<'e, E> {
 
     async fn dispatch(&self, agent: &Agent) -> EngineResult<StepEnd> {
         let (running, mut state) = match self.prior(&agent.key) {
-            // Replay: a finished dispatch is never paid again. An `ok` terminal is final; a
-            // `limit` terminal only once a settle stamped it (contracts 5.13: an unstamped limit
-            // in a never-settled run is rerun live).
-            Some((_, Some(t))) if t.status == status::OK => return Ok(StepEnd::Value(entries::value_of(&t))),
-            Some((_, Some(t))) if t.status == status::LIMIT && !entries::is_unstamped(&self.journal.borrow(), &t) => {
-                return Ok(StepEnd::Value(entries::value_of(&t)));
-            }
+            // Replay: a finished dispatch is never paid again.
+            Some((_, Some(t))) if self.replays(&t) => return Ok(StepEnd::Value(entries::value_of(&t))),
             // Dangling: redispatch against the same running seq, from its checkpoint if it decodes.
             Some((seq, None)) if !self.has(EngineDefect::RedispatchNewEntry) => {
                 let ckpt_ref = entries::checkpoint_ref(self.run, seq);
