@@ -7,7 +7,8 @@
 //!   dangling), so a step re-dispatched after a crash reuses its dangling entry instead of opening
 //!   a new one, and each running entry is closed by at most one terminal of the same step.
 //! - `silent-replay` (E12): a journal that records a terminal `run_settle` is final: a tenure
-//!   that finds its run settled appends nothing, so journals never grow without work.
+//!   that finds its run settled appends nothing; nor does a `run_settle` repeat the last one with
+//!   nothing appended since, so journals never grow without work.
 //! - `renew-loss` (E13, 9.2): after a failed renew of its own lease, a holder pays nothing more
 //!   under that lease (a payment is the one thing the store's fence cannot refuse).
 //! - `justified-repair` (E14): the operator's repair of a run's meta is justified only for a run
