@@ -326,6 +326,9 @@ impl<E: Env> Worker<E> {
         if self.is_poisoned(&run, row.genesis.as_deref()) {
             return skip(skip::POISONED);
         }
+        if row.status == RunStatus::Suspended && self.unchanged_unleased(&run, row.genesis.as_deref()).await {
+            return skip(skip::SUSPENDED_UNCHANGED);
+        }
         let lease = match self.engine.acquire(&run, &self.opts.owner).await {
             Ok(lease) => lease,
             Err(e) => return skip(acquire_skip(&e)),
@@ -413,6 +416,23 @@ impl<E: Env> Worker<E> {
             .borrow()
             .get(run)
             .is_some_and(|(len, gen_then)| *len == length && (by_length_only || gen_then.as_deref() == genesis))
+    }
+
+    /// Whether a suspended run this worker left suspended still looks unchanged through an
+    /// unleased read of its journal. Such a read only ever decides *not* to lease the run now;
+    /// every decision to drive it is made again under the lease (contracts 3.7). Without it,
+    /// every worker leased, read and released every waiting run at every poll: a fleet of
+    /// pollers churned a waiting run's epoch thousands of times a minute. A failed read decides
+    /// nothing.
+    async fn unchanged_unleased(&self, run: &RunId, genesis: Option<&str>) -> bool {
+        if !self.settled_suspended.borrow().contains_key(run) {
+            return false;
+        }
+        let store = self.engine.store();
+        match self.engine.retry_busy(|| store.load(run)).await {
+            Ok(journal) => self.unchanged_since_settle(run, journal.len(), genesis),
+            Err(_) => false,
+        }
     }
 
     fn poison(&self, run: &RunId, genesis: Option<String>, report: &RefCell<SweepReport>) {
