@@ -3,12 +3,21 @@
 //! node opens its own connection to it with its own clock. A file world's folder is removed when
 //! the world ends, pass or fail, unless the process was told to keep temporary folders
 //! ([`keep_temp_folders`], the CLI's `FENCESIM_KEEP_TEMP=1`).
+//!
+//! A memdb and its connections outlive the world: when a world ends, its memdb's [`Spares`] (the
+//! connections its nodes gave back, their statements still prepared) wait on the thread for the
+//! next world, which empties the database and takes them instead of opening and booting ten
+//! connections of its own. An emptied database answers as a fresh one would; the corpus replay
+//! (every entry twice, once on a fresh thread's pool and once on a used one) and the determinism
+//! tests hold it to that.
 
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use fencesim_store::sqlite::Spares;
 use fencesim_store::{Clock, Location, SqliteOptions, SqliteStore, Store, StoreDefects, StoreResult};
 
 use crate::env::{SimClock, SimEnv};
@@ -43,20 +52,30 @@ pub fn keep_temp_folders(keep: bool) {
     KEEP_TEMP.store(keep, Ordering::Relaxed);
 }
 
+thread_local! {
+    /// The last ended world's memdb spares on this thread, for the next world.
+    static SPARES: RefCell<Option<Arc<Spares>>> = const { RefCell::new(None) };
+}
+
 /// One world's database. A file database lives in a temporary folder removed on drop; a memdb
-/// lives while at least one connection to it is open.
+/// lives while at least one connection to it is open, and its spares go back to the thread when
+/// the `Db` drops.
 #[derive(Debug)]
 pub struct Db {
     location: Location,
     _dir: Option<tempfile::TempDir>,
+    spares: Option<Arc<Spares>>,
 }
 
 impl Db {
     pub fn new(kind: DbKind) -> std::io::Result<Self> {
         match kind {
             DbKind::Memdb => {
-                let n = NEXT_MEMDB.fetch_add(1, Ordering::Relaxed);
-                Ok(Self { location: Location::Memdb(format!("fencesim-world-{n}")), _dir: None })
+                let spares = reused_spares().unwrap_or_else(|| {
+                    let n = NEXT_MEMDB.fetch_add(1, Ordering::Relaxed);
+                    Arc::new(Spares::memdb(format!("fencesim-world-{n}")))
+                });
+                Ok(Self { location: spares.location().clone(), _dir: None, spares: Some(spares) })
             }
             DbKind::File => {
                 let dir = tempfile::Builder::new()
@@ -64,7 +83,7 @@ impl Db {
                     .disable_cleanup(KEEP_TEMP.load(Ordering::Relaxed))
                     .tempdir()?;
                 let path = dir.path().join("world.db");
-                Ok(Self { location: Location::File(path), _dir: Some(dir) })
+                Ok(Self { location: Location::File(path), _dir: Some(dir), spares: None })
             }
         }
     }
@@ -90,13 +109,15 @@ impl Db {
     /// commit handed the OS survives it either way; a file world still runs SQLite's real file
     /// locks, its WAL and its checkpoints (an fsync was 25x a memdb world's cost).
     pub fn open(&self, clock: Arc<dyn Clock>, ttl_ms: i64, defects: StoreDefects) -> StoreResult<SqliteStore> {
-        SqliteStore::open(
-            SqliteOptions::new(self.location.clone(), clock)
-                .lease_ttl_ms(ttl_ms)
-                .busy_timeout_ms(0)
-                .defects(defects)
-                .without_fsync(),
-        )
+        let options = SqliteOptions::new(self.location.clone(), clock)
+            .lease_ttl_ms(ttl_ms)
+            .busy_timeout_ms(0)
+            .defects(defects)
+            .without_fsync();
+        SqliteStore::open(match &self.spares {
+            Some(spares) => options.spares(spares.clone()),
+            None => options,
+        })
     }
 
     /// A simulated node: its own connection, and the engine `Env` on the same fresh clock (skew
@@ -106,4 +127,20 @@ impl Db {
         let store = self.open(Arc::new(clock.clone()), i64::from(ttl_ms), defects)?;
         Ok((Rc::new(store), SimEnv::new(clock)))
     }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Some(spares) = self.spares.take() {
+            // A thread still holding another world's spares keeps those; these close.
+            let _ = SPARES.try_with(|slot| slot.borrow_mut().get_or_insert(spares).idle_count());
+        }
+    }
+}
+
+/// The thread's spares, emptied for a new world; `None` when there are none or they could not be
+/// emptied (then the world gets a memdb of its own).
+fn reused_spares() -> Option<Arc<Spares>> {
+    let spares = SPARES.try_with(|slot| slot.borrow_mut().take()).ok().flatten()?;
+    matches!(spares.clear(), Ok(true)).then_some(spares)
 }

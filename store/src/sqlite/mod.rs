@@ -18,6 +18,7 @@
 mod boot;
 mod integrity;
 mod schema;
+mod spares;
 
 /// Prepared statements kept per connection: above the store's distinct statements (about 30).
 const STATEMENT_CACHE: usize = 64;
@@ -28,6 +29,7 @@ const LIST_BLOBS_SQL: &str = "SELECT ref FROM blobs WHERE run_id = +?1 AND ref <
 
 use std::cell::{Cell, RefCell};
 use std::fmt;
+use std::ops::Deref;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -43,6 +45,7 @@ use crate::types::{Epoch, JournalEntry, Lease, RunFilter, RunId, RunMeta, Seq};
 pub use boot::validate_ttl;
 pub use integrity::IntegrityFinding;
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION, TABLES};
+pub use spares::Spares;
 
 /// The reference's default lease ttl (contracts 7).
 pub const DEFAULT_LEASE_TTL_MS: u32 = 60_000;
@@ -93,6 +96,9 @@ pub struct SqliteOptions {
     /// death either way. Locking, the WAL and checkpoints are unchanged. No effect on a memdb.
     pub power_safe: bool,
     pub defects: StoreDefects,
+    /// Take an idle connection from these spares instead of opening one, and give it back when
+    /// the store drops ([`Spares`]). Memdbs only; the location must be the spares'.
+    pub spares: Option<Arc<Spares>>,
 }
 
 impl SqliteOptions {
@@ -106,6 +112,7 @@ impl SqliteOptions {
             read_only: false,
             power_safe: true,
             defects: StoreDefects::NONE,
+            spares: None,
         }
     }
 
@@ -143,10 +150,39 @@ impl SqliteOptions {
         self.power_safe = false;
         self
     }
+
+    /// See [`SqliteOptions::spares`].
+    pub fn spares(mut self, spares: Arc<Spares>) -> Self {
+        self.spares = Some(spares);
+        self
+    }
+}
+
+/// A store's connection: given back to its spares, if it came with some, when the store drops.
+struct Conn {
+    conn: Option<Connection>,
+    spares: Option<Arc<Spares>>,
+}
+
+impl Deref for Conn {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        // Only `drop` takes it out.
+        self.conn.as_ref().expect("a store's connection lives as long as the store")
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let (Some(conn), Some(spares)) = (self.conn.take(), &self.spares) {
+            spares.give_back(conn);
+        }
+    }
 }
 
 pub struct SqliteStore {
-    conn: Connection,
+    conn: Conn,
     location: Location,
     ttl_ms: u32,
     clock: Arc<dyn Clock>,
@@ -183,13 +219,26 @@ impl SqliteStore {
     /// fresh file are legal: the whole idempotent bootstrap is retried while it fails busy, until
     /// `boot_busy_timeout_ms` of wall-clock time has passed (B2). A location that exists but is
     /// not a fencesim database is refused before anything is written to it.
+    /// With spares, an idle one is taken (still validating the ttl); only when none is idle is a
+    /// connection opened and booted, to be given back in turn.
     pub fn open(options: SqliteOptions) -> StoreResult<SqliteStore> {
-        let (conn, ttl_ms) = boot::open(&options)?;
+        let spare = match &options.spares {
+            Some(spares) => {
+                spares.check(&options.location)?;
+                let ttl_ms = boot::validate_ttl(options.lease_ttl_ms)?;
+                spares.take_for(options.busy_timeout_ms)?.map(|conn| (conn, ttl_ms))
+            }
+            None => None,
+        };
+        let (conn, ttl_ms) = match spare {
+            Some(taken) => taken,
+            None => boot::open(&options)?,
+        };
         // Every statement of the store stays prepared: rusqlite's default cache holds 16, fewer
         // than the store uses, and an evicted statement is parsed again at its next use.
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         Ok(SqliteStore {
-            conn,
+            conn: Conn { conn: Some(conn), spares: options.spares.clone() },
             location: options.location,
             ttl_ms,
             clock: options.clock,
