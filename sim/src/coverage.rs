@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 
 use crate::history::{CallOutcome, Event, Row, Surface};
+use crate::scenario::SiteClass;
 
 /// The fenced calls a takeover can land in the middle of (the store's fault-site op names).
 const TAKEOVER_OPS: [&str; 7] = ["append", "put_meta", "blob_put", "blob_delete", "delete", "renew", "release"];
@@ -30,8 +31,7 @@ fn role(label: &str) -> Option<&'static str> {
 }
 
 /// Fault-point classes a crash can hit.
-const CRASH_SITES: [&str; 10] =
-    ["acquire", "owned", "call", "tool", "running", "terminal", "settle", "meta", "checkpoint", "delete"];
+const CRASH_SITES: [SiteClass; 10] = SiteClass::ALL;
 
 /// Every event name, in a fixed order.
 pub fn events() -> Vec<String> {

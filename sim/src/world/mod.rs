@@ -24,7 +24,7 @@ use crate::env::{SimClock, elapsed_ms};
 use crate::history::{Event, Fnv, History, Recorder, Row, Snapshot, digest, digest_json, lock};
 use crate::oracle::{self, OracleConfig, Scope, Violation};
 use crate::rng::Stream;
-use crate::scenario::Scenario;
+use crate::scenario::{FaultKind, Scenario};
 use crate::stores::{Db, DbKind};
 use plan::{Plan, Scheduled};
 
@@ -362,11 +362,11 @@ fn boot(shared: &Arc<Shared>) -> Result<(SqliteStore, Option<nodes::Zombie>), St
         .db
         .open(Arc::new(SimClock::new(0)), i64::from(shared.plan.ttl_ms), StoreDefects::NONE)
         .map_err(|e| format!("cannot open the world's database: {e}"))?;
-    let zombie = match shared.plan.fault("zombie") {
+    let zombie = match shared.plan.fault(FaultKind::Zombie) {
         Some(_) => Some(nodes::Zombie::new(shared)?),
         None => None,
     };
-    if shared.plan.fault("takeover").is_some() {
+    if shared.plan.fault(FaultKind::Takeover).is_some() {
         let clock = SimClock::new(0);
         *lock(&shared.usurper) = Some((shared.connect("usurper", "usurper", &clock)?, clock));
     }

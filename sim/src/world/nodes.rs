@@ -28,6 +28,7 @@ use crate::history::{
     BusyInjector, Effect, EffectKind, Event, FailInjector, History, Recorder, SegmentError, SegmentResult, lock,
 };
 use crate::rng::Stream;
+use crate::scenario::{FaultKind, SiteClass};
 
 /// A node's main task: what runs after every (re)start. A killed node's never returns.
 pub(super) async fn main(shared: Arc<Shared>, name: String) {
@@ -65,16 +66,16 @@ impl Ctx {
         let label = shared.incarnate(name);
         let clock = shared.clock(name);
         let mut recorder = shared.connect(name, &label, &clock)?;
-        if let Some(busy) = shared.plan.fault("busy").filter(|f| f.hits(name)) {
+        if let Some(busy) = shared.plan.fault(FaultKind::Busy).filter(|f| f.hits(name)) {
             let rng = shared.root.fork(&format!("busy/{label}"));
             let hold = (busy.spec.hold_ms.0, busy.spec.hold_ms.1);
             recorder = recorder.with_busy(BusyInjector::new(rng, busy.rate, hold, shared.quiet.clone()));
         }
-        if let Some(error) = shared.plan.fault("error").filter(|f| f.hits(name)) {
+        if let Some(error) = shared.plan.fault(FaultKind::Error).filter(|f| f.hits(name)) {
             let rng = shared.root.fork(&format!("error/{label}"));
             recorder = recorder.with_failures(FailInjector::new(rng, error.rate, shared.quiet.clone()));
         }
-        if let Some(takeover) = shared.plan.fault("takeover").filter(|f| f.hits(name)) {
+        if let Some(takeover) = shared.plan.fault(FaultKind::Takeover).filter(|f| f.hits(name)) {
             install_takeover(shared, &recorder, &label, &clock, takeover);
         }
         let store: Rc<dyn Store> = Rc::new(recorder);
@@ -377,23 +378,23 @@ fn reattach(ctx: &Rc<Ctx>, run: &RunPlan) {
 }
 
 /// The fault-point classes a point belongs to, for a fault kind's `sites`.
-fn site_class(point: &Point<'_>) -> &'static str {
+fn site_class(point: &Point<'_>) -> SiteClass {
     match point.site {
-        Site::Acquiring => "acquire",
-        Site::Owned => "owned",
-        Site::Call { .. } => "call",
-        Site::Tool { .. } => "tool",
-        Site::Write { write: Write::Append(e), .. } if entries::as_settle(e).is_some() => "settle",
-        Site::Write { write: Write::Append(e), .. } if e.ref_seq.is_some() => "terminal",
-        Site::Write { write: Write::Append(_), .. } => "running",
-        Site::Write { write: Write::PutMeta(_), .. } => "meta",
-        Site::Write { write: Write::PutBlob { .. }, .. } => "checkpoint",
-        Site::Write { write: Write::DeleteBlob(_) | Write::DeleteRun, .. } => "delete",
+        Site::Acquiring => SiteClass::Acquire,
+        Site::Owned => SiteClass::Owned,
+        Site::Call { .. } => SiteClass::Call,
+        Site::Tool { .. } => SiteClass::Tool,
+        Site::Write { write: Write::Append(e), .. } if entries::as_settle(e).is_some() => SiteClass::Settle,
+        Site::Write { write: Write::Append(e), .. } if e.ref_seq.is_some() => SiteClass::Terminal,
+        Site::Write { write: Write::Append(_), .. } => SiteClass::Running,
+        Site::Write { write: Write::PutMeta(_), .. } => SiteClass::Meta,
+        Site::Write { write: Write::PutBlob { .. }, .. } => SiteClass::Checkpoint,
+        Site::Write { write: Write::DeleteBlob(_) | Write::DeleteRun, .. } => SiteClass::Delete,
     }
 }
 
 fn aims_at(fault: &Applied, point: &Point<'_>) -> bool {
-    fault.spec.sites.iter().any(|s| s == "any" || s == site_class(point))
+    fault.spec.sites.iter().any(|s| s.covers(site_class(point)))
 }
 
 /// The paid effect a point announces, if it is one.
@@ -410,8 +411,8 @@ fn effect_of(point: &Point<'_>) -> Option<Effect> {
 /// history row for every paid effect that goes ahead.
 fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -> crate::env::FaultScript {
     let mut rng = shared.root.fork(&format!("faults/{label}"));
-    let crash = shared.plan.fault("crash").filter(|f| f.hits(&name)).cloned();
-    let stall = shared.plan.fault("stall").filter(|f| f.hits(&name)).cloned();
+    let crash = shared.plan.fault(FaultKind::Crash).filter(|f| f.hits(&name)).cloned();
+    let stall = shared.plan.fault(FaultKind::Stall).filter(|f| f.hits(&name)).cloned();
     let ttl = f64::from(shared.plan.ttl_ms);
     Box::new(move |point: &Point<'_>| -> LocalFuture<'static, Fault> {
         let history = shared.history.clone();
