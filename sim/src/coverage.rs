@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::history::{CallOutcome, Event, Row, Surface};
+use crate::history::{CallOutcome, Disruption, Event, Row, Surface};
 use crate::scenario::SiteClass;
 
 /// The fenced calls a takeover can land in the middle of (the store's fault-site op names).
@@ -101,8 +101,8 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
     let mut aimed: BTreeMap<&str, ()> = BTreeMap::new();
     for row in rows {
         match &row.event {
-            Event::Fault { kind, run, detail, .. } => match kind.as_str() {
-                "takeover" => {
+            Event::Fault { kind, run, detail, .. } => match kind {
+                Disruption::Takeover => {
                     if let Some(op) = detail.strip_prefix("mid-").and_then(|d| d.split(' ').next()) {
                         hit(format!("takeover-mid-{op}"));
                     }
@@ -110,7 +110,7 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                         hit("takeover-aimed-at-expiry-instant".to_owned());
                     }
                 }
-                "stall" => {
+                Disruption::Stall => {
                     let ms = detail
                         .split(" stalls ")
                         .nth(1)
@@ -123,7 +123,7 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                         aimed.insert(row.node.as_str(), ());
                     }
                 }
-                "crash" => {
+                Disruption::Crash => {
                     if let Some(site) = detail.rsplit(" at ").next() {
                         hit(format!("crash-at-{site}"));
                         if let Some(run) = run {
@@ -131,7 +131,7 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                         }
                     }
                 }
-                _ => {}
+                Disruption::Zombie | Disruption::Purge | Disruption::ClockJump | Disruption::Restart => {}
             },
             Event::Call(call) => {
                 let run = call.run.to_string();

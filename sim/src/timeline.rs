@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use serde_json::{Value, json};
 
 use crate::catalogue::Defect;
-use crate::history::{CallOutcome, Event, Row, Surface};
+use crate::history::{CallOutcome, Disruption, Event, Row, Surface};
 use crate::world::WorldReport;
 
 /// A node label's lane: its name without the incarnation (`w2.3` -> `w2`).
@@ -36,17 +36,15 @@ fn lane_rank(lane: &str) -> (u8, u32, String) {
     (1, rank.map_or(99, |r| r as u32), lane.to_owned())
 }
 
-fn fault_letter(kind: &str) -> &'static str {
+fn fault_letter(kind: Disruption) -> &'static str {
     match kind {
-        "stall" => "S",
-        "crash" => "C",
-        "takeover" => "T",
-        "busy" => "B",
-        "error" => "E",
-        "clock-jump" => "J",
-        "restart" => "R",
-        "zombie" => "Z",
-        _ => "F",
+        Disruption::Stall => "S",
+        Disruption::Crash => "C",
+        Disruption::Takeover => "T",
+        Disruption::ClockJump => "J",
+        Disruption::Restart => "R",
+        Disruption::Zombie => "Z",
+        Disruption::Purge => "F",
     }
 }
 
@@ -105,7 +103,7 @@ fn data(report: &WorldReport, defects: &[Defect]) -> Value {
                 {
                     lane = lane_of(first);
                 }
-                ("fault", run.as_ref().map(ToString::to_string), epoch.map(|e| e.0), fault_letter(kind).to_owned())
+                ("fault", run.as_ref().map(ToString::to_string), epoch.map(|e| e.0), fault_letter(*kind).to_owned())
             }
             Event::Effect(_) => ("effect", None, None, String::new()),
             Event::Outcome { run, .. } => ("outcome", Some(run.to_string()), None, String::new()),
@@ -210,7 +208,7 @@ svg text { font: 11px system-ui, sans-serif; }
 <label>run <select id="run-filter"><option value="">all</option></select></label>
 <label>node <select id="node-filter"><option value="">all</option></select></label>
 <label>zoom <select id="zoom"><option>1</option><option>2</option><option>4</option><option>8</option><option>16</option></select></label>
-<span id="legend"><span>&#9644; tenure (colour = epoch)</span><span style="color:#1f6fb2">&#9679; accepted write</span><span style="color:#c0392b">&#10005; refused</span><span style="color:#2e8b57">&#9679; lease granted</span><span style="color:#e67e22">&#9650; fault (S stall, C crash, T takeover, B busy, J clock jump, R restart, Z zombie)</span><span style="color:#8e44ad">&#9670; node (re)start</span></span>
+<span id="legend"><span>&#9644; tenure (colour = epoch)</span><span style="color:#1f6fb2">&#9679; accepted write</span><span style="color:#c0392b">&#10005; refused</span><span style="color:#2e8b57">&#9679; lease granted</span><span style="color:#e67e22">&#9650; fault (S stall, C crash, T takeover, J clock jump, R restart, Z zombie, F purge)</span><span style="color:#8e44ad">&#9670; node (re)start</span></span>
 </div>
 <div id="picture"></div>
 <div id="rows"></div>

@@ -21,7 +21,7 @@ use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId;
 
 use crate::env::{SimClock, elapsed_ms};
-use crate::history::{Event, Fnv, History, Recorder, Row, Snapshot, digest, digest_json, lock};
+use crate::history::{Disruption, Event, Fnv, History, Recorder, Row, Snapshot, digest, digest_json, lock};
 use crate::oracle::{self, OracleConfig, Scope, Violation};
 use crate::rng::Stream;
 use crate::scenario::{FaultKind, Scenario};
@@ -448,7 +448,7 @@ fn fire(shared: &Arc<Shared>, at: u32, event: Scheduled, zombie: Option<&mut nod
             shared.history.push(
                 "world",
                 Event::Fault {
-                    kind: "clock-jump".into(),
+                    kind: Disruption::ClockJump,
                     run: None,
                     epoch: None,
                     detail: format!("{node} {delta_ms:+}ms at {at}ms"),
@@ -464,7 +464,7 @@ fn fire(shared: &Arc<Shared>, at: u32, event: Scheduled, zombie: Option<&mut nod
             shared.history.push(
                 "world",
                 Event::Fault {
-                    kind: "restart".into(),
+                    kind: Disruption::Restart,
                     run: None,
                     epoch: None,
                     detail: format!("{node} stops gracefully, back in {after_ms}ms"),
@@ -581,7 +581,7 @@ fn count(rows: &[Row], snapshot: &Snapshot) -> Counters {
                 EffectKind::Call => c.paid_calls += 1,
                 EffectKind::Tool => c.paid_tools += 1,
             },
-            Event::Fault { kind, .. } => *c.faults.entry(kind.clone()).or_default() += 1,
+            Event::Fault { kind, .. } => *c.faults.entry(kind.as_str().to_owned()).or_default() += 1,
             Event::Outcome { .. } | Event::Repair { .. } | Event::Note(_) => {}
         }
     }

@@ -25,7 +25,8 @@ use super::plan::{Applied, Plan, RunPlan};
 use super::{Shared, sleep_ms, zombie_entry, zombie_meta};
 use crate::env::{SimClock, SimEnv, elapsed_ms};
 use crate::history::{
-    BusyInjector, Effect, EffectKind, Event, FailInjector, History, Recorder, SegmentError, SegmentResult, lock,
+    BusyInjector, Disruption, Effect, EffectKind, Event, FailInjector, History, Recorder, SegmentError, SegmentResult,
+    lock,
 };
 use crate::rng::Stream;
 use crate::scenario::{FaultKind, SiteClass};
@@ -419,8 +420,8 @@ fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -
         if shared.quiet.load(Ordering::SeqCst) {
             return Box::pin(std::future::ready(Fault::Continue));
         }
-        let fault = |kind: &str, detail: String| Event::Fault {
-            kind: kind.to_owned(),
+        let fault = |kind: Disruption, detail: String| Event::Fault {
+            kind,
             run: Some(point.run.clone()),
             epoch: point.epoch,
             detail: format!("{detail} at {}", site_class(point)),
@@ -431,7 +432,7 @@ fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -
             let after =
                 u32::try_from(rng.range(u64::from(crash.spec.restart_ms.0), u64::from(crash.spec.restart_ms.1)))
                     .unwrap_or(0);
-            history.push(&label, fault("crash", format!("{label} killed, restarts in {after}ms")));
+            history.push(&label, fault(Disruption::Crash, format!("{label} killed, restarts in {after}ms")));
             shared.crash(&name, after);
             return Box::pin(std::future::pending());
         }
@@ -447,7 +448,7 @@ fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -
                 Some(_) => format!("{label} stalls {ms}ms to its lease's expiry instant"),
                 None => format!("{label} stalls {ms}ms"),
             };
-            history.push(&label, fault("stall", detail));
+            history.push(&label, fault(Disruption::Stall, detail));
             shared.stalls_until(elapsed_ms().saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
             let wait = env.stall(ms);
             return Box::pin(async move {
@@ -502,7 +503,7 @@ fn install_takeover(shared: &Arc<Shared>, recorder: &Recorder, label: &str, cloc
                 format!("mid-{} of {label}", site.op.as_str())
             }
         };
-        let event = Event::Fault { kind: "takeover".into(), run: Some(site.run.clone()), epoch: None, detail };
+        let event = Event::Fault { kind: Disruption::Takeover, run: Some(site.run.clone()), epoch: None, detail };
         shared.history.push("usurper", event);
         let _ = store.acquire(site.run, "usurper");
     });
@@ -570,7 +571,7 @@ impl Zombie {
         shared.history.push(
             "zombie",
             Event::Fault {
-                kind: "zombie".into(),
+                kind: Disruption::Zombie,
                 run: Some(run.clone()),
                 epoch: Some(dead.epoch),
                 detail: format!("probes with {}", dead.owner),
@@ -616,7 +617,7 @@ impl Zombie {
             shared.history.push(
                 "zombie",
                 Event::Fault {
-                    kind: "zombie".into(),
+                    kind: Disruption::Zombie,
                     run: Some(run.clone()),
                     epoch: Some(epoch),
                     detail: format!("forges the live lease of {owner}"),
@@ -651,7 +652,7 @@ impl Zombie {
         shared.history.push(
             "zombie",
             Event::Fault {
-                kind: "purge".into(),
+                kind: Disruption::Purge,
                 run: Some(victim.clone()),
                 epoch: Some(first.epoch),
                 detail: format!("an administrator purges {victim} under {VICTIM}'s live lease"),
@@ -701,7 +702,7 @@ impl Zombie {
         shared.history.push(
             "zombie",
             Event::Fault {
-                kind: "zombie".into(),
+                kind: Disruption::Zombie,
                 run: Some(own.clone()),
                 epoch: Some(mine.epoch),
                 detail: format!("wakes at the expiry instant {instant}"),
