@@ -19,6 +19,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::catalogue::Defect;
+use crate::node::NodeTarget;
 use crate::scenario::{
     FaultKind, FaultRanges, FaultSpec, Range, Ratio, Scenario, ScenarioError, SiteTarget, Span, WorldShape,
 };
@@ -174,7 +175,8 @@ impl PlanFile {
             let _ = writeln!(o, "on = {}", f.on);
             let _ = writeln!(o, "rate = {:?}", f.rate);
             let _ = writeln!(o, "sites = [{}]", list(k.sites.iter().map(|s| s.as_str())));
-            let _ = writeln!(o, "nodes = [{}]", list(k.nodes.iter().map(String::as_str)));
+            let nodes: Vec<String> = k.nodes.iter().map(ToString::to_string).collect();
+            let _ = writeln!(o, "nodes = [{}]", list(nodes.iter().map(String::as_str)));
             let _ = writeln!(o, "factor = [{:?}, {:?}]", k.factor.0, k.factor.1);
             if k.expiry.0 > 0.0 {
                 let _ = writeln!(o, "expiry = {:?}", k.expiry.0);
@@ -461,9 +463,16 @@ impl Doc {
                 Some(names) => names.iter().map(|s| SiteTarget::parse(s)).collect::<Result<_, _>>().map_err(bad)?,
                 None => d.sites.clone(),
             };
+            let nodes = match &f.nodes {
+                Some(names) => names
+                    .iter()
+                    .map(|n| NodeTarget::parse(n).map_err(|_| bad(format!("unknown node '{n}'"))))
+                    .collect::<Result<_, _>>()?,
+                None => d.nodes.clone(),
+            };
             let spec = FaultSpec {
                 sites,
-                nodes: f.nodes.clone().unwrap_or(d.nodes),
+                nodes,
                 factor: f.factor.unwrap_or(d.factor),
                 expiry: f.expiry.unwrap_or(d.expiry),
                 restart_ms: f.restart_ms.unwrap_or(d.restart_ms),
@@ -471,13 +480,6 @@ impl Doc {
                 hold_ms: f.hold_ms.unwrap_or(d.hold_ms),
                 ..d
             };
-            let known_node = |n: &str| {
-                ["any", "worker", "client", "sweeper", "operator"].contains(&n)
-                    || n.strip_prefix('w').is_some_and(|i| i.parse::<u32>().is_ok_and(|i| i >= 1))
-            };
-            if let Some(node) = spec.nodes.iter().find(|n| !known_node(n)) {
-                return Err(bad(format!("unknown node '{node}'")));
-            }
             if spec.max_ms > 86_400_000 {
                 return Err(bad(format!("max_ms at most a day, got {}", spec.max_ms)));
             }

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde::de::Error as _;
 
+use crate::node::{Node, NodeTarget};
+
 /// A scenario as written in its file. Every field has a default, so a file states only what makes
 /// it different.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -148,7 +150,7 @@ pub struct FaultSpec {
     pub hold_ms: Span,
     /// Nodes it hits: `any`, `worker` (every queue worker), or a node name (`w1`, `client`,
     /// `sweeper`, `operator`).
-    pub nodes: Vec<String>,
+    pub nodes: Vec<NodeTarget>,
 }
 
 impl Default for FaultSpec {
@@ -162,7 +164,7 @@ impl Default for FaultSpec {
             restart_ms: Span(200, 3_000),
             max_ms: 0,
             hold_ms: Span(0, 0),
-            nodes: vec!["any".into()],
+            nodes: vec![NodeTarget::Any],
         }
     }
 }
@@ -640,13 +642,11 @@ impl Scenario {
                         format!("must be above 0 (a stall of 0 ttls never stalls), got {}", f.factor.0),
                     );
                 }
-                let exists = |n: &str| match n.strip_prefix('w').and_then(|i| i.parse::<u32>().ok()) {
-                    Some(i) => i <= w.workers.1,
-                    None => match n {
-                        "sweeper" => w.retention_ms > 0,
-                        "operator" => w.operator_ms > 0,
-                        _ => true,
-                    },
+                let exists = |n: &NodeTarget| match n {
+                    NodeTarget::Node(Node::Worker(i)) => *i <= w.workers.1,
+                    NodeTarget::Node(Node::Sweeper) => w.retention_ms > 0,
+                    NodeTarget::Node(Node::Operator) => w.operator_ms > 0,
+                    NodeTarget::Any | NodeTarget::Workers | NodeTarget::Node(_) => true,
                 };
                 if let Some(bad) = f.nodes.iter().find(|n| !exists(n)) {
                     return fault(
@@ -681,17 +681,7 @@ impl Scenario {
             if !kind.aims_at_sites() && !f.sites.iter().all(|s| *s == SiteTarget::Any) {
                 return fault("sites", format!("{kind} faults do not fire at engine fault points; remove it"));
             }
-            let known_node = |n: &str| {
-                ["any", "worker", "client", "sweeper", "operator"].contains(&n)
-                    || n.strip_prefix('w').is_some_and(|i| i.parse::<u32>().is_ok_and(|i| i >= 1))
-            };
-            if let Some(bad) = f.nodes.iter().find(|n| !known_node(n)) {
-                return fault(
-                    "nodes",
-                    format!("unknown node '{bad}' (known: any, worker, w1, w2, ..., client, sweeper, operator)"),
-                );
-            }
-            if kind.is_timed() && !f.nodes.iter().all(|n| n == "any") {
+            if kind.is_timed() && !f.nodes.iter().all(|n| *n == NodeTarget::Any) {
                 return fault("nodes", format!("{kind} events choose their own nodes; remove it"));
             }
             if !kind.aims_at_expiry() && f.expiry.0 > 0.0 {
@@ -829,7 +819,7 @@ mod tests {
     }
 
     #[test]
-    fn an_unknown_site_names_its_key_and_line() {
+    fn an_unknown_site_or_node_names_its_key_and_line() {
         let e = parse("description = \"x\"\n[faults.crash]\non = 1.0\nrate = 0.1\nsites = [\"meta\", \"nowhere\"]\n")
             .expect_err("site");
         assert_eq!(e.line, Some(5), "{e}");
@@ -840,6 +830,15 @@ mod tests {
         let e = parse("description = \"x\"\n[faults.stall]\nsites = [\n  \"call\",\n  \"nowhere\",\n]\n")
             .expect_err("site");
         assert!(e.to_string().contains(": faults.stall.sites: unknown site 'nowhere'"), "{e}");
+        let e = parse("description = \"x\"\n[faults.busy]\nnodes = [\"client\", \"zombie\"]\n").expect_err("node");
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(
+            e.to_string().starts_with(
+                "scenarios/x.toml:3: faults.busy.nodes: unknown node 'zombie' (known: any, worker, w1, w2, ..., client, \
+                 sweeper, operator)"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@
 use std::collections::BTreeSet;
 
 use crate::catalogue::Defect;
+use crate::node::{Node, NodeTarget};
 use crate::planfile::PlanFile;
 use crate::scenario::{SiteClass, SiteTarget};
 use crate::stores::DbKind;
@@ -292,10 +293,14 @@ impl Shrinker<'_> {
                 }
             }
             if self.best.plan.faults[fi].kind.is_per_point()
-                && self.best.plan.faults[fi].spec.nodes.iter().any(|n| n == "any" || n == "worker")
+                && self.best.plan.faults[fi]
+                    .spec
+                    .nodes
+                    .iter()
+                    .any(|n| matches!(n, NodeTarget::Any | NodeTarget::Workers))
             {
-                let mut nodes = self.best.plan.workers.clone();
-                nodes.push("client".into());
+                let workers = self.best.plan.workers.iter().filter_map(|w| Node::parse(w));
+                let nodes: Vec<NodeTarget> = workers.chain([Node::Client]).map(NodeTarget::Node).collect();
                 for node in nodes {
                     let mut c = self.best.clone();
                     c.plan.faults[fi].spec.nodes = vec![node];

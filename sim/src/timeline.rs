@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use crate::catalogue::Defect;
 use crate::history::{CallOutcome, Disruption, Event, Row, Surface};
+use crate::node::Node;
 use crate::world::WorldReport;
 
 /// A node label's lane: its name without the incarnation (`w2.3` -> `w2`).
@@ -29,11 +30,13 @@ fn lane_of(node: &str) -> String {
 
 /// Lanes in a readable order: workers by number, then the other nodes, the world last.
 fn lane_rank(lane: &str) -> (u8, u32, String) {
-    if let Some(n) = lane.strip_prefix('w').and_then(|n| n.parse::<u32>().ok()) {
-        return (0, n, String::new());
+    match Node::parse(lane) {
+        Some(Node::Worker(n)) => (0, n, String::new()),
+        node => {
+            let rank = node.and_then(|node| Node::OTHERS.iter().position(|n| *n == node));
+            (1, rank.map_or(99, |r| r as u32), lane.to_owned())
+        }
     }
-    let rank = ["sweeper", "client", "operator", "usurper", "zombie", "world"].iter().position(|l| *l == lane);
-    (1, rank.map_or(99, |r| r as u32), lane.to_owned())
 }
 
 fn fault_letter(kind: Disruption) -> &'static str {
@@ -98,7 +101,7 @@ fn data(report: &WorldReport, defects: &[Defect]) -> Value {
             }
             Event::Fault { kind, run, epoch, detail } => {
                 // The world's own events name their node first (`w2 +300ms`, `w1 stops ...`).
-                if lane == "world"
+                if Node::parse(&lane) == Some(Node::World)
                     && let Some(first) = detail.split_whitespace().next()
                 {
                     lane = lane_of(first);
@@ -110,7 +113,12 @@ fn data(report: &WorldReport, defects: &[Defect]) -> Value {
             Event::Repair { run, .. } => ("note", Some(run.to_string()), None, String::new()),
             Event::Note(text) => {
                 let restart = text.contains("restart") || text.contains("crash") || text.contains("starts");
-                (if restart && lane != "world" { "restart" } else { "note" }, None, None, String::new())
+                (
+                    if restart && Node::parse(&lane) != Some(Node::World) { "restart" } else { "note" },
+                    None,
+                    None,
+                    String::new(),
+                )
             }
         };
         if !lanes.contains(&lane) {

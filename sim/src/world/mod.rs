@@ -22,6 +22,7 @@ use madsim::task::NodeId;
 
 use crate::env::{SimClock, elapsed_ms};
 use crate::history::{Disruption, Event, Fnv, History, Recorder, Row, Snapshot, digest, digest_json, lock};
+use crate::node::Node;
 use crate::oracle::{self, OracleConfig, Scope, Violation};
 use crate::rng::Stream;
 use crate::scenario::{FaultKind, Scenario};
@@ -377,18 +378,24 @@ fn boot(shared: &Arc<Shared>) -> Result<(SqliteStore, Option<nodes::Zombie>), St
 /// client, the operator (if it runs).
 fn start_nodes(shared: &Arc<Shared>, handle: &Handle) {
     let world = &shared.cfg.scenario.world;
-    let mut names: Vec<String> = shared.plan.workers.clone();
+    let mut names: Vec<Node> = Vec::new();
+    for worker in &shared.plan.workers {
+        match Node::parse(worker) {
+            Some(node @ Node::Worker(_)) => names.push(node),
+            _ => shared.harness_error(format!("the plan's worker '{worker}' is not a worker's name")),
+        }
+    }
     if world.retention_ms > 0 {
-        names.push("sweeper".into());
+        names.push(Node::Sweeper);
     }
-    names.push("client".into());
+    names.push(Node::Client);
     if world.operator_ms > 0 {
-        names.push("operator".into());
+        names.push(Node::Operator);
     }
-    for name in &names {
-        let (s, n) = (shared.clone(), name.clone());
-        let node = handle.create_node().name(name.as_str()).init(move || nodes::main(s.clone(), n.clone())).build();
-        lock(&shared.node_ids).insert(name.clone(), node.id());
+    for node in names {
+        let (s, name) = (shared.clone(), node.to_string());
+        let id = handle.create_node().name(name.as_str()).init(move || nodes::main(s.clone(), node)).build().id();
+        lock(&shared.node_ids).insert(name, id);
     }
 }
 

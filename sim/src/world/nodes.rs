@@ -28,16 +28,19 @@ use crate::history::{
     BusyInjector, Disruption, Effect, EffectKind, Event, FailInjector, History, Recorder, SegmentError, SegmentResult,
     lock,
 };
+use crate::node::Node;
 use crate::rng::Stream;
 use crate::scenario::{FaultKind, SiteClass};
 
 /// A node's main task: what runs after every (re)start. A killed node's never returns.
-pub(super) async fn main(shared: Arc<Shared>, name: String) {
+pub(super) async fn main(shared: Arc<Shared>, node: Node) {
+    let name = node.to_string();
     lock(&shared.alive).insert(name.clone());
-    let result = match name.as_str() {
-        "client" => client(&shared, &name).await,
-        "operator" => operator(&shared, &name).await,
-        _ => worker(&shared, &name).await,
+    let result = match node {
+        Node::Client => client(&shared, node).await,
+        Node::Operator => operator(&shared, node).await,
+        Node::Worker(_) | Node::Sweeper => worker(&shared, node).await,
+        Node::Zombie | Node::Usurper | Node::Admin | Node::World => Err(format!("{node} is not a node a world starts")),
     };
     if let Err(message) = result {
         shared.harness_error(message);
@@ -63,25 +66,26 @@ impl Drop for Ctx {
 }
 
 impl Ctx {
-    fn open(shared: &Arc<Shared>, name: &str) -> Result<Ctx, String> {
+    fn open(shared: &Arc<Shared>, node: Node) -> Result<Ctx, String> {
+        let name = &node.to_string();
         let label = shared.incarnate(name);
         let clock = shared.clock(name);
         let mut recorder = shared.connect(name, &label, &clock)?;
-        if let Some(busy) = shared.plan.fault(FaultKind::Busy).filter(|f| f.hits(name)) {
+        if let Some(busy) = shared.plan.fault(FaultKind::Busy).filter(|f| f.hits(node)) {
             let rng = shared.root.fork(&format!("busy/{label}"));
             let hold = (busy.spec.hold_ms.0, busy.spec.hold_ms.1);
             recorder = recorder.with_busy(BusyInjector::new(rng, busy.rate, hold, shared.quiet.clone()));
         }
-        if let Some(error) = shared.plan.fault(FaultKind::Error).filter(|f| f.hits(name)) {
+        if let Some(error) = shared.plan.fault(FaultKind::Error).filter(|f| f.hits(node)) {
             let rng = shared.root.fork(&format!("error/{label}"));
             recorder = recorder.with_failures(FailInjector::new(rng, error.rate, shared.quiet.clone()));
         }
-        if let Some(takeover) = shared.plan.fault(FaultKind::Takeover).filter(|f| f.hits(name)) {
+        if let Some(takeover) = shared.plan.fault(FaultKind::Takeover).filter(|f| f.hits(node)) {
             install_takeover(shared, &recorder, &label, &clock, takeover);
         }
         let store: Rc<dyn Store> = Rc::new(recorder);
         let env = SimEnv::new(clock);
-        env.set_script(Some(fault_script(shared.clone(), name.to_owned(), label.clone(), env.clone())));
+        env.set_script(Some(fault_script(shared.clone(), node, label.clone(), env.clone())));
         let (history, paid_by) = (shared.history.clone(), label.clone());
         env.set_paid_hook(Some(Box::new(move |point| {
             if let Some(effect) = effect_of(point) {
@@ -136,10 +140,10 @@ const STOP_CHECK_MS: u64 = 200;
 
 /// A queue worker (or, named `sweeper`, the retention sweeper): sweep, report, sleep, until a
 /// graceful stop is requested.
-async fn worker(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
-    let ctx = Ctx::open(shared, name)?;
+async fn worker(shared: &Arc<Shared>, node: Node) -> Result<(), String> {
+    let ctx = Ctx::open(shared, node)?;
     let plan = &shared.plan;
-    let sweeper = name == "sweeper";
+    let sweeper = node == Node::Sweeper;
     let opts = WorkerOptions {
         owner: ctx.label.clone(),
         concurrency: if sweeper { 1 } else { plan.concurrency },
@@ -153,7 +157,7 @@ async fn worker(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
             .map_err(|e| format!("{}: worker: {e}", ctx.label))?,
     );
     let watcher = {
-        let (worker, shared, name) = (worker.clone(), shared.clone(), name.to_owned());
+        let (worker, shared, name) = (worker.clone(), shared.clone(), node.to_string());
         madsim::task::spawn_local(async move {
             while !shared.stop_requested(&name) {
                 sleep_ms(STOP_CHECK_MS).await;
@@ -176,8 +180,8 @@ async fn worker(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
 }
 
 /// The operator: every `operator_ms`, `runs audit --repair`, each repair under a brief lease.
-async fn operator(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
-    let ctx = Ctx::open(shared, name)?;
+async fn operator(shared: &Arc<Shared>, node: Node) -> Result<(), String> {
+    let ctx = Ctx::open(shared, node)?;
     loop {
         ctx.env.sleep(u64::from(shared.cfg.scenario.world.operator_ms)).await;
         let Ok(audits) = audit_runs(ctx.store.as_ref(), false) else { continue };
@@ -246,8 +250,8 @@ const CLIENT_TICK_MS: u64 = 1000;
 /// start that never reached the store, resolves suspensions, deletes and recreates settled runs,
 /// cancels as planned, and after a restart reattaches to the runs it was driving. A tick whose
 /// listing fails (busy) does nothing: absence is only believed from a listing that succeeded.
-async fn client(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
-    let ctx = Rc::new(Ctx::open(shared, name)?);
+async fn client(shared: &Arc<Shared>, node: Node) -> Result<(), String> {
+    let ctx = Rc::new(Ctx::open(shared, node)?);
     // Starts the crashed incarnation was driving died with it.
     for run in &mut lock(&shared.client).runs {
         run.driving = false;
@@ -410,10 +414,11 @@ fn effect_of(point: &Point<'_>) -> Option<Effect> {
 
 /// The node's answer at each engine fault point: crash or stall (while faults are on), and a
 /// history row for every paid effect that goes ahead.
-fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -> crate::env::FaultScript {
+fn fault_script(shared: Arc<Shared>, node: Node, label: String, env: SimEnv) -> crate::env::FaultScript {
+    let name = node.to_string();
     let mut rng = shared.root.fork(&format!("faults/{label}"));
-    let crash = shared.plan.fault(FaultKind::Crash).filter(|f| f.hits(&name)).cloned();
-    let stall = shared.plan.fault(FaultKind::Stall).filter(|f| f.hits(&name)).cloned();
+    let crash = shared.plan.fault(FaultKind::Crash).filter(|f| f.hits(node)).cloned();
+    let stall = shared.plan.fault(FaultKind::Stall).filter(|f| f.hits(node)).cloned();
     let ttl = f64::from(shared.plan.ttl_ms);
     Box::new(move |point: &Point<'_>| -> LocalFuture<'static, Fault> {
         let history = shared.history.clone();
@@ -559,7 +564,10 @@ impl Zombie {
         let grants = shared.history.grants();
         let dead: Vec<&Lease> = grants
             .iter()
-            .filter(|g| g.owner != "usurper" && grants.iter().any(|h| h.run == g.run && h.epoch > g.epoch))
+            .filter(|g| {
+                Node::of_label(&g.owner) != Some(Node::Usurper)
+                    && grants.iter().any(|h| h.run == g.run && h.epoch > g.epoch)
+            })
             .filter(|g| !is_scratch(&g.run))
             .collect();
         let store = &self.store;

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use fencesim_store::RunId;
 
+use crate::node::{Node, NodeTarget};
 use crate::rng::Stream;
 use crate::scenario::{FaultKind, FaultSpec, Scenario, Span};
 
@@ -21,9 +22,9 @@ pub struct Applied {
 }
 
 impl Applied {
-    /// Whether it hits the node `name` (`w1`, `client`, ...).
-    pub fn hits(&self, name: &str) -> bool {
-        self.spec.nodes.iter().any(|n| n == "any" || n == name || (n == "worker" && name.starts_with('w')))
+    /// Whether it hits `node`.
+    pub fn hits(&self, node: Node) -> bool {
+        self.spec.nodes.iter().any(|n| n.hits(node))
     }
 
     fn describe(&self) -> String {
@@ -48,10 +49,11 @@ impl Applied {
         } else {
             String::new()
         };
-        let nodes = if spec.nodes.iter().any(|n| n == "any") {
+        let nodes = if spec.nodes.contains(&NodeTarget::Any) {
             String::new()
         } else {
-            format!(" nodes={}", spec.nodes.join(","))
+            let nodes: Vec<String> = spec.nodes.iter().map(ToString::to_string).collect();
+            format!(" nodes={}", nodes.join(","))
         };
         format!("{:<8} on  rate={:.4}{sites}{nodes}{extra}", self.kind, self.rate)
     }
@@ -100,7 +102,7 @@ pub struct Plan {
 /// Every node that has a clock of its own.
 pub fn nodes_with_clocks(workers: &[String]) -> Vec<String> {
     let mut nodes = workers.to_vec();
-    nodes.extend(["sweeper", "client", "operator", "zombie"].map(String::from));
+    nodes.extend([Node::Sweeper, Node::Client, Node::Operator, Node::Zombie].map(|n| n.to_string()));
     nodes
 }
 
