@@ -477,10 +477,10 @@ impl Scenario {
             let line = start.map(|start| text[..start].matches('\n').count() + 1);
             let mut message = e.message().trim().replace('\n', " ");
             // A name refused by its type (a site, a node) is named by its key, like `validate`'s.
-            if message.starts_with("unknown site ") || message.starts_with("unknown node ") {
-                if let Some(key) = start.and_then(|start| key_at(text, start)) {
-                    message = format!("{key}: {message}");
-                }
+            if (message.starts_with("unknown site ") || message.starts_with("unknown node "))
+                && let Some(key) = start.and_then(|start| key_at(text, start))
+            {
+                message = format!("{key}: {message}");
             }
             fail(line, message)
         })?;
@@ -807,7 +807,7 @@ mod tests {
             assert_eq!(format!("{kind:<8}|"), format!("{:<8}|", kind.as_str()), "Display pads like a str");
             // Every kind's table is a field of `[faults]`.
             let text = format!("description = \"x\"\n[faults.{kind}]\non = 0.5\nrate = 0.01\n");
-            assert_eq!(parse(&text).expect(kind.as_str()).faults.get(kind).on, Ratio(0.5));
+            assert_eq!(parse(&text).unwrap_or_else(|e| panic!("{kind}: {e}")).faults.get(kind).on, Ratio(0.5));
         }
         assert_eq!(FaultKind::parse("stal"), None);
         for name in SiteTarget::names() {
