@@ -298,7 +298,7 @@ impl Shared {
 async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
     let shared = share(cfg, db);
     shared.history.push(
-        "world",
+        &Node::World.to_string(),
         Event::Note(format!("scenario {} seed {} db {}", world_name(&shared), shared.cfg.seed, shared.cfg.db.as_str())),
     );
     let (observer, zombie) = boot(&shared)?;
@@ -306,7 +306,7 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
     start_nodes(&shared, &handle);
     let settled_early = drive(&shared, &handle, &observer, zombie).await?;
     shared.history.push(
-        "world",
+        &Node::World.to_string(),
         Event::Note(if settled_early {
             "every run settled or waits: stop".into()
         } else {
@@ -354,7 +354,7 @@ fn share(cfg: WorldConfig, db: Db) -> Arc<Shared> {
 /// history), and the adversaries' connections (the zombie, the usurper).
 fn boot(shared: &Arc<Shared>) -> Result<(SqliteStore, Option<nodes::Zombie>), String> {
     for i in 0..shared.cfg.scenario.world.boot_storm {
-        let clock = shared.clock("client");
+        let clock = shared.clock(&Node::Client.to_string());
         if let Err(e) = shared.db.open(Arc::new(clock), i64::from(shared.plan.ttl_ms), shared.cfg.store_defects) {
             return Err(format!("boot-storm connection {i} failed to boot: {e}"));
         }
@@ -369,7 +369,8 @@ fn boot(shared: &Arc<Shared>) -> Result<(SqliteStore, Option<nodes::Zombie>), St
     };
     if shared.plan.fault(FaultKind::Takeover).is_some() {
         let clock = SimClock::new(0);
-        *lock(&shared.usurper) = Some((shared.connect("usurper", "usurper", &clock)?, clock));
+        let name = Node::Usurper.to_string();
+        *lock(&shared.usurper) = Some((shared.connect(&name, &name, &clock)?, clock));
     }
     Ok((observer, zombie))
 }
@@ -420,7 +421,9 @@ async fn drive(
             fire(shared, at, event, zombie.as_mut());
         }
         if now >= fault_ms && !shared.quiet.swap(true, Ordering::SeqCst) {
-            shared.history.push("world", Event::Note("quiescence: faults stop, crashed nodes restart".into()));
+            shared
+                .history
+                .push(&Node::World.to_string(), Event::Note("quiescence: faults stop, crashed nodes restart".into()));
             for restart in lock(&shared.restarts).values_mut() {
                 restart.at = restart.at.min(now);
             }
@@ -453,7 +456,7 @@ fn fire(shared: &Arc<Shared>, at: u32, event: Scheduled, zombie: Option<&mut nod
             let clock = shared.clock(&node);
             clock.set_skew_ms(clock.skew_ms() + delta_ms);
             shared.history.push(
-                "world",
+                &Node::World.to_string(),
                 Event::Fault {
                     kind: Disruption::ClockJump,
                     run: None,
@@ -469,7 +472,7 @@ fn fire(shared: &Arc<Shared>, at: u32, event: Scheduled, zombie: Option<&mut nod
         }
         Scheduled::Restart { node, after_ms } => {
             shared.history.push(
-                "world",
+                &Node::World.to_string(),
                 Event::Fault {
                     kind: Disruption::Restart,
                     run: None,

@@ -509,8 +509,9 @@ fn install_takeover(shared: &Arc<Shared>, recorder: &Recorder, label: &str, cloc
             }
         };
         let event = Event::Fault { kind: Disruption::Takeover, run: Some(site.run.clone()), epoch: None, detail };
-        shared.history.push("usurper", event);
-        let _ = store.acquire(site.run, "usurper");
+        let usurper = Node::Usurper.to_string();
+        shared.history.push(&usurper, event);
+        let _ = store.acquire(site.run, &usurper);
     });
     recorder.set_fault_hook(Some(hook));
 }
@@ -524,6 +525,8 @@ fn install_takeover(shared: &Arc<Shared>, recorder: &Recorder, label: &str, cloc
 /// fenced out, and the victim's stable owner recreates it above every epoch granted before (S6,
 /// L4).
 pub(super) struct Zombie {
+    /// Its node name: the label of its rows and the owner of its leases.
+    name: String,
     store: Recorder,
     /// The administrator's connection: its unleased deletes are the purge S6 allows.
     admin: Recorder,
@@ -540,10 +543,12 @@ const VICTIM: &str = "victim";
 
 impl Zombie {
     pub(super) fn new(shared: &Shared) -> Result<Zombie, String> {
-        let clock = shared.clock("zombie");
+        let (name, admin) = (Node::Zombie.to_string(), Node::Admin.to_string());
+        let clock = shared.clock(&name);
         Ok(Zombie {
-            store: shared.connect("zombie", "zombie", &clock)?,
-            admin: shared.connect("admin", fencesim_oracle::ADMIN_NODE, &shared.clock("admin"))?,
+            store: shared.connect(&name, &name, &clock)?,
+            admin: shared.connect(&admin, &admin, &shared.clock(&admin))?,
+            name,
             clock,
             ttl_ms: i64::from(shared.plan.ttl_ms),
             rng: shared.root.fork("zombie"),
@@ -572,12 +577,12 @@ impl Zombie {
             .collect();
         let store = &self.store;
         let Some(dead) = self.rng.pick(&dead).map(|l| (*l).clone()) else {
-            shared.history.push("zombie", Event::Note("zombie wakes: no superseded lease to probe with".into()));
+            shared.history.push(&self.name, Event::Note("zombie wakes: no superseded lease to probe with".into()));
             return;
         };
         let run = dead.run.clone();
         shared.history.push(
-            "zombie",
+            &self.name,
             Event::Fault {
                 kind: Disruption::Zombie,
                 run: Some(run.clone()),
@@ -609,7 +614,7 @@ impl Zombie {
         let store = &self.store;
         for _ in 0..3 {
             let Some(run) = self.rng.pick(&runs).cloned() else { return };
-            let held = match store.acquire(&run, "zombie") {
+            let held = match store.acquire(&run, &self.name) {
                 Ok(mine) => {
                     let _ = store.release(&mine);
                     continue;
@@ -623,7 +628,7 @@ impl Zombie {
             let (owner, epoch) = held;
             let forged = Lease { run: run.clone(), owner: FORGER.to_owned(), epoch };
             shared.history.push(
-                "zombie",
+                &self.name,
                 Event::Fault {
                     kind: Disruption::Zombie,
                     run: Some(run.clone()),
@@ -658,7 +663,7 @@ impl Zombie {
         let _ = store.put_meta(&zombie_meta(&victim), Some(&first));
         let _ = store.put_blob(&blob, b"victim", Some(&first));
         shared.history.push(
-            "zombie",
+            &self.name,
             Event::Fault {
                 kind: Disruption::Purge,
                 run: Some(victim.clone()),
@@ -683,7 +688,7 @@ impl Zombie {
     fn own_run(&mut self, shared: &Shared, victim: Option<&RunId>) {
         let store = &self.store;
         let own = RunId::new(format!("zz-zombie-{}", self.probes));
-        let Ok(mine) = store.acquire(&own, "zombie") else { return };
+        let Ok(mine) = store.acquire(&own, &self.name) else { return };
         let _ = store.append(&own, &zombie_entry(1), Some(&mine));
         let _ = store.append(&own, &zombie_entry(1), Some(&mine));
         let mut runs: Vec<RunId> = shared.history.grants().into_iter().map(|g| g.run).collect();
@@ -708,7 +713,7 @@ impl Zombie {
         // Jump the zombie's clock to exactly its lease's expiry millisecond.
         self.clock.set_skew_ms(skew + instant - store_now(&self.clock));
         shared.history.push(
-            "zombie",
+            &self.name,
             Event::Fault {
                 kind: Disruption::Zombie,
                 run: Some(own.clone()),
@@ -719,7 +724,7 @@ impl Zombie {
         let _ = store.renew(&mine);
         let _ = store.append(&own, &zombie_entry(2), Some(&mine));
         let _ = store.put_blob(&format!("{own}/ckpt/1"), b"expired", Some(&mine));
-        let next = store.acquire(&own, "zombie");
+        let next = store.acquire(&own, &self.name);
         let _ = store.delete(&own, Some(next.as_ref().unwrap_or(&mine)));
         self.clock.set_skew_ms(skew);
     }
