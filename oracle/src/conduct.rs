@@ -208,9 +208,6 @@ pub(super) fn renew_loss(ctx: &Context) -> Vec<Violation> {
     found
 }
 
-/// The faults that interrupt a tenure of the run they name (a zombie's probe interrupts nothing).
-const INTERRUPTING: &[&str] = &["crash", "stall", "takeover"];
-
 /// Every repair the operator made was of a run something touched in its generation: a crash,
 /// stall or takeover aimed at it, a segment of it that failed, a tenure of it that never
 /// released its lease (its node crashed, restarted or lost the lease on the way), or an offline
@@ -249,7 +246,7 @@ pub(super) fn justified_repair(ctx: &Context) -> Vec<Violation> {
             {
                 touched.entry(&call.run).or_insert(row.index);
             }
-            Event::Fault { kind, run: Some(run), .. } if INTERRUPTING.contains(&kind.as_str()) => {
+            Event::Fault { kind, run: Some(run), .. } if kind.interrupts() => {
                 touched.entry(run).or_insert(row.index);
             }
             Event::Outcome { run, result: SegmentResult::Failed(_) } => {

@@ -280,6 +280,64 @@ pub struct Effect {
     pub n: u32,
 }
 
+/// The kind of fault a world injected, as its history row names it (`FAULT crash ...`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Disruption {
+    /// A node killed at an engine fault point (restarted later).
+    Crash,
+    /// A node stalled at an engine fault point.
+    Stall,
+    /// Another connection tried to take a run's lease over mid-call.
+    Takeover,
+    /// A superseded holder probed a write surface with its dead lease (or a forged one).
+    Zombie,
+    /// An administrator purged a run with an unleased delete while its holder held it.
+    Purge,
+    /// A node's clock jumped.
+    ClockJump,
+    /// A node was stopped gracefully and started again.
+    Restart,
+}
+
+impl Disruption {
+    pub const ALL: [Disruption; 7] = [
+        Disruption::Crash,
+        Disruption::Stall,
+        Disruption::Takeover,
+        Disruption::Zombie,
+        Disruption::Purge,
+        Disruption::ClockJump,
+        Disruption::Restart,
+    ];
+
+    /// Its name in a history row.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Disruption::Crash => "crash",
+            Disruption::Stall => "stall",
+            Disruption::Takeover => "takeover",
+            Disruption::Zombie => "zombie",
+            Disruption::Purge => "purge",
+            Disruption::ClockJump => "clock-jump",
+            Disruption::Restart => "restart",
+        }
+    }
+
+    /// Whether it interrupts a tenure of the run it names (a zombie's probe interrupts nothing).
+    pub fn interrupts(self) -> bool {
+        match self {
+            Disruption::Crash | Disruption::Stall | Disruption::Takeover => true,
+            Disruption::Zombie | Disruption::Purge | Disruption::ClockJump | Disruption::Restart => false,
+        }
+    }
+}
+
+impl fmt::Display for Disruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
 /// A row of the history.
 #[derive(Clone, Debug, PartialEq)]
 #[allow(clippy::large_enum_variant, reason = "nearly every row is a call; boxing it would cost more")]
@@ -288,7 +346,7 @@ pub enum Event {
     Effect(Effect),
     /// A fault the world injected (its kind and where), for the trace and the re-pay bound.
     Fault {
-        kind: String,
+        kind: Disruption,
         run: Option<RunId>,
         epoch: Option<Epoch>,
         detail: String,

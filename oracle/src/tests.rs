@@ -11,8 +11,8 @@ use serde_json::json;
 
 use super::{CHECKERS, MAX_PER_CHECKER, OracleConfig, Scope, Violation, check, settled_or_waiting};
 use crate::history::{
-    Call, CallOutcome, Effect, EffectKind, Event, Payload, Row, RunState, SegmentError, SegmentResult, Snapshot,
-    Surface,
+    Call, CallOutcome, Disruption, Effect, EffectKind, Event, Payload, Row, RunState, SegmentError, SegmentResult,
+    Snapshot, Surface,
 };
 
 const CFG: OracleConfig = OracleConfig { ttl_ms: 1_000, planned: Vec::new(), scope: Scope::Engine };
@@ -1183,6 +1183,23 @@ fn justified_repair_catches_a_repair_of_a_run_nothing_touched() {
     let v = only(&h, &h.store(), "justified-repair");
     assert_says(&v, "operator.1 repaired r2's meta to ok, but nothing interrupted r2");
     assert_eq!(v.row, Some(h.rows.len() - 1));
+}
+
+#[test]
+fn a_fault_row_justifies_a_repair_only_when_it_interrupts_the_run() {
+    for kind in Disruption::ALL {
+        let mut h = clean();
+        let fault = Event::Fault { kind, run: Some(RunId::new("r2")), epoch: None, detail: "x".into() };
+        h.push("w9.1", fault);
+        h.push("operator.1", Event::Repair { run: RunId::new("r2"), status: RunStatus::Ok });
+        let v = violations_of(&h, "justified-repair");
+        assert_eq!(v.is_empty(), kind.interrupts(), "{kind}: {v:#?}");
+    }
+    let interrupting: Vec<&str> = Disruption::ALL.iter().filter(|k| k.interrupts()).map(|k| k.as_str()).collect();
+    assert_eq!(interrupting, ["crash", "stall", "takeover"]);
+    let names: BTreeSet<String> = Disruption::ALL.iter().map(ToString::to_string).collect();
+    assert_eq!(names.len(), Disruption::ALL.len(), "names are distinct");
+    assert!(Disruption::ALL.iter().all(|k| k.to_string() == k.as_str()));
 }
 
 #[test]

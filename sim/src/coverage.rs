@@ -11,7 +11,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::history::{CallOutcome, Event, Row, Surface};
+use crate::history::{CallOutcome, Disruption, Event, Row, Surface};
+use crate::node::Node;
+use crate::scenario::SiteClass;
 
 /// The fenced calls a takeover can land in the middle of (the store's fault-site op names).
 const TAKEOVER_OPS: [&str; 7] = ["append", "put_meta", "blob_put", "blob_delete", "delete", "renew", "release"];
@@ -20,18 +22,19 @@ const ZOMBIE_SURFACES: [&str; 7] = ["renew", "append", "put_meta", "put_blob", "
 /// The actors an injected storage error can hit (node labels start with these).
 const ROLES: [&str; 4] = ["worker", "client", "sweeper", "operator"];
 
-/// The role of a node label: `w2.1` is a worker, `client.1` the client, ...
+/// The role of a node label, one of [`ROLES`]: `w2.1` is a worker, `client.1` the client, ...
 fn role(label: &str) -> Option<&'static str> {
-    let name = label.split('.').next().unwrap_or_default();
-    if name.strip_prefix('w').is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
-        return Some("worker");
+    match Node::of_label(label)? {
+        Node::Worker(_) => Some("worker"),
+        Node::Client => Some("client"),
+        Node::Sweeper => Some("sweeper"),
+        Node::Operator => Some("operator"),
+        Node::Zombie | Node::Usurper | Node::Admin | Node::World => None,
     }
-    ROLES.into_iter().find(|r| *r == name)
 }
 
 /// Fault-point classes a crash can hit.
-const CRASH_SITES: [&str; 10] =
-    ["acquire", "owned", "call", "tool", "running", "terminal", "settle", "meta", "checkpoint", "delete"];
+const CRASH_SITES: [SiteClass; 10] = SiteClass::ALL;
 
 /// Every event name, in a fixed order.
 pub fn events() -> Vec<String> {
@@ -101,8 +104,8 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
     let mut aimed: BTreeMap<&str, ()> = BTreeMap::new();
     for row in rows {
         match &row.event {
-            Event::Fault { kind, run, detail, .. } => match kind.as_str() {
-                "takeover" => {
+            Event::Fault { kind, run, detail, .. } => match kind {
+                Disruption::Takeover => {
                     if let Some(op) = detail.strip_prefix("mid-").and_then(|d| d.split(' ').next()) {
                         hit(format!("takeover-mid-{op}"));
                     }
@@ -110,7 +113,7 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                         hit("takeover-aimed-at-expiry-instant".to_owned());
                     }
                 }
-                "stall" => {
+                Disruption::Stall => {
                     let ms = detail
                         .split(" stalls ")
                         .nth(1)
@@ -123,7 +126,7 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                         aimed.insert(row.node.as_str(), ());
                     }
                 }
-                "crash" => {
+                Disruption::Crash => {
                     if let Some(site) = detail.rsplit(" at ").next() {
                         hit(format!("crash-at-{site}"));
                         if let Some(run) = run {
@@ -131,7 +134,7 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                         }
                     }
                 }
-                _ => {}
+                Disruption::Zombie | Disruption::Purge | Disruption::ClockJump | Disruption::Restart => {}
             },
             Event::Call(call) => {
                 let run = call.run.to_string();
@@ -142,12 +145,15 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                     stalled.remove(row.node.as_str());
                     hit("stall-woke-writing".to_owned());
                 }
-                if row.node == "zombie" && is_refusal(&call.outcome) && is_fenced_write(call.surface) {
+                if Node::of_label(&row.node) == Some(Node::Zombie)
+                    && is_refusal(&call.outcome)
+                    && is_fenced_write(call.surface)
+                {
                     hit(format!("zombie-refused-{}", call.surface.as_str()));
                 }
                 if let Some(lease) = &call.lease
                     && lease.owner == FORGER
-                    && row.node == "zombie"
+                    && Node::of_label(&row.node) == Some(Node::Zombie)
                     && is_refusal(&call.outcome)
                     && is_fenced_write(call.surface)
                 {
@@ -215,7 +221,7 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                 {
                     hit("busy-during-settle".to_owned());
                 }
-                if row.node.starts_with("sweeper")
+                if Node::of_label(&row.node) == Some(Node::Sweeper)
                     && call.surface == Surface::Acquire
                     && matches!(call.outcome, CallOutcome::HeldBy { .. })
                 {

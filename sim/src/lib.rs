@@ -17,6 +17,7 @@ pub mod history;
 pub mod killpoints;
 pub mod killpoints_real;
 pub mod mutants;
+pub mod node;
 pub use fencesim_oracle as oracle;
 pub mod planfile;
 pub mod probes;

@@ -19,7 +19,10 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::catalogue::Defect;
-use crate::scenario::{FaultKind, FaultRanges, Range, Ratio, SITES, Scenario, ScenarioError, Span, WorldShape};
+use crate::node::NodeTarget;
+use crate::scenario::{
+    FaultKind, FaultRanges, FaultSpec, Range, Ratio, Scenario, ScenarioError, SiteTarget, Span, WorldShape,
+};
 use crate::world::plan::{Applied, Plan, RunPlan, Scheduled, nodes_with_clocks};
 
 /// The format identifier written at the top of every plan; bump on an incompatible change.
@@ -28,9 +31,6 @@ pub const PLAN_FORMAT: &str = "fencesim.plan/1";
 /// How a world run from a plan names its source in reports: `plan:PATH` (the repro command then
 /// says `--plan PATH`).
 pub const PLAN_SOURCE_PREFIX: &str = "plan:";
-
-/// The fault kinds, in the order a plan applies them.
-pub const KINDS: [&str; 8] = ["stall", "takeover", "crash", "busy", "clock", "zombie", "restart", "error"];
 
 const WORKFLOWS: [&str; 3] = ["happy", "limit", "approval"];
 
@@ -82,7 +82,7 @@ impl PlanFile {
     pub fn draw(scenario: &Scenario, seed: u64, defects: &[Defect]) -> Self {
         let mut plan = scenario.plan.as_deref().cloned().unwrap_or_else(|| Plan::draw(scenario, seed));
         // The ranges the draw read are spent; a plan keeps only what the world reads.
-        let spent = FaultKind::default();
+        let spent = FaultSpec::default();
         for f in &mut plan.faults {
             (f.spec.on, f.spec.rate) = (spent.on, spent.rate);
         }
@@ -174,8 +174,9 @@ impl PlanFile {
             let _ = writeln!(o, "\n[faults.{}]", f.kind);
             let _ = writeln!(o, "on = {}", f.on);
             let _ = writeln!(o, "rate = {:?}", f.rate);
-            let _ = writeln!(o, "sites = [{}]", list(k.sites.iter().map(String::as_str)));
-            let _ = writeln!(o, "nodes = [{}]", list(k.nodes.iter().map(String::as_str)));
+            let _ = writeln!(o, "sites = [{}]", list(k.sites.iter().map(|s| s.as_str())));
+            let nodes: Vec<String> = k.nodes.iter().map(ToString::to_string).collect();
+            let _ = writeln!(o, "nodes = [{}]", list(nodes.iter().map(String::as_str)));
             let _ = writeln!(o, "factor = [{:?}, {:?}]", k.factor.0, k.factor.1);
             if k.expiry.0 > 0.0 {
                 let _ = writeln!(o, "expiry = {:?}", k.expiry.0);
@@ -441,26 +442,37 @@ impl Doc {
             skews.insert(node.clone(), *skew.get_ref());
         }
 
-        if let Some((kind, f)) = self.faults.iter().find(|(k, _)| !KINDS.contains(&k.as_str())) {
-            return Err((at(f), format!("faults: unknown kind '{kind}' (known: {})", KINDS.join(", "))));
+        if let Some((kind, f)) = self.faults.iter().find(|(k, _)| FaultKind::parse(k).is_none()) {
+            let known: Vec<&str> = FaultKind::ALL.map(FaultKind::as_str).to_vec();
+            return Err((at(f), format!("faults: unknown kind '{kind}' (known: {})", known.join(", "))));
         }
         let mut faults = Vec::new();
-        for kind in KINDS {
-            let Some(doc) = self.faults.get(kind) else {
-                faults.push(Applied { kind, on: false, rate: 0.0, spec: FaultKind::default() });
+        for kind in FaultKind::ALL {
+            let Some(doc) = self.faults.get(kind.as_str()) else {
+                faults.push(Applied { kind, on: false, rate: 0.0, spec: FaultSpec::default() });
                 continue;
             };
             let f = doc.get_ref();
             let bad = |message: String| (at(doc), format!("faults.{kind}: {message}"));
-            let per_point = matches!(kind, "stall" | "takeover" | "crash" | "busy" | "error");
-            let bound = if per_point { 1.0 } else { 50.0 };
+            let bound = if kind.is_per_point() { 1.0 } else { 50.0 };
             if !(f.rate.is_finite() && (0.0..=bound).contains(&f.rate)) {
                 return Err(bad(format!("rate must be 0..={bound}, got {}", f.rate)));
             }
-            let d = FaultKind::default();
-            let spec = FaultKind {
-                sites: f.sites.clone().unwrap_or(d.sites),
-                nodes: f.nodes.clone().unwrap_or(d.nodes),
+            let d = FaultSpec::default();
+            let sites = match &f.sites {
+                Some(names) => names.iter().map(|s| SiteTarget::parse(s)).collect::<Result<_, _>>().map_err(bad)?,
+                None => d.sites.clone(),
+            };
+            let nodes = match &f.nodes {
+                Some(names) => names
+                    .iter()
+                    .map(|n| NodeTarget::parse(n).map_err(|_| bad(format!("unknown node '{n}'"))))
+                    .collect::<Result<_, _>>()?,
+                None => d.nodes.clone(),
+            };
+            let spec = FaultSpec {
+                sites,
+                nodes,
                 factor: f.factor.unwrap_or(d.factor),
                 expiry: f.expiry.unwrap_or(d.expiry),
                 restart_ms: f.restart_ms.unwrap_or(d.restart_ms),
@@ -468,16 +480,6 @@ impl Doc {
                 hold_ms: f.hold_ms.unwrap_or(d.hold_ms),
                 ..d
             };
-            if let Some(site) = spec.sites.iter().find(|s| !SITES.contains(&s.as_str())) {
-                return Err(bad(format!("unknown site '{site}' (known: {})", SITES.join(", "))));
-            }
-            let known_node = |n: &str| {
-                ["any", "worker", "client", "sweeper", "operator"].contains(&n)
-                    || n.strip_prefix('w').is_some_and(|i| i.parse::<u32>().is_ok_and(|i| i >= 1))
-            };
-            if let Some(node) = spec.nodes.iter().find(|n| !known_node(n)) {
-                return Err(bad(format!("unknown node '{node}'")));
-            }
             if spec.max_ms > 86_400_000 {
                 return Err(bad(format!("max_ms at most a day, got {}", spec.max_ms)));
             }

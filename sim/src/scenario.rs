@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde::de::Error as _;
 
+use crate::node::{Node, NodeTarget};
+
 /// A scenario as written in its file. Every field has a default, so a file states only what makes
 /// it different.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -102,27 +104,28 @@ impl Default for WorldShape {
 #[serde(deny_unknown_fields, default)]
 pub struct FaultRanges {
     /// A node stalls (GC pause, SIGSTOP) for `factor` x ttl at an engine fault point.
-    pub stall: FaultKind,
+    pub stall: FaultSpec,
     /// At the store's fence-check hook, another connection tries to take the lease over.
-    pub takeover: FaultKind,
+    pub takeover: FaultSpec,
     /// A node is killed at an engine fault point and restarted `restart_ms` later.
-    pub crash: FaultKind,
+    pub crash: FaultSpec,
     /// A store call fails busy before it runs.
-    pub busy: FaultKind,
+    pub busy: FaultSpec,
     /// Per-node clock skew up to `max_ms` either way; `rate` is clock jumps per second.
-    pub clock: FaultKind,
+    pub clock: FaultSpec,
     /// A superseded holder wakes and probes every write surface; `rate` is probes per second.
-    pub zombie: FaultKind,
+    pub zombie: FaultSpec,
     /// A worker is stopped gracefully (its runs cancelled) and started again.
-    pub restart: FaultKind,
+    pub restart: FaultSpec,
     /// A store call fails with a storage error before it runs (no retry absorbs it); `rate` is
     /// per call.
-    pub error: FaultKind,
+    pub error: FaultSpec,
 }
 
+/// One fault kind's settings in a scenario (`[faults.KIND]`).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
-pub struct FaultKind {
+pub struct FaultSpec {
     /// Chance the kind is on for a given seed.
     pub on: Ratio,
     /// The rate's range: a probability per fault point, or events per second (clock, zombie,
@@ -131,7 +134,7 @@ pub struct FaultKind {
     /// Fault points it may fire at: `any`, `acquire` (about to take the lease), `owned` (lease
     /// just taken), `call`, `tool`, `running`, `terminal`, `settle`, `meta`, `checkpoint`,
     /// `delete` (writes fire before and after the store call).
-    pub sites: Vec<String>,
+    pub sites: Vec<SiteTarget>,
     /// Stall length in ttls.
     pub factor: Range,
     /// Stall: the share of stalls aimed at the stalled lease's exact expiry millisecond (the node
@@ -147,21 +150,21 @@ pub struct FaultKind {
     pub hold_ms: Span,
     /// Nodes it hits: `any`, `worker` (every queue worker), or a node name (`w1`, `client`,
     /// `sweeper`, `operator`).
-    pub nodes: Vec<String>,
+    pub nodes: Vec<NodeTarget>,
 }
 
-impl Default for FaultKind {
+impl Default for FaultSpec {
     fn default() -> Self {
         Self {
             on: Ratio(0.0),
             rate: Range(0.0, 0.0),
-            sites: vec!["any".into()],
+            sites: vec![SiteTarget::Any],
             factor: Range(1.1, 3.0),
             expiry: Ratio(0.0),
             restart_ms: Span(200, 3_000),
             max_ms: 0,
             hold_ms: Span(0, 0),
-            nodes: vec!["any".into()],
+            nodes: vec![NodeTarget::Any],
         }
     }
 }
@@ -196,9 +199,204 @@ pub const LIMITS: Limits = Limits {
     polls: 1_000_000,
 };
 
-/// Engine fault-point classes a fault kind can be aimed at.
-pub const SITES: [&str; 11] =
-    ["any", "acquire", "owned", "call", "tool", "running", "terminal", "settle", "meta", "checkpoint", "delete"];
+/// The fault kinds a scenario can switch on (the `[faults.KIND]` tables), in the order a plan
+/// applies them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FaultKind {
+    Stall,
+    Takeover,
+    Crash,
+    Busy,
+    Clock,
+    Zombie,
+    Restart,
+    Error,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 8] = [
+        FaultKind::Stall,
+        FaultKind::Takeover,
+        FaultKind::Crash,
+        FaultKind::Busy,
+        FaultKind::Clock,
+        FaultKind::Zombie,
+        FaultKind::Restart,
+        FaultKind::Error,
+    ];
+
+    /// Its name: the scenario's and the plan's table key, and what traces print.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultKind::Stall => "stall",
+            FaultKind::Takeover => "takeover",
+            FaultKind::Crash => "crash",
+            FaultKind::Busy => "busy",
+            FaultKind::Clock => "clock",
+            FaultKind::Zombie => "zombie",
+            FaultKind::Restart => "restart",
+            FaultKind::Error => "error",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<FaultKind> {
+        FaultKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// The supervisor schedules it over the fault window (clock jumps, zombie probes, graceful
+    /// restarts): its rate is events per second and it chooses its own nodes.
+    pub fn is_timed(self) -> bool {
+        match self {
+            FaultKind::Clock | FaultKind::Zombie | FaultKind::Restart => true,
+            FaultKind::Stall | FaultKind::Takeover | FaultKind::Crash | FaultKind::Busy | FaultKind::Error => false,
+        }
+    }
+
+    /// It fires at a node's engine fault points or store calls: its rate is a probability per
+    /// point or call, and `nodes` chooses whom it hits.
+    pub fn is_per_point(self) -> bool {
+        !self.is_timed()
+    }
+
+    /// It fires at engine fault points, so `sites` can aim it at a class of them.
+    pub fn aims_at_sites(self) -> bool {
+        match self {
+            FaultKind::Stall | FaultKind::Crash => true,
+            FaultKind::Takeover
+            | FaultKind::Busy
+            | FaultKind::Clock
+            | FaultKind::Zombie
+            | FaultKind::Restart
+            | FaultKind::Error => false,
+        }
+    }
+
+    /// It has a lease expiry to aim at (`expiry`): a stall's wake, a takeover's clock.
+    pub fn aims_at_expiry(self) -> bool {
+        match self {
+            FaultKind::Stall | FaultKind::Takeover => true,
+            FaultKind::Crash
+            | FaultKind::Busy
+            | FaultKind::Clock
+            | FaultKind::Zombie
+            | FaultKind::Restart
+            | FaultKind::Error => false,
+        }
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// The class of an engine fault point (`fencesim_engine::Site`), what a fault kind's `sites` aim
+/// at: about to take the lease, lease just taken, a model call, a tool, a journal write (running
+/// entry, terminal entry, settle), a meta write, a checkpoint blob, a delete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SiteClass {
+    Acquire,
+    Owned,
+    Call,
+    Tool,
+    Running,
+    Terminal,
+    Settle,
+    Meta,
+    Checkpoint,
+    Delete,
+}
+
+impl SiteClass {
+    pub const ALL: [SiteClass; 10] = [
+        SiteClass::Acquire,
+        SiteClass::Owned,
+        SiteClass::Call,
+        SiteClass::Tool,
+        SiteClass::Running,
+        SiteClass::Terminal,
+        SiteClass::Settle,
+        SiteClass::Meta,
+        SiteClass::Checkpoint,
+        SiteClass::Delete,
+    ];
+
+    /// Its name in `sites`, in traces (`... at settle`) and in coverage events (`crash-at-settle`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SiteClass::Acquire => "acquire",
+            SiteClass::Owned => "owned",
+            SiteClass::Call => "call",
+            SiteClass::Tool => "tool",
+            SiteClass::Running => "running",
+            SiteClass::Terminal => "terminal",
+            SiteClass::Settle => "settle",
+            SiteClass::Meta => "meta",
+            SiteClass::Checkpoint => "checkpoint",
+            SiteClass::Delete => "delete",
+        }
+    }
+}
+
+impl fmt::Display for SiteClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// One entry of a fault kind's `sites`: every fault point (`any`) or one class of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SiteTarget {
+    Any,
+    Class(SiteClass),
+}
+
+impl SiteTarget {
+    /// Every name `sites` accepts, `any` first.
+    pub fn names() -> Vec<&'static str> {
+        std::iter::once("any").chain(SiteClass::ALL.map(SiteClass::as_str)).collect()
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SiteTarget::Any => "any",
+            SiteTarget::Class(class) => class.as_str(),
+        }
+    }
+
+    /// The entry `name` names; an unknown one is refused with the list of known ones.
+    pub fn parse(name: &str) -> Result<SiteTarget, String> {
+        if name == "any" {
+            return Ok(SiteTarget::Any);
+        }
+        SiteClass::ALL
+            .into_iter()
+            .find(|c| c.as_str() == name)
+            .map(SiteTarget::Class)
+            .ok_or_else(|| format!("unknown site '{name}' (known: {})", SiteTarget::names().join(", ")))
+    }
+
+    /// Whether it aims at a fault point of class `class`.
+    pub fn covers(self, class: SiteClass) -> bool {
+        match self {
+            SiteTarget::Any => true,
+            SiteTarget::Class(c) => c == class,
+        }
+    }
+}
+
+impl fmt::Display for SiteTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for SiteTarget {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        SiteTarget::parse(&String::deserialize(d)?).map_err(D::Error::custom)
+    }
+}
 
 /// An inclusive integer range, written `[lo, hi]` or as one number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -275,8 +473,16 @@ impl Scenario {
         let shown = path.display().to_string();
         let fail = |line: Option<usize>, message: String| ScenarioError { path: shown.clone(), line, message };
         let mut scenario: Scenario = toml::from_str(text).map_err(|e| {
-            let line = e.span().map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
-            fail(line, e.message().trim().replace('\n', " "))
+            let start = e.span().map(|span| span.start.min(text.len()));
+            let line = start.map(|start| text[..start].matches('\n').count() + 1);
+            let mut message = e.message().trim().replace('\n', " ");
+            // A name refused by its type (a site, a node) is named by its key, like `validate`'s.
+            if (message.starts_with("unknown site ") || message.starts_with("unknown node "))
+                && let Some(key) = start.and_then(|start| key_at(text, start))
+            {
+                message = format!("{key}: {message}");
+            }
+            fail(line, message)
         })?;
         scenario.name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         scenario.source = shown.clone();
@@ -405,8 +611,9 @@ impl Scenario {
         }
         let mut timed_events = 0.0;
         for (kind, f) in self.faults.kinds() {
-            let fault =
-                |key: &'static str, message: String| Err((kind, key, format!("faults.{kind}.{key}: {message}")));
+            let fault = |key: &'static str, message: String| {
+                Err((kind.as_str(), key, format!("faults.{kind}.{key}: {message}")))
+            };
             for (key, span) in [("restart_ms", f.restart_ms), ("hold_ms", f.hold_ms)] {
                 if span.1 > LIMITS.step_ms {
                     return fault(key, format!("at most {}, got {span}", LIMITS.step_ms));
@@ -429,19 +636,17 @@ impl Scenario {
                 if f.rate.1 <= 0.0 {
                     return fault("rate", "is zero: the fault could never fire".into());
                 }
-                if kind == "stall" && f.factor.0 <= 0.0 {
+                if kind == FaultKind::Stall && f.factor.0 <= 0.0 {
                     return fault(
                         "factor",
                         format!("must be above 0 (a stall of 0 ttls never stalls), got {}", f.factor.0),
                     );
                 }
-                let exists = |n: &str| match n.strip_prefix('w').and_then(|i| i.parse::<u32>().ok()) {
-                    Some(i) => i <= w.workers.1,
-                    None => match n {
-                        "sweeper" => w.retention_ms > 0,
-                        "operator" => w.operator_ms > 0,
-                        _ => true,
-                    },
+                let exists = |n: &NodeTarget| match n {
+                    NodeTarget::Node(Node::Worker(i)) => *i <= w.workers.1,
+                    NodeTarget::Node(Node::Sweeper) => w.retention_ms > 0,
+                    NodeTarget::Node(Node::Operator) => w.operator_ms > 0,
+                    NodeTarget::Any | NodeTarget::Workers | NodeTarget::Node(_) => true,
                 };
                 if let Some(bad) = f.nodes.iter().find(|n| !exists(n)) {
                     return fault(
@@ -453,14 +658,14 @@ impl Scenario {
                     );
                 }
             }
-            let per_point = matches!(kind, "stall" | "takeover" | "crash" | "busy" | "error");
+            let per_point = kind.is_per_point();
             if per_point && f.rate.1 > 1.0 {
                 return fault("rate", format!("is a probability per call or fault point, at most 1, got {}", f.rate.1));
             }
             if !per_point && f.rate.1 > 50.0 {
                 return fault("rate", format!("is events per second, at most 50, got {}", f.rate.1));
             }
-            if matches!(kind, "clock" | "zombie" | "restart") && f.on.0 > 0.0 {
+            if kind.is_timed() && f.on.0 > 0.0 {
                 timed_events += f.rate.1 * f64::from(w.fault_ms) / 1000.0;
                 if timed_events > LIMITS.timed_events as f64 {
                     return fault(
@@ -473,27 +678,13 @@ impl Scenario {
                     );
                 }
             }
-            if let Some(bad) = f.sites.iter().find(|s| !SITES.contains(&s.as_str())) {
-                return fault("sites", format!("unknown site '{bad}' (known: {})", SITES.join(", ")));
-            }
-            let any = |list: &[String]| list.iter().all(|x| x == "any");
-            if !matches!(kind, "stall" | "crash") && !any(&f.sites) {
+            if !kind.aims_at_sites() && !f.sites.iter().all(|s| *s == SiteTarget::Any) {
                 return fault("sites", format!("{kind} faults do not fire at engine fault points; remove it"));
             }
-            let known_node = |n: &str| {
-                ["any", "worker", "client", "sweeper", "operator"].contains(&n)
-                    || n.strip_prefix('w').is_some_and(|i| i.parse::<u32>().is_ok_and(|i| i >= 1))
-            };
-            if let Some(bad) = f.nodes.iter().find(|n| !known_node(n)) {
-                return fault(
-                    "nodes",
-                    format!("unknown node '{bad}' (known: any, worker, w1, w2, ..., client, sweeper, operator)"),
-                );
-            }
-            if matches!(kind, "clock" | "zombie" | "restart") && !any(&f.nodes) {
+            if kind.is_timed() && !f.nodes.iter().all(|n| *n == NodeTarget::Any) {
                 return fault("nodes", format!("{kind} events choose their own nodes; remove it"));
             }
-            if !matches!(kind, "stall" | "takeover") && f.expiry.0 > 0.0 {
+            if !kind.aims_at_expiry() && f.expiry.0 > 0.0 {
                 return fault("expiry", format!("{kind} faults have no lease expiry to aim at; remove it"));
             }
         }
@@ -516,19 +707,42 @@ fn line_of(text: &str, section: &str, key: &str) -> Option<usize> {
     None
 }
 
+/// The dotted key (`faults.crash.sites`) whose value holds byte `offset` of a scenario's text.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let before = &text[..offset];
+    let mut lines = before.lines().rev();
+    let key = lines.find_map(|line| {
+        let line = line.trim();
+        if line.starts_with('[') {
+            return Some(None);
+        }
+        line.split_once('=').map(|(k, _)| Some(k.trim().to_owned()))
+    })??;
+    let section = lines.find_map(|line| {
+        let line = line.trim();
+        line.starts_with('[').then(|| line.trim_matches(|c| c == '[' || c == ']').trim().to_owned())
+    });
+    Some(section.map_or(key.clone(), |s| format!("{s}.{key}")))
+}
+
 impl FaultRanges {
-    /// Every fault kind with its name, in a fixed order.
-    pub fn kinds(&self) -> [(&'static str, &FaultKind); 8] {
-        [
-            ("stall", &self.stall),
-            ("takeover", &self.takeover),
-            ("crash", &self.crash),
-            ("busy", &self.busy),
-            ("clock", &self.clock),
-            ("zombie", &self.zombie),
-            ("restart", &self.restart),
-            ("error", &self.error),
-        ]
+    /// Every fault kind with its settings, in [`FaultKind::ALL`]'s order.
+    pub fn kinds(&self) -> [(FaultKind, &FaultSpec); 8] {
+        FaultKind::ALL.map(|kind| (kind, self.get(kind)))
+    }
+
+    /// The settings of `kind`.
+    pub fn get(&self, kind: FaultKind) -> &FaultSpec {
+        match kind {
+            FaultKind::Stall => &self.stall,
+            FaultKind::Takeover => &self.takeover,
+            FaultKind::Crash => &self.crash,
+            FaultKind::Busy => &self.busy,
+            FaultKind::Clock => &self.clock,
+            FaultKind::Zombie => &self.zombie,
+            FaultKind::Restart => &self.restart,
+            FaultKind::Error => &self.error,
+        }
     }
 }
 
@@ -584,6 +798,47 @@ mod tests {
         assert_eq!(e.line, Some(1), "{e}");
         let e = parse("description = \"x\"\n[faults.crash]\nsites = [\"nowhere\"]\n").expect_err("site");
         assert!(e.to_string().contains("unknown site 'nowhere'"), "{e}");
+    }
+
+    #[test]
+    fn every_fault_kind_and_site_round_trips_through_its_name() {
+        for kind in FaultKind::ALL {
+            assert_eq!(FaultKind::parse(kind.as_str()), Some(kind));
+            assert_eq!(format!("{kind:<8}|"), format!("{:<8}|", kind.as_str()), "Display pads like a str");
+            // Every kind's table is a field of `[faults]`.
+            let text = format!("description = \"x\"\n[faults.{kind}]\non = 0.5\nrate = 0.01\n");
+            assert_eq!(parse(&text).unwrap_or_else(|e| panic!("{kind}: {e}")).faults.get(kind).on, Ratio(0.5));
+        }
+        assert_eq!(FaultKind::parse("stal"), None);
+        for name in SiteTarget::names() {
+            assert_eq!(SiteTarget::parse(name).map(SiteTarget::as_str), Ok(name));
+        }
+        assert_eq!(SiteTarget::names().len(), 1 + SiteClass::ALL.len());
+        let e = SiteTarget::parse("Settle").expect_err("names are exact");
+        assert_eq!(e, format!("unknown site 'Settle' (known: {})", SiteTarget::names().join(", ")));
+    }
+
+    #[test]
+    fn an_unknown_site_or_node_names_its_key_and_line() {
+        let e = parse("description = \"x\"\n[faults.crash]\non = 1.0\nrate = 0.1\nsites = [\"meta\", \"nowhere\"]\n")
+            .expect_err("site");
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(
+            e.to_string().starts_with("scenarios/x.toml:5: faults.crash.sites: unknown site 'nowhere' (known: any, "),
+            "{e}"
+        );
+        let e = parse("description = \"x\"\n[faults.stall]\nsites = [\n  \"call\",\n  \"nowhere\",\n]\n")
+            .expect_err("site");
+        assert!(e.to_string().contains(": faults.stall.sites: unknown site 'nowhere'"), "{e}");
+        let e = parse("description = \"x\"\n[faults.busy]\nnodes = [\"client\", \"zombie\"]\n").expect_err("node");
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(
+            e.to_string().starts_with(
+                "scenarios/x.toml:3: faults.busy.nodes: unknown node 'zombie' (known: any, worker, w1, w2, ..., client, \
+                 sweeper, operator)"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -12,8 +12,9 @@
 use std::collections::BTreeSet;
 
 use crate::catalogue::Defect;
+use crate::node::{Node, NodeTarget};
 use crate::planfile::PlanFile;
-use crate::scenario::SITES;
+use crate::scenario::{SiteClass, SiteTarget};
 use crate::stores::DbKind;
 use crate::world::plan::Scheduled;
 use crate::world::{self, WorldConfig, WorldReport};
@@ -282,20 +283,24 @@ impl Shrinker<'_> {
             if !f.on {
                 continue;
             }
-            if matches!(f.kind, "stall" | "crash") && f.spec.sites.iter().any(|s| s == "any") {
-                for site in SITES.iter().filter(|s| **s != "any") {
+            if f.kind.aims_at_sites() && f.spec.sites.contains(&SiteTarget::Any) {
+                for class in SiteClass::ALL {
                     let mut c = self.best.clone();
-                    c.plan.faults[fi].spec.sites = vec![(*site).to_owned()];
+                    c.plan.faults[fi].spec.sites = vec![SiteTarget::Class(class)];
                     if self.try_plan(c) != Some(false) {
                         break;
                     }
                 }
             }
-            if matches!(self.best.plan.faults[fi].kind, "stall" | "crash" | "takeover" | "busy" | "error")
-                && self.best.plan.faults[fi].spec.nodes.iter().any(|n| n == "any" || n == "worker")
+            if self.best.plan.faults[fi].kind.is_per_point()
+                && self.best.plan.faults[fi]
+                    .spec
+                    .nodes
+                    .iter()
+                    .any(|n| matches!(n, NodeTarget::Any | NodeTarget::Workers))
             {
-                let mut nodes = self.best.plan.workers.clone();
-                nodes.push("client".into());
+                let workers = self.best.plan.workers.iter().filter_map(|w| Node::parse(w));
+                let nodes: Vec<NodeTarget> = workers.chain([Node::Client]).map(NodeTarget::Node).collect();
                 for node in nodes {
                     let mut c = self.best.clone();
                     c.plan.faults[fi].spec.nodes = vec![node];

@@ -16,7 +16,8 @@ use std::fmt::Write as _;
 use serde_json::{Value, json};
 
 use crate::catalogue::Defect;
-use crate::history::{CallOutcome, Event, Row, Surface};
+use crate::history::{CallOutcome, Disruption, Event, Row, Surface};
+use crate::node::Node;
 use crate::world::WorldReport;
 
 /// A node label's lane: its name without the incarnation (`w2.3` -> `w2`).
@@ -29,24 +30,24 @@ fn lane_of(node: &str) -> String {
 
 /// Lanes in a readable order: workers by number, then the other nodes, the world last.
 fn lane_rank(lane: &str) -> (u8, u32, String) {
-    if let Some(n) = lane.strip_prefix('w').and_then(|n| n.parse::<u32>().ok()) {
-        return (0, n, String::new());
+    match Node::parse(lane) {
+        Some(Node::Worker(n)) => (0, n, String::new()),
+        node => {
+            let rank = node.and_then(|node| Node::OTHERS.iter().position(|n| *n == node));
+            (1, rank.map_or(99, |r| r as u32), lane.to_owned())
+        }
     }
-    let rank = ["sweeper", "client", "operator", "usurper", "zombie", "world"].iter().position(|l| *l == lane);
-    (1, rank.map_or(99, |r| r as u32), lane.to_owned())
 }
 
-fn fault_letter(kind: &str) -> &'static str {
+fn fault_letter(kind: Disruption) -> &'static str {
     match kind {
-        "stall" => "S",
-        "crash" => "C",
-        "takeover" => "T",
-        "busy" => "B",
-        "error" => "E",
-        "clock-jump" => "J",
-        "restart" => "R",
-        "zombie" => "Z",
-        _ => "F",
+        Disruption::Stall => "S",
+        Disruption::Crash => "C",
+        Disruption::Takeover => "T",
+        Disruption::ClockJump => "J",
+        Disruption::Restart => "R",
+        Disruption::Zombie => "Z",
+        Disruption::Purge => "F",
     }
 }
 
@@ -100,19 +101,24 @@ fn data(report: &WorldReport, defects: &[Defect]) -> Value {
             }
             Event::Fault { kind, run, epoch, detail } => {
                 // The world's own events name their node first (`w2 +300ms`, `w1 stops ...`).
-                if lane == "world"
+                if Node::parse(&lane) == Some(Node::World)
                     && let Some(first) = detail.split_whitespace().next()
                 {
                     lane = lane_of(first);
                 }
-                ("fault", run.as_ref().map(ToString::to_string), epoch.map(|e| e.0), fault_letter(kind).to_owned())
+                ("fault", run.as_ref().map(ToString::to_string), epoch.map(|e| e.0), fault_letter(*kind).to_owned())
             }
             Event::Effect(_) => ("effect", None, None, String::new()),
             Event::Outcome { run, .. } => ("outcome", Some(run.to_string()), None, String::new()),
             Event::Repair { run, .. } => ("note", Some(run.to_string()), None, String::new()),
             Event::Note(text) => {
                 let restart = text.contains("restart") || text.contains("crash") || text.contains("starts");
-                (if restart && lane != "world" { "restart" } else { "note" }, None, None, String::new())
+                (
+                    if restart && Node::parse(&lane) != Some(Node::World) { "restart" } else { "note" },
+                    None,
+                    None,
+                    String::new(),
+                )
             }
         };
         if !lanes.contains(&lane) {
@@ -210,7 +216,7 @@ svg text { font: 11px system-ui, sans-serif; }
 <label>run <select id="run-filter"><option value="">all</option></select></label>
 <label>node <select id="node-filter"><option value="">all</option></select></label>
 <label>zoom <select id="zoom"><option>1</option><option>2</option><option>4</option><option>8</option><option>16</option></select></label>
-<span id="legend"><span>&#9644; tenure (colour = epoch)</span><span style="color:#1f6fb2">&#9679; accepted write</span><span style="color:#c0392b">&#10005; refused</span><span style="color:#2e8b57">&#9679; lease granted</span><span style="color:#e67e22">&#9650; fault (S stall, C crash, T takeover, B busy, J clock jump, R restart, Z zombie)</span><span style="color:#8e44ad">&#9670; node (re)start</span></span>
+<span id="legend"><span>&#9644; tenure (colour = epoch)</span><span style="color:#1f6fb2">&#9679; accepted write</span><span style="color:#c0392b">&#10005; refused</span><span style="color:#2e8b57">&#9679; lease granted</span><span style="color:#e67e22">&#9650; fault (S stall, C crash, T takeover, J clock jump, R restart, Z zombie, F purge)</span><span style="color:#8e44ad">&#9670; node (re)start</span></span>
 </div>
 <div id="picture"></div>
 <div id="rows"></div>

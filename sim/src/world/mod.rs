@@ -21,10 +21,11 @@ use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId;
 
 use crate::env::{SimClock, elapsed_ms};
-use crate::history::{Event, Fnv, History, Recorder, Row, Snapshot, digest, digest_json, lock};
+use crate::history::{Disruption, Event, Fnv, History, Recorder, Row, Snapshot, digest, digest_json, lock};
+use crate::node::Node;
 use crate::oracle::{self, OracleConfig, Scope, Violation};
 use crate::rng::Stream;
-use crate::scenario::Scenario;
+use crate::scenario::{FaultKind, Scenario};
 use crate::stores::{Db, DbKind};
 use plan::{Plan, Scheduled};
 
@@ -297,7 +298,7 @@ impl Shared {
 async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
     let shared = share(cfg, db);
     shared.history.push(
-        "world",
+        &Node::World.to_string(),
         Event::Note(format!("scenario {} seed {} db {}", world_name(&shared), shared.cfg.seed, shared.cfg.db.as_str())),
     );
     let (observer, zombie) = boot(&shared)?;
@@ -305,7 +306,7 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
     start_nodes(&shared, &handle);
     let settled_early = drive(&shared, &handle, &observer, zombie).await?;
     shared.history.push(
-        "world",
+        &Node::World.to_string(),
         Event::Note(if settled_early {
             "every run settled or waits: stop".into()
         } else {
@@ -353,7 +354,7 @@ fn share(cfg: WorldConfig, db: Db) -> Arc<Shared> {
 /// history), and the adversaries' connections (the zombie, the usurper).
 fn boot(shared: &Arc<Shared>) -> Result<(SqliteStore, Option<nodes::Zombie>), String> {
     for i in 0..shared.cfg.scenario.world.boot_storm {
-        let clock = shared.clock("client");
+        let clock = shared.clock(&Node::Client.to_string());
         if let Err(e) = shared.db.open(Arc::new(clock), i64::from(shared.plan.ttl_ms), shared.cfg.store_defects) {
             return Err(format!("boot-storm connection {i} failed to boot: {e}"));
         }
@@ -362,13 +363,14 @@ fn boot(shared: &Arc<Shared>) -> Result<(SqliteStore, Option<nodes::Zombie>), St
         .db
         .open(Arc::new(SimClock::new(0)), i64::from(shared.plan.ttl_ms), StoreDefects::NONE)
         .map_err(|e| format!("cannot open the world's database: {e}"))?;
-    let zombie = match shared.plan.fault("zombie") {
+    let zombie = match shared.plan.fault(FaultKind::Zombie) {
         Some(_) => Some(nodes::Zombie::new(shared)?),
         None => None,
     };
-    if shared.plan.fault("takeover").is_some() {
+    if shared.plan.fault(FaultKind::Takeover).is_some() {
         let clock = SimClock::new(0);
-        *lock(&shared.usurper) = Some((shared.connect("usurper", "usurper", &clock)?, clock));
+        let name = Node::Usurper.to_string();
+        *lock(&shared.usurper) = Some((shared.connect(&name, &name, &clock)?, clock));
     }
     Ok((observer, zombie))
 }
@@ -377,18 +379,24 @@ fn boot(shared: &Arc<Shared>) -> Result<(SqliteStore, Option<nodes::Zombie>), St
 /// client, the operator (if it runs).
 fn start_nodes(shared: &Arc<Shared>, handle: &Handle) {
     let world = &shared.cfg.scenario.world;
-    let mut names: Vec<String> = shared.plan.workers.clone();
+    let mut names: Vec<Node> = Vec::new();
+    for worker in &shared.plan.workers {
+        match Node::parse(worker) {
+            Some(node @ Node::Worker(_)) => names.push(node),
+            _ => shared.harness_error(format!("the plan's worker '{worker}' is not a worker's name")),
+        }
+    }
     if world.retention_ms > 0 {
-        names.push("sweeper".into());
+        names.push(Node::Sweeper);
     }
-    names.push("client".into());
+    names.push(Node::Client);
     if world.operator_ms > 0 {
-        names.push("operator".into());
+        names.push(Node::Operator);
     }
-    for name in &names {
-        let (s, n) = (shared.clone(), name.clone());
-        let node = handle.create_node().name(name.as_str()).init(move || nodes::main(s.clone(), n.clone())).build();
-        lock(&shared.node_ids).insert(name.clone(), node.id());
+    for node in names {
+        let (s, name) = (shared.clone(), node.to_string());
+        let id = handle.create_node().name(name.as_str()).init(move || nodes::main(s.clone(), node)).build().id();
+        lock(&shared.node_ids).insert(name, id);
     }
 }
 
@@ -413,7 +421,9 @@ async fn drive(
             fire(shared, at, event, zombie.as_mut());
         }
         if now >= fault_ms && !shared.quiet.swap(true, Ordering::SeqCst) {
-            shared.history.push("world", Event::Note("quiescence: faults stop, crashed nodes restart".into()));
+            shared
+                .history
+                .push(&Node::World.to_string(), Event::Note("quiescence: faults stop, crashed nodes restart".into()));
             for restart in lock(&shared.restarts).values_mut() {
                 restart.at = restart.at.min(now);
             }
@@ -446,9 +456,9 @@ fn fire(shared: &Arc<Shared>, at: u32, event: Scheduled, zombie: Option<&mut nod
             let clock = shared.clock(&node);
             clock.set_skew_ms(clock.skew_ms() + delta_ms);
             shared.history.push(
-                "world",
+                &Node::World.to_string(),
                 Event::Fault {
-                    kind: "clock-jump".into(),
+                    kind: Disruption::ClockJump,
                     run: None,
                     epoch: None,
                     detail: format!("{node} {delta_ms:+}ms at {at}ms"),
@@ -462,9 +472,9 @@ fn fire(shared: &Arc<Shared>, at: u32, event: Scheduled, zombie: Option<&mut nod
         }
         Scheduled::Restart { node, after_ms } => {
             shared.history.push(
-                "world",
+                &Node::World.to_string(),
                 Event::Fault {
-                    kind: "restart".into(),
+                    kind: Disruption::Restart,
                     run: None,
                     epoch: None,
                     detail: format!("{node} stops gracefully, back in {after_ms}ms"),
@@ -581,7 +591,7 @@ fn count(rows: &[Row], snapshot: &Snapshot) -> Counters {
                 EffectKind::Call => c.paid_calls += 1,
                 EffectKind::Tool => c.paid_tools += 1,
             },
-            Event::Fault { kind, .. } => *c.faults.entry(kind.clone()).or_default() += 1,
+            Event::Fault { kind, .. } => *c.faults.entry(kind.as_str().to_owned()).or_default() += 1,
             Event::Outcome { .. } | Event::Repair { .. } | Event::Note(_) => {}
         }
     }

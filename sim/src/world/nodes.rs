@@ -25,17 +25,22 @@ use super::plan::{Applied, Plan, RunPlan};
 use super::{Shared, sleep_ms, zombie_entry, zombie_meta};
 use crate::env::{SimClock, SimEnv, elapsed_ms};
 use crate::history::{
-    BusyInjector, Effect, EffectKind, Event, FailInjector, History, Recorder, SegmentError, SegmentResult, lock,
+    BusyInjector, Disruption, Effect, EffectKind, Event, FailInjector, History, Recorder, SegmentError, SegmentResult,
+    lock,
 };
+use crate::node::Node;
 use crate::rng::Stream;
+use crate::scenario::{FaultKind, SiteClass};
 
 /// A node's main task: what runs after every (re)start. A killed node's never returns.
-pub(super) async fn main(shared: Arc<Shared>, name: String) {
+pub(super) async fn main(shared: Arc<Shared>, node: Node) {
+    let name = node.to_string();
     lock(&shared.alive).insert(name.clone());
-    let result = match name.as_str() {
-        "client" => client(&shared, &name).await,
-        "operator" => operator(&shared, &name).await,
-        _ => worker(&shared, &name).await,
+    let result = match node {
+        Node::Client => client(&shared, node).await,
+        Node::Operator => operator(&shared, node).await,
+        Node::Worker(_) | Node::Sweeper => worker(&shared, node).await,
+        Node::Zombie | Node::Usurper | Node::Admin | Node::World => Err(format!("{node} is not a node a world starts")),
     };
     if let Err(message) = result {
         shared.harness_error(message);
@@ -61,25 +66,26 @@ impl Drop for Ctx {
 }
 
 impl Ctx {
-    fn open(shared: &Arc<Shared>, name: &str) -> Result<Ctx, String> {
+    fn open(shared: &Arc<Shared>, node: Node) -> Result<Ctx, String> {
+        let name = &node.to_string();
         let label = shared.incarnate(name);
         let clock = shared.clock(name);
         let mut recorder = shared.connect(name, &label, &clock)?;
-        if let Some(busy) = shared.plan.fault("busy").filter(|f| f.hits(name)) {
+        if let Some(busy) = shared.plan.fault(FaultKind::Busy).filter(|f| f.hits(node)) {
             let rng = shared.root.fork(&format!("busy/{label}"));
             let hold = (busy.spec.hold_ms.0, busy.spec.hold_ms.1);
             recorder = recorder.with_busy(BusyInjector::new(rng, busy.rate, hold, shared.quiet.clone()));
         }
-        if let Some(error) = shared.plan.fault("error").filter(|f| f.hits(name)) {
+        if let Some(error) = shared.plan.fault(FaultKind::Error).filter(|f| f.hits(node)) {
             let rng = shared.root.fork(&format!("error/{label}"));
             recorder = recorder.with_failures(FailInjector::new(rng, error.rate, shared.quiet.clone()));
         }
-        if let Some(takeover) = shared.plan.fault("takeover").filter(|f| f.hits(name)) {
+        if let Some(takeover) = shared.plan.fault(FaultKind::Takeover).filter(|f| f.hits(node)) {
             install_takeover(shared, &recorder, &label, &clock, takeover);
         }
         let store: Rc<dyn Store> = Rc::new(recorder);
         let env = SimEnv::new(clock);
-        env.set_script(Some(fault_script(shared.clone(), name.to_owned(), label.clone(), env.clone())));
+        env.set_script(Some(fault_script(shared.clone(), node, label.clone(), env.clone())));
         let (history, paid_by) = (shared.history.clone(), label.clone());
         env.set_paid_hook(Some(Box::new(move |point| {
             if let Some(effect) = effect_of(point) {
@@ -134,10 +140,10 @@ const STOP_CHECK_MS: u64 = 200;
 
 /// A queue worker (or, named `sweeper`, the retention sweeper): sweep, report, sleep, until a
 /// graceful stop is requested.
-async fn worker(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
-    let ctx = Ctx::open(shared, name)?;
+async fn worker(shared: &Arc<Shared>, node: Node) -> Result<(), String> {
+    let ctx = Ctx::open(shared, node)?;
     let plan = &shared.plan;
-    let sweeper = name == "sweeper";
+    let sweeper = node == Node::Sweeper;
     let opts = WorkerOptions {
         owner: ctx.label.clone(),
         concurrency: if sweeper { 1 } else { plan.concurrency },
@@ -151,7 +157,7 @@ async fn worker(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
             .map_err(|e| format!("{}: worker: {e}", ctx.label))?,
     );
     let watcher = {
-        let (worker, shared, name) = (worker.clone(), shared.clone(), name.to_owned());
+        let (worker, shared, name) = (worker.clone(), shared.clone(), node.to_string());
         madsim::task::spawn_local(async move {
             while !shared.stop_requested(&name) {
                 sleep_ms(STOP_CHECK_MS).await;
@@ -174,8 +180,8 @@ async fn worker(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
 }
 
 /// The operator: every `operator_ms`, `runs audit --repair`, each repair under a brief lease.
-async fn operator(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
-    let ctx = Ctx::open(shared, name)?;
+async fn operator(shared: &Arc<Shared>, node: Node) -> Result<(), String> {
+    let ctx = Ctx::open(shared, node)?;
     loop {
         ctx.env.sleep(u64::from(shared.cfg.scenario.world.operator_ms)).await;
         let Ok(audits) = audit_runs(ctx.store.as_ref(), false) else { continue };
@@ -244,8 +250,8 @@ const CLIENT_TICK_MS: u64 = 1000;
 /// start that never reached the store, resolves suspensions, deletes and recreates settled runs,
 /// cancels as planned, and after a restart reattaches to the runs it was driving. A tick whose
 /// listing fails (busy) does nothing: absence is only believed from a listing that succeeded.
-async fn client(shared: &Arc<Shared>, name: &str) -> Result<(), String> {
-    let ctx = Rc::new(Ctx::open(shared, name)?);
+async fn client(shared: &Arc<Shared>, node: Node) -> Result<(), String> {
+    let ctx = Rc::new(Ctx::open(shared, node)?);
     // Starts the crashed incarnation was driving died with it.
     for run in &mut lock(&shared.client).runs {
         run.driving = false;
@@ -377,23 +383,23 @@ fn reattach(ctx: &Rc<Ctx>, run: &RunPlan) {
 }
 
 /// The fault-point classes a point belongs to, for a fault kind's `sites`.
-fn site_class(point: &Point<'_>) -> &'static str {
+fn site_class(point: &Point<'_>) -> SiteClass {
     match point.site {
-        Site::Acquiring => "acquire",
-        Site::Owned => "owned",
-        Site::Call { .. } => "call",
-        Site::Tool { .. } => "tool",
-        Site::Write { write: Write::Append(e), .. } if entries::as_settle(e).is_some() => "settle",
-        Site::Write { write: Write::Append(e), .. } if e.ref_seq.is_some() => "terminal",
-        Site::Write { write: Write::Append(_), .. } => "running",
-        Site::Write { write: Write::PutMeta(_), .. } => "meta",
-        Site::Write { write: Write::PutBlob { .. }, .. } => "checkpoint",
-        Site::Write { write: Write::DeleteBlob(_) | Write::DeleteRun, .. } => "delete",
+        Site::Acquiring => SiteClass::Acquire,
+        Site::Owned => SiteClass::Owned,
+        Site::Call { .. } => SiteClass::Call,
+        Site::Tool { .. } => SiteClass::Tool,
+        Site::Write { write: Write::Append(e), .. } if entries::as_settle(e).is_some() => SiteClass::Settle,
+        Site::Write { write: Write::Append(e), .. } if e.ref_seq.is_some() => SiteClass::Terminal,
+        Site::Write { write: Write::Append(_), .. } => SiteClass::Running,
+        Site::Write { write: Write::PutMeta(_), .. } => SiteClass::Meta,
+        Site::Write { write: Write::PutBlob { .. }, .. } => SiteClass::Checkpoint,
+        Site::Write { write: Write::DeleteBlob(_) | Write::DeleteRun, .. } => SiteClass::Delete,
     }
 }
 
 fn aims_at(fault: &Applied, point: &Point<'_>) -> bool {
-    fault.spec.sites.iter().any(|s| s == "any" || s == site_class(point))
+    fault.spec.sites.iter().any(|s| s.covers(site_class(point)))
 }
 
 /// The paid effect a point announces, if it is one.
@@ -408,18 +414,19 @@ fn effect_of(point: &Point<'_>) -> Option<Effect> {
 
 /// The node's answer at each engine fault point: crash or stall (while faults are on), and a
 /// history row for every paid effect that goes ahead.
-fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -> crate::env::FaultScript {
+fn fault_script(shared: Arc<Shared>, node: Node, label: String, env: SimEnv) -> crate::env::FaultScript {
+    let name = node.to_string();
     let mut rng = shared.root.fork(&format!("faults/{label}"));
-    let crash = shared.plan.fault("crash").filter(|f| f.hits(&name)).cloned();
-    let stall = shared.plan.fault("stall").filter(|f| f.hits(&name)).cloned();
+    let crash = shared.plan.fault(FaultKind::Crash).filter(|f| f.hits(node)).cloned();
+    let stall = shared.plan.fault(FaultKind::Stall).filter(|f| f.hits(node)).cloned();
     let ttl = f64::from(shared.plan.ttl_ms);
     Box::new(move |point: &Point<'_>| -> LocalFuture<'static, Fault> {
         let history = shared.history.clone();
         if shared.quiet.load(Ordering::SeqCst) {
             return Box::pin(std::future::ready(Fault::Continue));
         }
-        let fault = |kind: &str, detail: String| Event::Fault {
-            kind: kind.to_owned(),
+        let fault = |kind: Disruption, detail: String| Event::Fault {
+            kind,
             run: Some(point.run.clone()),
             epoch: point.epoch,
             detail: format!("{detail} at {}", site_class(point)),
@@ -430,7 +437,7 @@ fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -
             let after =
                 u32::try_from(rng.range(u64::from(crash.spec.restart_ms.0), u64::from(crash.spec.restart_ms.1)))
                     .unwrap_or(0);
-            history.push(&label, fault("crash", format!("{label} killed, restarts in {after}ms")));
+            history.push(&label, fault(Disruption::Crash, format!("{label} killed, restarts in {after}ms")));
             shared.crash(&name, after);
             return Box::pin(std::future::pending());
         }
@@ -446,7 +453,7 @@ fn fault_script(shared: Arc<Shared>, name: String, label: String, env: SimEnv) -
                 Some(_) => format!("{label} stalls {ms}ms to its lease's expiry instant"),
                 None => format!("{label} stalls {ms}ms"),
             };
-            history.push(&label, fault("stall", detail));
+            history.push(&label, fault(Disruption::Stall, detail));
             shared.stalls_until(elapsed_ms().saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
             let wait = env.stall(ms);
             return Box::pin(async move {
@@ -501,9 +508,10 @@ fn install_takeover(shared: &Arc<Shared>, recorder: &Recorder, label: &str, cloc
                 format!("mid-{} of {label}", site.op.as_str())
             }
         };
-        let event = Event::Fault { kind: "takeover".into(), run: Some(site.run.clone()), epoch: None, detail };
-        shared.history.push("usurper", event);
-        let _ = store.acquire(site.run, "usurper");
+        let event = Event::Fault { kind: Disruption::Takeover, run: Some(site.run.clone()), epoch: None, detail };
+        let usurper = Node::Usurper.to_string();
+        shared.history.push(&usurper, event);
+        let _ = store.acquire(site.run, &usurper);
     });
     recorder.set_fault_hook(Some(hook));
 }
@@ -517,6 +525,8 @@ fn install_takeover(shared: &Arc<Shared>, recorder: &Recorder, label: &str, cloc
 /// fenced out, and the victim's stable owner recreates it above every epoch granted before (S6,
 /// L4).
 pub(super) struct Zombie {
+    /// Its node name: the label of its rows and the owner of its leases.
+    name: String,
     store: Recorder,
     /// The administrator's connection: its unleased deletes are the purge S6 allows.
     admin: Recorder,
@@ -533,10 +543,12 @@ const VICTIM: &str = "victim";
 
 impl Zombie {
     pub(super) fn new(shared: &Shared) -> Result<Zombie, String> {
-        let clock = shared.clock("zombie");
+        let (name, admin) = (Node::Zombie.to_string(), Node::Admin.to_string());
+        let clock = shared.clock(&name);
         Ok(Zombie {
-            store: shared.connect("zombie", "zombie", &clock)?,
-            admin: shared.connect("admin", fencesim_oracle::ADMIN_NODE, &shared.clock("admin"))?,
+            store: shared.connect(&name, &name, &clock)?,
+            admin: shared.connect(&admin, &admin, &shared.clock(&admin))?,
+            name,
             clock,
             ttl_ms: i64::from(shared.plan.ttl_ms),
             rng: shared.root.fork("zombie"),
@@ -557,19 +569,22 @@ impl Zombie {
         let grants = shared.history.grants();
         let dead: Vec<&Lease> = grants
             .iter()
-            .filter(|g| g.owner != "usurper" && grants.iter().any(|h| h.run == g.run && h.epoch > g.epoch))
+            .filter(|g| {
+                Node::of_label(&g.owner) != Some(Node::Usurper)
+                    && grants.iter().any(|h| h.run == g.run && h.epoch > g.epoch)
+            })
             .filter(|g| !is_scratch(&g.run))
             .collect();
         let store = &self.store;
         let Some(dead) = self.rng.pick(&dead).map(|l| (*l).clone()) else {
-            shared.history.push("zombie", Event::Note("zombie wakes: no superseded lease to probe with".into()));
+            shared.history.push(&self.name, Event::Note("zombie wakes: no superseded lease to probe with".into()));
             return;
         };
         let run = dead.run.clone();
         shared.history.push(
-            "zombie",
+            &self.name,
             Event::Fault {
-                kind: "zombie".into(),
+                kind: Disruption::Zombie,
                 run: Some(run.clone()),
                 epoch: Some(dead.epoch),
                 detail: format!("probes with {}", dead.owner),
@@ -599,7 +614,7 @@ impl Zombie {
         let store = &self.store;
         for _ in 0..3 {
             let Some(run) = self.rng.pick(&runs).cloned() else { return };
-            let held = match store.acquire(&run, "zombie") {
+            let held = match store.acquire(&run, &self.name) {
                 Ok(mine) => {
                     let _ = store.release(&mine);
                     continue;
@@ -613,9 +628,9 @@ impl Zombie {
             let (owner, epoch) = held;
             let forged = Lease { run: run.clone(), owner: FORGER.to_owned(), epoch };
             shared.history.push(
-                "zombie",
+                &self.name,
                 Event::Fault {
-                    kind: "zombie".into(),
+                    kind: Disruption::Zombie,
                     run: Some(run.clone()),
                     epoch: Some(epoch),
                     detail: format!("forges the live lease of {owner}"),
@@ -648,9 +663,9 @@ impl Zombie {
         let _ = store.put_meta(&zombie_meta(&victim), Some(&first));
         let _ = store.put_blob(&blob, b"victim", Some(&first));
         shared.history.push(
-            "zombie",
+            &self.name,
             Event::Fault {
-                kind: "purge".into(),
+                kind: Disruption::Purge,
                 run: Some(victim.clone()),
                 epoch: Some(first.epoch),
                 detail: format!("an administrator purges {victim} under {VICTIM}'s live lease"),
@@ -673,7 +688,7 @@ impl Zombie {
     fn own_run(&mut self, shared: &Shared, victim: Option<&RunId>) {
         let store = &self.store;
         let own = RunId::new(format!("zz-zombie-{}", self.probes));
-        let Ok(mine) = store.acquire(&own, "zombie") else { return };
+        let Ok(mine) = store.acquire(&own, &self.name) else { return };
         let _ = store.append(&own, &zombie_entry(1), Some(&mine));
         let _ = store.append(&own, &zombie_entry(1), Some(&mine));
         let mut runs: Vec<RunId> = shared.history.grants().into_iter().map(|g| g.run).collect();
@@ -698,9 +713,9 @@ impl Zombie {
         // Jump the zombie's clock to exactly its lease's expiry millisecond.
         self.clock.set_skew_ms(skew + instant - store_now(&self.clock));
         shared.history.push(
-            "zombie",
+            &self.name,
             Event::Fault {
-                kind: "zombie".into(),
+                kind: Disruption::Zombie,
                 run: Some(own.clone()),
                 epoch: Some(mine.epoch),
                 detail: format!("wakes at the expiry instant {instant}"),
@@ -709,7 +724,7 @@ impl Zombie {
         let _ = store.renew(&mine);
         let _ = store.append(&own, &zombie_entry(2), Some(&mine));
         let _ = store.put_blob(&format!("{own}/ckpt/1"), b"expired", Some(&mine));
-        let next = store.acquire(&own, "zombie");
+        let next = store.acquire(&own, &self.name);
         let _ = store.delete(&own, Some(next.as_ref().unwrap_or(&mine)));
         self.clock.set_skew_ms(skew);
     }

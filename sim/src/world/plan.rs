@@ -7,23 +7,24 @@ use std::collections::BTreeMap;
 
 use fencesim_store::RunId;
 
+use crate::node::{Node, NodeTarget};
 use crate::rng::Stream;
-use crate::scenario::{FaultKind, Scenario, Span};
+use crate::scenario::{FaultKind, FaultSpec, Scenario, Span};
 
 /// One fault kind as applied to this seed: on or off, and the rate drawn from its range.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Applied {
-    pub kind: &'static str,
+    pub kind: FaultKind,
     pub on: bool,
     pub rate: f64,
     /// The scenario's settings for the kind (sites, nodes, stall factor, restart delay...).
-    pub spec: FaultKind,
+    pub spec: FaultSpec,
 }
 
 impl Applied {
-    /// Whether it hits the node `name` (`w1`, `client`, ...).
-    pub fn hits(&self, name: &str) -> bool {
-        self.spec.nodes.iter().any(|n| n == "any" || n == name || (n == "worker" && name.starts_with('w')))
+    /// Whether it hits `node`.
+    pub fn hits(&self, node: Node) -> bool {
+        self.spec.nodes.iter().any(|n| n.hits(node))
     }
 
     fn describe(&self) -> String {
@@ -32,25 +33,27 @@ impl Applied {
         }
         let spec = &self.spec;
         let extra = match self.kind {
-            "stall" if spec.expiry.0 > 0.0 => {
+            FaultKind::Stall if spec.expiry.0 > 0.0 => {
                 format!(" factor=[{}, {}]x ttl expiry={}", spec.factor.0, spec.factor.1, spec.expiry.0)
             }
-            "stall" => format!(" factor=[{}, {}]x ttl", spec.factor.0, spec.factor.1),
-            "takeover" if spec.expiry.0 > 0.0 => format!(" expiry={}", spec.expiry.0),
-            "crash" | "restart" => format!(" restart_ms={}", spec.restart_ms),
-            "clock" => format!(" max_ms={}", spec.max_ms),
-            "busy" => format!(" hold_ms={}", spec.hold_ms),
-            _ => String::new(),
+            FaultKind::Stall => format!(" factor=[{}, {}]x ttl", spec.factor.0, spec.factor.1),
+            FaultKind::Takeover if spec.expiry.0 > 0.0 => format!(" expiry={}", spec.expiry.0),
+            FaultKind::Crash | FaultKind::Restart => format!(" restart_ms={}", spec.restart_ms),
+            FaultKind::Clock => format!(" max_ms={}", spec.max_ms),
+            FaultKind::Busy => format!(" hold_ms={}", spec.hold_ms),
+            FaultKind::Takeover | FaultKind::Zombie | FaultKind::Error => String::new(),
         };
-        let sites = if matches!(self.kind, "stall" | "crash") {
-            format!(" sites={}", spec.sites.join(","))
+        let sites = if self.kind.aims_at_sites() {
+            let sites: Vec<&str> = spec.sites.iter().map(|s| s.as_str()).collect();
+            format!(" sites={}", sites.join(","))
         } else {
             String::new()
         };
-        let nodes = if spec.nodes.iter().any(|n| n == "any") {
+        let nodes = if spec.nodes.contains(&NodeTarget::Any) {
             String::new()
         } else {
-            format!(" nodes={}", spec.nodes.join(","))
+            let nodes: Vec<String> = spec.nodes.iter().map(ToString::to_string).collect();
+            format!(" nodes={}", nodes.join(","))
         };
         format!("{:<8} on  rate={:.4}{sites}{nodes}{extra}", self.kind, self.rate)
     }
@@ -99,7 +102,7 @@ pub struct Plan {
 /// Every node that has a clock of its own.
 pub fn nodes_with_clocks(workers: &[String]) -> Vec<String> {
     let mut nodes = workers.to_vec();
-    nodes.extend(["sweeper", "client", "operator", "zombie"].map(String::from));
+    nodes.extend([Node::Sweeper, Node::Client, Node::Operator, Node::Zombie].map(|n| n.to_string()));
     nodes
 }
 
@@ -130,10 +133,10 @@ impl Plan {
         let mut swarm = root.fork("swarm");
         let faults: Vec<Applied> =
             scenario.faults.kinds().into_iter().map(|(kind, ranges)| applied(&mut swarm, kind, ranges)).collect();
-        let fault = |kind: &str| faults.iter().find(|f| f.kind == kind).cloned();
+        let fault = |kind: FaultKind| faults.iter().find(|f| f.kind == kind).cloned();
 
         let mut clocks = root.fork("clocks");
-        let clock = fault("clock");
+        let clock = fault(FaultKind::Clock);
         let skew_bound = clock.as_ref().filter(|c| c.on).map_or(0, |c| i64::from(c.spec.max_ms));
         let skews = nodes_with_clocks(&workers)
             .into_iter()
@@ -160,12 +163,12 @@ impl Plan {
                 events.push((at, Scheduled::Jump { node, delta_ms }));
             }
         }
-        if let Some(zombie) = fault("zombie").filter(|z| z.on) {
+        if let Some(zombie) = fault(FaultKind::Zombie).filter(|z| z.on) {
             for at in times(&mut timeline, zombie.rate * window, w.fault_ms) {
                 events.push((at, Scheduled::Zombie));
             }
         }
-        if let Some(restart) = fault("restart").filter(|r| r.on) {
+        if let Some(restart) = fault(FaultKind::Restart).filter(|r| r.on) {
             for at in times(&mut timeline, restart.rate * window, w.fault_ms) {
                 let node = timeline.pick(&workers).cloned().unwrap_or_default();
                 let after_ms = span(&mut timeline, restart.spec.restart_ms);
@@ -176,7 +179,7 @@ impl Plan {
         Plan { workers, concurrency, poll_ms, ttl_ms: w.ttl_ms, runs, faults, skews, events }
     }
 
-    pub fn fault(&self, kind: &str) -> Option<&Applied> {
+    pub fn fault(&self, kind: FaultKind) -> Option<&Applied> {
         self.faults.iter().find(|f| f.kind == kind && f.on)
     }
 
@@ -234,7 +237,7 @@ impl Plan {
     }
 }
 
-fn applied(swarm: &mut Stream, kind: &'static str, ranges: &FaultKind) -> Applied {
+fn applied(swarm: &mut Stream, kind: FaultKind, ranges: &FaultSpec) -> Applied {
     let on = swarm.chance(ranges.on.0);
     let rate = swarm.unit_range(ranges.rate.0, ranges.rate.1.max(ranges.rate.0));
     Applied { kind, on, rate, spec: ranges.clone() }
