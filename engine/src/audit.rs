@@ -66,16 +66,21 @@ pub struct RunAudit {
 impl RunAudit {
     /// The residue the auditor's table cannot see (contracts 4.2, R8 blind spot): a terminal meta
     /// the journal's last settle does not back. Settle-before-meta (E6) makes it impossible; the
-    /// kill points and the oracle check it directly. `None` when meta is not ahead.
+    /// kill points and the oracle check it directly. `None` when meta is not ahead. A terminal
+    /// meta over an empty journal is not ahead: a segment that appended nothing to an empty
+    /// journal (cancelled, or failed, before its first entry) settles without a `run_settle`,
+    /// since an empty journal stays empty (contracts 3.6.4), as the oracle's `meta-not-ahead`
+    /// has it.
     pub fn meta_ahead(&self) -> Option<String> {
         let meta = self.meta.as_ref()?;
         let backed = self.settle.is_some_and(|s| s.run_status == meta.status);
-        (meta.status.is_terminal() && !backed).then(|| {
+        (meta.status.is_terminal() && !backed && self.entries > 0).then(|| {
             format!(
-                "meta ahead of the journal: run={} meta says {} but the journal's last run_settle is {}",
+                "meta ahead of the journal: run={} meta says {} but the journal's last run_settle is {} ({} entries)",
                 self.run,
                 meta.status,
-                self.settle.map_or("absent".to_owned(), |s| s.run_status.to_string())
+                self.settle.map_or("absent".to_owned(), |s| s.run_status.to_string()),
+                self.entries
             )
         })
     }
@@ -303,6 +308,20 @@ mod tests {
         let mut e = dispatched();
         e.push(run_settle(Seq(3), s, 1));
         e
+    }
+
+    #[test]
+    fn meta_ahead_is_a_terminal_meta_no_settle_backs_over_a_journal_with_entries() {
+        let ahead = |meta, entries: &[JournalEntry]| audit_entries(&RunId::new("r"), Some(&meta), entries).meta_ahead();
+        // A cancel or failure before the first entry: the empty journal stays empty.
+        assert_eq!(ahead(RunMeta::new("r", RunStatus::Cancelled), &[]), None);
+        assert_eq!(ahead(RunMeta::new("r", RunStatus::Error), &[]), None);
+        assert_eq!(ahead(RunMeta::new("r", RunStatus::Ok), &settled(RunStatus::Ok)), None);
+        assert_eq!(ahead(RunMeta::new("r", RunStatus::Running), &dispatched()), None);
+        let unbacked = ahead(RunMeta::new("r", RunStatus::Error), &dispatched()).expect("ahead");
+        assert!(unbacked.contains("run_settle is absent"), "{unbacked}");
+        let contradicted = ahead(RunMeta::new("r", RunStatus::Cancelled), &settled(RunStatus::Ok)).expect("ahead");
+        assert!(contradicted.contains("run_settle is ok"), "{contradicted}");
     }
 
     #[test]
