@@ -24,6 +24,10 @@
 // are for code inside a world.
 #![allow(clippy::disallowed_methods)]
 
+/// The binary's allocator (sim/src/main.rs), so the in-process worlds cost what `fencesim`'s do.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

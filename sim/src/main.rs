@@ -6,6 +6,12 @@ mod cli;
 
 use std::process::ExitCode;
 
+/// mimalloc: a world allocates and frees small objects at a high rate (rows, payloads, statement
+/// results); measured 11% more swarm worlds per second than the system allocator (median of 7
+/// alternated runs). Allocation addresses never reach a trace.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     // A panic is a bug of ours or of a store under test: one line, never a backtrace. The
     // conformance kit catches a store's panic and reports it as that check's failure; anything
