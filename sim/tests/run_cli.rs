@@ -1,5 +1,6 @@
 //! `fencesim run` end to end: two processes print the same bytes (text, JSON, a file database);
-//! madsim's own determinism check passes over a whole world; bad input exits 2 with one line; a
+//! madsim's own determinism check passes over a whole world, and a world on a reused memdb
+//! matches one on a fresh memdb; bad input exits 2 with one line; a
 //! planted defect exits 1 with a repro command that reproduces the run; `--keep-db` saves a
 //! database `fencesim runs audit` can open, and never overwrites; a reader closing the pipe early
 //! ends the run quietly with 141.
@@ -66,6 +67,19 @@ fn madsim_finds_the_world_deterministic() {
     })
     .expect("the world runs");
     assert_eq!(fingerprint, world::run(&config()).expect("the world runs").fingerprint);
+}
+
+/// A memdb world takes the last world's connections on its thread (sim/src/stores.rs), with the
+/// database emptied: it must answer as a fresh database would. The first run is on a new thread
+/// (a fresh memdb), the second on this one after another world filled and left its database.
+#[test]
+fn a_world_on_a_reused_memdb_matches_one_on_a_fresh_memdb() {
+    let fresh = std::thread::scope(|s| s.spawn(|| world::run(&config()).expect("the world runs")).join())
+        .expect("the thread ends")
+        .fingerprint;
+    let other = WorldConfig { seed: SEED + 1, ..config() };
+    assert!(world::run(&other).expect("the world runs").counters.rows > 100, "the other world left rows behind");
+    assert_eq!(world::run(&config()).expect("the world runs").fingerprint, fresh);
 }
 
 #[test]

@@ -100,3 +100,78 @@ impl Spares {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::spi::{JournalStore, LeasableStore};
+    use crate::sqlite::{SqliteOptions, SqliteStore};
+    use crate::types::{JournalEntry, RunId, Seq};
+
+    fn open(spares: &Arc<Spares>) -> SqliteStore {
+        let Location::Memdb(name) = spares.location() else { unreachable!("memdb spares") };
+        SqliteStore::open(SqliteOptions::memdb(name.clone(), Arc::new(ManualClock::new(0))).spares(spares.clone()))
+            .expect("open")
+    }
+
+    #[test]
+    fn a_dropped_store_gives_its_connection_back_and_the_next_store_takes_it() {
+        let spares = Arc::new(Spares::memdb("spares-give-back"));
+        let (a, b) = (open(&spares), open(&spares));
+        assert_eq!(spares.idle_count(), 0);
+        drop(a);
+        assert_eq!(spares.idle_count(), 1);
+        let c = open(&spares);
+        assert_eq!(spares.idle_count(), 0, "the idle connection was taken, not a new one opened");
+        drop((b, c));
+        assert_eq!(spares.idle_count(), 2);
+    }
+
+    #[test]
+    fn clear_answers_like_a_fresh_database_ids_and_epochs_from_the_start() {
+        let spares = Arc::new(Spares::memdb("spares-clear"));
+        let run = RunId::new("r");
+        let first = |store: &SqliteStore| {
+            let lease = store.acquire(&run, "n").expect("acquire");
+            store.append(&run, &JournalEntry::new(1, "step", "ok"), Some(&lease)).expect("append");
+            let id: i64 = store.raw_connection().query_row("SELECT id FROM entries", [], |r| r.get(0)).expect("id");
+            (lease.epoch, id)
+        };
+        let store = open(&spares);
+        let fresh = first(&store);
+        store.append(&run, &JournalEntry::new(2, "step", "ok"), None).ok();
+        drop(store);
+        assert!(spares.clear().expect("clear"), "an idle connection cleared it");
+        let store = open(&spares);
+        assert_eq!(store.load(&run).expect("load").len(), 0);
+        assert_eq!(first(&store), fresh, "the epoch tombstone and the AUTOINCREMENT counter start over");
+        assert_eq!(store.load(&run).expect("load")[0].seq, Seq(1));
+    }
+
+    #[test]
+    fn clear_without_an_idle_connection_promises_nothing() {
+        let spares = Arc::new(Spares::memdb("spares-none-idle"));
+        let _held = open(&spares);
+        assert!(!spares.clear().expect("nothing to clear with"));
+    }
+
+    #[test]
+    fn a_connection_inside_a_transaction_is_closed_not_kept() {
+        let spares = Arc::new(Spares::memdb("spares-in-txn"));
+        let store = open(&spares);
+        store.raw_connection().execute_batch("BEGIN").expect("begin");
+        drop(store);
+        assert_eq!(spares.idle_count(), 0);
+    }
+
+    #[test]
+    fn spares_of_another_database_are_refused() {
+        let spares = Arc::new(Spares::memdb("spares-mine"));
+        let options = SqliteOptions::memdb("spares-other", Arc::new(ManualClock::new(0))).spares(spares);
+        let err = SqliteStore::open(options).expect_err("refused");
+        assert!(matches!(err, StoreError::Config(_)), "{err}");
+    }
+}
