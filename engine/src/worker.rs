@@ -1,7 +1,9 @@
 //! The queue worker (contracts 3.8, E8): a sweep lists the runs that still have work (running or
 //! suspended), leases each before reading it, checks it can drive it (a known workflow, not
 //! poisoned for its genesis, not a suspended run unchanged since this worker last settled it) and
-//! resumes it under that lease while a renew loop keeps the lease alive; any renew failure is
+//! resumes it under that lease (only a suspended run this worker settled is first looked at
+//! through an unleased read of its journal, which can decide to leave it alone, never to drive
+//! it) while a renew loop keeps the lease alive; any renew failure is
 //! lease loss and cancels the drive. Up to `concurrency` runs are driven at once, as slots joined
 //! on the caller's task (nothing spawns). Opt-in retention deletes terminal runs under a brief
 //! lease, beside the slots rather than in one. `stop` marks the worker stopping (no acquire after
@@ -309,7 +311,8 @@ impl<E: Env> Worker<E> {
         }
     }
 
-    /// One listed row: re-check candidacy, lease, read, check, drive, release.
+    /// One listed row: re-check candidacy (a suspended run this worker settled, on an unleased
+    /// read of its journal), lease, read, check, drive, release.
     async fn consider(&self, row: RunMeta, report: &RefCell<SweepReport>) {
         let run = row.run_id;
         let skip = |reason: &'static str| report.borrow_mut().skipped.push((run.clone(), reason));

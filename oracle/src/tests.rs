@@ -1185,6 +1185,24 @@ fn justified_repair_catches_a_repair_of_a_run_nothing_touched() {
     assert_eq!(v.row, Some(h.rows.len() - 1));
 }
 
+/// `Disruption::ALL` lists every variant once, in declaration order: the match is exhaustive, so a
+/// new variant does not compile until it has a position here (and `ALL`'s length, the number of
+/// arms, is checked with it).
+#[test]
+fn disruption_all_lists_every_variant() {
+    let position = |d: Disruption| match d {
+        Disruption::Crash => 0,
+        Disruption::Stall => 1,
+        Disruption::Takeover => 2,
+        Disruption::Zombie => 3,
+        Disruption::Purge => 4,
+        Disruption::ClockJump => 5,
+        Disruption::Restart => 6,
+    };
+    assert_eq!(Disruption::ALL.len(), 7);
+    assert!(Disruption::ALL.iter().enumerate().all(|(i, d)| position(*d) == i));
+}
+
 #[test]
 fn a_fault_row_justifies_a_repair_only_when_it_interrupts_the_run() {
     for kind in Disruption::ALL {

@@ -756,6 +756,40 @@ impl fmt::Display for Span {
 mod tests {
     use super::*;
 
+    /// `ALL` lists every variant once, in declaration order. The matches below are exhaustive: a
+    /// new variant does not compile until it has a position here, and then fails until `ALL`
+    /// holds it there.
+    #[test]
+    fn every_all_lists_every_variant() {
+        let kind = |k: FaultKind| match k {
+            FaultKind::Stall => 0,
+            FaultKind::Takeover => 1,
+            FaultKind::Crash => 2,
+            FaultKind::Busy => 3,
+            FaultKind::Clock => 4,
+            FaultKind::Zombie => 5,
+            FaultKind::Restart => 6,
+            FaultKind::Error => 7,
+        };
+        let site = |s: SiteClass| match s {
+            SiteClass::Acquire => 0,
+            SiteClass::Owned => 1,
+            SiteClass::Call => 2,
+            SiteClass::Tool => 3,
+            SiteClass::Running => 4,
+            SiteClass::Terminal => 5,
+            SiteClass::Settle => 6,
+            SiteClass::Meta => 7,
+            SiteClass::Checkpoint => 8,
+            SiteClass::Delete => 9,
+        };
+        // The lengths are the number of arms above.
+        assert_eq!(FaultKind::ALL.len(), 8);
+        assert_eq!(SiteClass::ALL.len(), 10);
+        assert!(FaultKind::ALL.iter().enumerate().all(|(i, k)| kind(*k) == i));
+        assert!(SiteClass::ALL.iter().enumerate().all(|(i, s)| site(*s) == i));
+    }
+
     fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         Scenario::parse(Path::new("scenarios/x.toml"), text)
     }

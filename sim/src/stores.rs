@@ -7,9 +7,10 @@
 //! A memdb and its connections outlive the world: when a world ends, its memdb's [`Spares`] (the
 //! connections its nodes gave back, their statements still prepared) wait on the thread for the
 //! next world, which empties the database and takes them instead of opening and booting ten
-//! connections of its own. An emptied database answers as a fresh one would; the corpus replay
-//! (every entry twice, once on a fresh thread's pool and once on a used one) and the determinism
-//! tests hold it to that.
+//! connections of its own. An emptied database answers as a fresh one would: the store's spares
+//! tests check the emptying, and `sim/tests/run_cli.rs` that a world on a reused memdb has the
+//! fingerprint of one on a fresh memdb. A memdb still held by a store of an earlier world is
+//! never reused ([`Spares::clear`]).
 
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -65,17 +66,24 @@ pub struct Db {
     location: Location,
     _dir: Option<tempfile::TempDir>,
     spares: Option<Arc<Spares>>,
+    reused: bool,
 }
 
 impl Db {
     pub fn new(kind: DbKind) -> std::io::Result<Self> {
         match kind {
             DbKind::Memdb => {
-                let spares = reused_spares().unwrap_or_else(|| {
+                let reused = reused_spares()?;
+                let spares = reused.clone().unwrap_or_else(|| {
                     let n = NEXT_MEMDB.fetch_add(1, Ordering::Relaxed);
                     Arc::new(Spares::memdb(format!("fencesim-world-{n}")))
                 });
-                Ok(Self { location: spares.location().clone(), _dir: None, spares: Some(spares) })
+                Ok(Self {
+                    location: spares.location().clone(),
+                    _dir: None,
+                    spares: Some(spares),
+                    reused: reused.is_some(),
+                })
             }
             DbKind::File => {
                 let dir = tempfile::Builder::new()
@@ -83,9 +91,14 @@ impl Db {
                     .disable_cleanup(KEEP_TEMP.load(Ordering::Relaxed))
                     .tempdir()?;
                 let path = dir.path().join("world.db");
-                Ok(Self { location: Location::File(path), _dir: Some(dir), spares: None })
+                Ok(Self { location: Location::File(path), _dir: Some(dir), spares: None, reused: false })
             }
         }
+    }
+
+    /// Whether this memdb is an earlier world's, emptied, with its connections.
+    pub fn reused(&self) -> bool {
+        self.reused
     }
 
     /// Take the guard of a file world's folder: the folder is removed when the returned guard
@@ -133,14 +146,20 @@ impl Drop for Db {
     fn drop(&mut self) {
         if let Some(spares) = self.spares.take() {
             // A thread still holding another world's spares keeps those; these close.
-            let _ = SPARES.try_with(|slot| slot.borrow_mut().get_or_insert(spares).idle_count());
+            let _ = SPARES.try_with(|slot| {
+                slot.borrow_mut().get_or_insert(spares);
+            });
         }
     }
 }
 
-/// The thread's spares, emptied for a new world; `None` when there are none or they could not be
-/// emptied (then the world gets a memdb of its own).
-fn reused_spares() -> Option<Arc<Spares>> {
-    let spares = SPARES.try_with(|slot| slot.borrow_mut().take()).ok().flatten()?;
-    matches!(spares.clear(), Ok(true)).then_some(spares)
+/// The thread's spares, emptied for a new world; `None` when there are none or a store still
+/// holds one of their connections (then the world gets a memdb of its own). A database that
+/// fails to empty is an error: it would hide a broken memdb behind a slower fresh one.
+fn reused_spares() -> std::io::Result<Option<Arc<Spares>>> {
+    let Some(spares) = SPARES.try_with(|slot| slot.borrow_mut().take()).ok().flatten() else { return Ok(None) };
+    match spares.clear() {
+        Ok(cleared) => Ok(cleared.then_some(spares)),
+        Err(e) => Err(std::io::Error::other(format!("cannot empty the last world's memdb: {e}"))),
+    }
 }

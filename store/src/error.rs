@@ -10,6 +10,8 @@ use crate::types::{Epoch, Lease, RunId, Seq};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Op {
     Boot,
+    /// Emptying a memdb for its next user ([`crate::sqlite::Spares::clear`]).
+    Clear,
     Acquire,
     Renew,
     Release,
@@ -29,6 +31,7 @@ impl Op {
     pub fn as_str(self) -> &'static str {
         match self {
             Op::Boot => "boot",
+            Op::Clear => "clear",
             Op::Acquire => "acquire",
             Op::Renew => "renew",
             Op::Release => "release",

@@ -541,6 +541,10 @@ fn keep(observer: &fencesim_store::SqliteStore, out: &crate::files::Output) -> R
         let backup =
             rusqlite::backup::Backup::new(observer.raw_connection(), &mut dst).map_err(|e| fail(e.to_string()))?;
         backup.run_to_completion(4096, std::time::Duration::ZERO, None).map_err(|e| fail(e.to_string()))?;
+        drop(backup);
+        // A reused memdb keeps earlier worlds' rows in its free pages, and a backup copies pages:
+        // rewritten whole, the copy holds this world's rows and nothing else.
+        dst.execute_batch("VACUUM").map_err(|e| fail(e.to_string()))?;
     }
     tmp.as_file().sync_all().map_err(|e| fail(format!("cannot write: {e}")))?;
     let persisted = if out.overwrite { tmp.persist(&out.path) } else { tmp.persist_noclobber(&out.path) };

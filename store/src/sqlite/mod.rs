@@ -176,7 +176,7 @@ impl Deref for Conn {
 impl Drop for Conn {
     fn drop(&mut self) {
         if let (Some(conn), Some(spares)) = (self.conn.take(), &self.spares) {
-            spares.give_back(conn);
+            spares.returned(conn);
         }
     }
 }
@@ -224,7 +224,7 @@ impl SqliteStore {
     pub fn open(options: SqliteOptions) -> StoreResult<SqliteStore> {
         let spare = match &options.spares {
             Some(spares) => {
-                spares.check(&options.location)?;
+                spares.check(&options.location, options.read_only)?;
                 let ttl_ms = boot::validate_ttl(options.lease_ttl_ms)?;
                 spares.take_for(options.busy_timeout_ms)?.map(|conn| (conn, ttl_ms))
             }
@@ -237,6 +237,9 @@ impl SqliteStore {
         // Every statement of the store stays prepared: rusqlite's default cache holds 16, fewer
         // than the store uses, and an evicted statement is parsed again at its next use.
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        if let Some(spares) = &options.spares {
+            spares.lend();
+        }
         Ok(SqliteStore {
             conn: Conn { conn: Some(conn), spares: options.spares.clone() },
             location: options.location,

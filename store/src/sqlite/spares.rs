@@ -13,6 +13,7 @@
 //! [`SqliteOptions::spares`]: super::SqliteOptions::spares
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -26,6 +27,8 @@ use crate::error::{Op, StoreError, StoreResult};
 pub struct Spares {
     location: Location,
     idle: Mutex<Vec<Connection>>,
+    /// Connections stores hold right now (taken or opened with these spares, not yet dropped).
+    lent: AtomicUsize,
 }
 
 impl fmt::Debug for Spares {
@@ -38,7 +41,7 @@ impl Spares {
     /// Spares of a memdb. A file keeps its own page cache and locks per connection, and the
     /// simulator gives each file world a folder of its own: only memdbs are pooled.
     pub fn memdb(name: impl Into<String>) -> Self {
-        Self { location: Location::Memdb(name.into()), idle: Mutex::new(Vec::new()) }
+        Self { location: Location::Memdb(name.into()), idle: Mutex::new(Vec::new()), lent: AtomicUsize::new(0) }
     }
 
     pub fn location(&self) -> &Location {
@@ -51,22 +54,28 @@ impl Spares {
     }
 
     /// Empty every table and the AUTOINCREMENT counter through an idle connection, in one
-    /// transaction. `Ok(false)` when no connection is idle: then nothing may be assumed of the
-    /// database (a memdb no connection holds is gone; one a stray connection still holds keeps
-    /// its rows), and the caller starts over with a new one.
+    /// transaction. `Ok(false)`, with nothing done, while a store still holds a connection (it
+    /// could write into what comes next) or when no connection is idle (a memdb no connection
+    /// holds is gone): the caller then starts over with a database of its own.
     pub fn clear(&self) -> StoreResult<bool> {
+        if self.lent.load(Ordering::SeqCst) > 0 {
+            return Ok(false);
+        }
         let Some(conn) = self.take() else { return Ok(false) };
         let mut sql = String::from("BEGIN IMMEDIATE;");
         for table in TABLES {
             sql.push_str(&format!("DELETE FROM {table};"));
         }
         sql.push_str("DELETE FROM sqlite_sequence; COMMIT;");
-        let result = conn.execute_batch(&sql).map_err(|e| sql_error(Op::Boot, None, e));
-        if result.is_err() && !conn.is_autocommit() {
-            let _ = conn.execute_batch("ROLLBACK");
-        }
+        let result = conn.execute_batch(&sql).map_err(|e| StoreError::storage(Op::Clear, e.to_string()));
+        // A failed batch may leave its transaction open; `give_back` closes such a connection.
         self.give_back(conn);
         result.map(|()| true)
+    }
+
+    /// A store took or opened a connection of these spares.
+    pub(super) fn lend(&self) {
+        self.lent.fetch_add(1, Ordering::SeqCst);
     }
 
     /// An idle connection, set to wait `busy_timeout_ms` for a lock like a fresh one.
@@ -81,23 +90,32 @@ impl Spares {
         self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop()
     }
 
-    /// Keep a connection for the next store; one left inside a transaction is closed instead.
-    pub(super) fn give_back(&self, conn: Connection) {
+    /// A store dropped its connection: keep it for the next store; one left inside a
+    /// transaction is closed instead.
+    pub(super) fn returned(&self, conn: Connection) {
+        self.lent.fetch_sub(1, Ordering::SeqCst);
+        self.give_back(conn);
+    }
+
+    fn give_back(&self, conn: Connection) {
         if conn.is_autocommit() {
             self.idle.lock().unwrap_or_else(PoisonError::into_inner).push(conn);
         }
     }
 
-    /// Refuse spares of another database than the store's.
-    pub(super) fn check(&self, location: &Location) -> StoreResult<()> {
-        if &self.location == location {
-            Ok(())
-        } else {
-            Err(StoreError::Config(format!(
+    /// Refuse spares of another database than the store's, and to a read-only store (a spare
+    /// connection writes).
+    pub(super) fn check(&self, location: &Location, read_only: bool) -> StoreResult<()> {
+        if &self.location != location {
+            return Err(StoreError::Config(format!(
                 "spare connections of {} cannot serve a store of {location}",
                 self.location
-            )))
+            )));
         }
+        if read_only {
+            return Err(StoreError::Config("a read-only store never takes a spare connection".to_owned()));
+        }
+        Ok(())
     }
 }
 
@@ -152,10 +170,32 @@ mod tests {
     }
 
     #[test]
+    fn clear_does_nothing_while_a_store_still_holds_a_connection() {
+        let spares = Arc::new(Spares::memdb("spares-held"));
+        let (held, idle) = (open(&spares), open(&spares));
+        let run = RunId::new("r");
+        held.append(&run, &JournalEntry::new(1, "step", "ok"), None).expect("append");
+        drop(idle);
+        assert!(!spares.clear().expect("not cleared"), "a held connection could write into the next world");
+        assert_eq!(held.load(&run).expect("load").len(), 1, "nothing was deleted");
+        drop(held);
+        assert!(spares.clear().expect("cleared"));
+    }
+
+    #[test]
     fn clear_without_an_idle_connection_promises_nothing() {
         let spares = Arc::new(Spares::memdb("spares-none-idle"));
-        let _held = open(&spares);
         assert!(!spares.clear().expect("nothing to clear with"));
+    }
+
+    #[test]
+    fn a_read_only_store_never_takes_a_spare() {
+        let spares = Arc::new(Spares::memdb("spares-read-only"));
+        drop(open(&spares));
+        let options = SqliteOptions::memdb("spares-read-only", Arc::new(ManualClock::new(0))).spares(spares.clone());
+        let err = SqliteStore::open(options.read_only()).expect_err("refused");
+        assert!(matches!(err, StoreError::Config(_)), "{err}");
+        assert_eq!(spares.idle_count(), 1);
     }
 
     #[test]
