@@ -89,6 +89,15 @@ impl Default for WorkerOptions {
     }
 }
 
+/// The longest pause an idle worker backs off to, unless its own poll interval is longer.
+pub const IDLE_PAUSE_CAP_MS: u64 = 1_000;
+
+/// See [`Worker::pause_ms`].
+pub fn pause_ms(poll_ms: u32, idle_sweeps: u32) -> u64 {
+    let poll = u64::from(poll_ms);
+    (poll << idle_sweeps.min(3)).min(IDLE_PAUSE_CAP_MS).max(poll)
+}
+
 /// What one sweep did, per run, in the order it happened.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SweepReport {
@@ -106,6 +115,22 @@ pub struct SweepReport {
     pub retention_failed: Vec<(RunId, EngineError)>,
     /// A sweep was already in flight: this one did nothing.
     pub overlapped: bool,
+}
+
+impl SweepReport {
+    /// Nothing for this worker to do until another actor writes: nothing was driven, retained,
+    /// poisoned or lost, and every listed run was left alone as a suspended run unchanged since
+    /// this worker settled it or as poisoned for its genesis. (A run skipped because its lease is
+    /// held, the store was busy or a read failed is work deferred, not idleness.)
+    pub fn idle(&self) -> bool {
+        self.driven.is_empty()
+            && self.poisoned.is_empty()
+            && self.lease_lost.is_empty()
+            && self.retained.is_empty()
+            && self.retention_failed.is_empty()
+            && !self.overlapped
+            && self.skipped.iter().all(|(_, why)| [skip::SUSPENDED_UNCHANGED, skip::POISONED].contains(why))
+    }
 }
 
 /// The queue worker over one engine and its store.
@@ -225,13 +250,24 @@ impl<E: Env> Worker<E> {
         self.poisoned.borrow().contains(&(run.clone(), genesis.map(str::to_owned)))
     }
 
-    /// Sweep forever, pausing `poll_ms` between sweeps, until [`Worker::stop`]. A failed sweep
-    /// (the listing failed) is retried at the next poll.
+    /// Sweep forever until [`Worker::stop`], pausing [`Worker::pause_ms`] between sweeps. A
+    /// failed sweep (the listing failed) is retried at the next poll.
     pub async fn run_until_stopped(&self) {
+        let mut idle_sweeps = 0;
         while !self.stopping.get() {
-            let _ = self.sweep().await;
-            self.sleep_unless_stopped(u64::from(self.opts.poll_ms)).await;
+            let idle = self.sweep().await.is_ok_and(|report| report.idle());
+            idle_sweeps = if idle { idle_sweeps + 1 } else { 0 };
+            self.sleep_unless_stopped(self.pause_ms(idle_sweeps)).await;
         }
+    }
+
+    /// The pause after a sweep that ended `idle_sweeps` idle sweeps in a row
+    /// ([`SweepReport::idle`]): `poll_ms`, doubled for each, up to 8 x `poll_ms` and no more
+    /// than [`IDLE_PAUSE_CAP_MS`] (a poll interval longer than that is never stretched). A
+    /// fleet of fast pollers then stops hammering the store over runs that wait on someone
+    /// else, and any sweep with work resets it: a resolution is picked up within the cap.
+    pub fn pause_ms(&self, idle_sweeps: u32) -> u64 {
+        pause_ms(self.opts.poll_ms, idle_sweeps)
     }
 
     /// Stop: from now on nothing is acquired, and every active run is cancelled. Await
@@ -554,5 +590,35 @@ impl<'a> Active<'a> {
 impl Drop for Active<'_> {
     fn drop(&mut self) {
         self.set.borrow_mut().remove(&self.run);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_sweeps_double_the_pause_up_to_eight_polls_or_the_cap() {
+        let pauses: Vec<u64> = (0..6).map(|n| pause_ms(50, n)).collect();
+        assert_eq!(pauses, [50, 100, 200, 400, 400, 400]);
+        assert_eq!(pause_ms(200, 5), 1_000, "capped");
+        assert_eq!(pause_ms(1_500, 5), 1_500, "a slow poll is never stretched");
+        assert_eq!(pause_ms(u32::MAX, 40), u64::from(u32::MAX));
+    }
+
+    #[test]
+    fn only_a_sweep_with_nothing_to_do_is_idle() {
+        let run = RunId::new("r");
+        let skipped = |why| SweepReport { skipped: vec![(run.clone(), why)], ..SweepReport::default() };
+        assert!(SweepReport::default().idle());
+        assert!(skipped(skip::SUSPENDED_UNCHANGED).idle());
+        assert!(skipped(skip::POISONED).idle());
+        for deferred in [skip::LEASE_HELD, skip::STOPPING, skip::READ_FAILED, skip::ACTIVE] {
+            assert!(!skipped(deferred).idle(), "{deferred}");
+        }
+        assert!(!SweepReport { poisoned: vec![run.clone()], ..SweepReport::default() }.idle());
+        assert!(!SweepReport { retained: vec![run.clone()], ..SweepReport::default() }.idle());
+        assert!(!SweepReport { lease_lost: vec![run], ..SweepReport::default() }.idle());
+        assert!(!SweepReport { overlapped: true, ..SweepReport::default() }.idle());
     }
 }

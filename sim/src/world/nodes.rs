@@ -165,13 +165,20 @@ async fn worker(shared: &Arc<Shared>, node: Node) -> Result<(), String> {
             worker.stop();
         })
     };
+    // The engine's own loop (`Worker::run_until_stopped`), reporting what each sweep drove.
+    let mut idle_sweeps = 0;
     while !worker.is_stopping() {
-        if let Ok(report) = worker.sweep().await {
-            for (run, result) in &report.driven {
-                ctx.outcome(run, result);
+        let idle = match worker.sweep().await {
+            Ok(report) => {
+                for (run, result) in &report.driven {
+                    ctx.outcome(run, result);
+                }
+                report.idle()
             }
-        }
-        worker.sleep_unless_stopped(u64::from(worker.options().poll_ms)).await;
+            Err(_) => false,
+        };
+        idle_sweeps = if idle { idle_sweeps + 1 } else { 0 };
+        worker.sleep_unless_stopped(worker.pause_ms(idle_sweeps)).await;
     }
     worker.stopped().await;
     watcher.abort();
