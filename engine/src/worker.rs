@@ -1,10 +1,10 @@
 //! The queue worker (contracts 3.8, E8): a sweep lists the runs that still have work (running or
 //! suspended), leases each before reading it, checks it can drive it (a known workflow, not
 //! poisoned for its genesis, not a suspended run unchanged since this worker last settled it) and
-//! resumes it under that lease (only a suspended run this worker settled is first looked at
+//! resumes it under that lease while a renew loop keeps the lease alive; any renew failure is
+//! lease loss and cancels the drive. (Only a suspended run this worker settled is first looked at
 //! through an unleased read of its journal, which can decide to leave it alone, never to drive
-//! it) while a renew loop keeps the lease alive; any renew failure is
-//! lease loss and cancels the drive. Up to `concurrency` runs are driven at once, as slots joined
+//! it.) Idle sweeps stretch the pause before the next, up to a cap. Up to `concurrency` runs are driven at once, as slots joined
 //! on the caller's task (nothing spawns). Opt-in retention deletes terminal runs under a brief
 //! lease, beside the slots rather than in one. `stop` marks the worker stopping (no acquire after
 //! it) and cancels what is active; `stopped` waits for the sweep and the runs to finish.
@@ -253,9 +253,20 @@ impl<E: Env> Worker<E> {
     /// Sweep forever until [`Worker::stop`], pausing [`Worker::pause_ms`] between sweeps. A
     /// failed sweep (the listing failed) is retried at the next poll.
     pub async fn run_until_stopped(&self) {
+        self.run_reporting(|_| {}).await;
+    }
+
+    /// [`Worker::run_until_stopped`], handing each sweep's report to `each`.
+    pub async fn run_reporting(&self, mut each: impl FnMut(&SweepReport)) {
         let mut idle_sweeps = 0;
         while !self.stopping.get() {
-            let idle = self.sweep().await.is_ok_and(|report| report.idle());
+            let idle = match self.sweep().await {
+                Ok(report) => {
+                    each(&report);
+                    report.idle()
+                }
+                Err(_) => false,
+            };
             idle_sweeps = if idle { idle_sweeps + 1 } else { 0 };
             self.sleep_unless_stopped(self.pause_ms(idle_sweeps)).await;
         }

@@ -165,21 +165,13 @@ async fn worker(shared: &Arc<Shared>, node: Node) -> Result<(), String> {
             worker.stop();
         })
     };
-    // The engine's own loop (`Worker::run_until_stopped`), reporting what each sweep drove.
-    let mut idle_sweeps = 0;
-    while !worker.is_stopping() {
-        let idle = match worker.sweep().await {
-            Ok(report) => {
-                for (run, result) in &report.driven {
-                    ctx.outcome(run, result);
-                }
-                report.idle()
+    worker
+        .run_reporting(|report| {
+            for (run, result) in &report.driven {
+                ctx.outcome(run, result);
             }
-            Err(_) => false,
-        };
-        idle_sweeps = if idle { idle_sweeps + 1 } else { 0 };
-        worker.sleep_unless_stopped(worker.pause_ms(idle_sweeps)).await;
-    }
+        })
+        .await;
     worker.stopped().await;
     watcher.abort();
     ctx.history.push(&ctx.label, Event::Note(format!("{} stopped", ctx.label)));
