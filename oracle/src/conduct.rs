@@ -209,7 +209,8 @@ pub(super) fn renew_loss(ctx: &Context) -> Vec<Violation> {
 }
 
 /// Every repair the operator made was of a run something touched in its generation: a crash,
-/// stall or takeover aimed at it, a segment of it that failed, a tenure of it that never
+/// stall or takeover aimed at it, a segment of it that failed (reported, or a write of it the
+/// store failed outright), a tenure of it that never
 /// released its lease (its node crashed, restarted or lost the lease on the way), or an offline
 /// resolution.
 pub(super) fn justified_repair(ctx: &Context) -> Vec<Violation> {
@@ -251,6 +252,14 @@ pub(super) fn justified_repair(ctx: &Context) -> Vec<Violation> {
             }
             Event::Outcome { run, result: SegmentResult::Failed(_) } => {
                 touched.entry(run).or_insert(row.index);
+            }
+            // A write the store failed outright (an I/O error, not a refusal) failed its segment,
+            // whether or not the segment lived to report it.
+            Event::Call(call)
+                if call.surface.is_mutation()
+                    && matches!(call.outcome, CallOutcome::Error(_) | CallOutcome::Injected) =>
+            {
+                touched.entry(&call.run).or_insert(row.index);
             }
             Event::Repair { run, status } if !touched.contains_key(run) => {
                 found.push(Violation::new(

@@ -1185,6 +1185,24 @@ fn justified_repair_catches_a_repair_of_a_run_nothing_touched() {
     assert_eq!(v.row, Some(h.rows.len() - 1));
 }
 
+#[test]
+fn a_write_the_store_failed_outright_justifies_a_repair_and_a_failed_read_does_not() {
+    // Swarm seed 8598: a segment's terminal meta write failed with an injected storage error and
+    // its node crashed (elsewhere) before the sweep reported the failed segment.
+    for (surface, outcome, justified) in [
+        (Surface::PutMeta, CallOutcome::Injected, true),
+        (Surface::Append, CallOutcome::Error("storage"), true),
+        (Surface::GetMeta, CallOutcome::Injected, false),
+        (Surface::PutMeta, CallOutcome::Stale, false),
+    ] {
+        let mut h = clean();
+        h.call("w9.1", 9000, surface, "r2", Some(&b2()), Payload::None, outcome.clone());
+        h.push("operator.1", Event::Repair { run: RunId::new("r2"), status: RunStatus::Ok });
+        let v = violations_of(&h, "justified-repair");
+        assert_eq!(v.is_empty(), justified, "{surface:?} {outcome}: {v:#?}");
+    }
+}
+
 /// `Disruption::ALL` lists every variant once, in declaration order: the match is exhaustive, so a
 /// new variant does not compile until it has a position here (and `ALL`'s length, the number of
 /// arms, is checked with it).
