@@ -18,7 +18,7 @@ use fencesim_store::{
 };
 
 /// The store surface a call went through.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Surface {
     Acquire,
     Renew,
@@ -85,7 +85,7 @@ impl Surface {
 }
 
 /// How a call ended, by error class (contracts 2.7.7).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum CallOutcome {
     Ok,
     /// Acquire found a live lease.
@@ -147,7 +147,7 @@ impl fmt::Display for CallOutcome {
 }
 
 /// What a mutation carried, kept whole so the oracle can replay it into a model.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Hash)]
 pub enum Payload {
     None,
     Entry(JournalEntry),
@@ -222,8 +222,67 @@ impl fmt::Write for Fnv {
     }
 }
 
+/// A fast 64-bit hasher for digests that need only agree within one build, such as a world's
+/// fingerprint fed by derived `Hash` impls (which a new compiler may change): it mixes whole
+/// 64-bit words, where [`Fnv`] spends a multiply on every byte. Anything persisted or compared
+/// across builds uses [`digest`] or [`digest_json`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Mix(u64);
+
+impl Mix {
+    fn word(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(26) ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+impl std::hash::Hasher for Mix {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            self.word(u64::from_le_bytes(w.try_into().expect("8 bytes")));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            // The count of trailing bytes marks the word, so "a\0" and "a" differ.
+            self.word(u64::from_le_bytes(last) ^ ((rest.len() as u64) << 61));
+        }
+    }
+
+    fn write_u8(&mut self, n: u8) {
+        self.word(u64::from(n));
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.word(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.word(n);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.word(n as u64);
+    }
+
+    fn write_i64(&mut self, n: i64) {
+        self.word(n as u64);
+    }
+
+    /// The murmur3 finaliser, so that every input bit reaches every output bit.
+    fn finish(&self) -> u64 {
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    }
+}
+
 /// One store call.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Hash)]
 pub struct Call {
     /// The calling node's clock at the call (what the store compared lease expiry against).
     pub clock_ms: i64,
@@ -263,13 +322,13 @@ impl Call {
 }
 
 /// A paid side effect, counted at the engine's fault point just before it is paid.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum EffectKind {
     Call,
     Tool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Effect {
     pub kind: EffectKind,
     pub run: RunId,
@@ -339,7 +398,7 @@ impl fmt::Display for Disruption {
 }
 
 /// A row of the history.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Hash)]
 #[allow(clippy::large_enum_variant, reason = "nearly every row is a call; boxing it would cost more")]
 pub enum Event {
     Call(Call),
@@ -367,7 +426,7 @@ pub enum Event {
 }
 
 /// What a segment returned to its node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SegmentResult {
     /// The run's status as the engine reported it (settled, or suspended).
     Reported(RunStatus),
@@ -377,7 +436,7 @@ pub enum SegmentResult {
 
 /// The class of an engine error a segment returned (the engine's `EngineError` variants, restated
 /// here because the oracle does not know the engine).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SegmentError {
     LeaseHeld,
     Superseded,
@@ -415,7 +474,7 @@ impl fmt::Display for SegmentResult {
     }
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Hash)]
 pub struct Row {
     /// Position in the history (from 0).
     pub index: usize,
@@ -438,36 +497,52 @@ impl fmt::Display for Row {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "#{:<5} {:>6}.{:03}s {:<9} ", self.index, self.at_ms / 1000, self.at_ms % 1000, self.node)?;
         match &self.event {
+            // Written piece by piece, no intermediate strings: the world's fingerprint hashes
+            // every row's text, so this is on the simulator's hot path.
             Event::Call(call) => {
-                let target = call.blob_ref.clone().unwrap_or_else(|| call.run.to_string());
-                let seq = call.seq().map_or(String::new(), |s| format!(" seq={s}"));
-                let lease = match (&call.lease, call.surface) {
-                    (Some(l), Surface::Acquire) => format!(" granted {}@e{}", l.owner, l.epoch),
-                    (Some(l), _) => format!(" under {}@e{}.{}", l.owner, l.epoch, call.counter),
-                    (None, Surface::Acquire) => format!(" by {}", call.owner.as_deref().unwrap_or("?")),
-                    (None, _) if call.surface.is_mutation() => " unleased".to_owned(),
-                    (None, _) => String::new(),
-                };
-                let payload = match &call.payload {
-                    Payload::None => String::new(),
-                    Payload::Entry(e) => format!(" {}/{} #{:016x}", e.kind, e.status, call.payload.digest()),
-                    Payload::Meta(m) => format!(" {} seg={} #{:016x}", m.status, m.segments, call.payload.digest()),
-                    Payload::Blob(b) => format!(" {}B #{:016x}", b.len(), call.payload.digest()),
-                };
-                write!(f, "{:<11} {target}{seq}{lease}{payload} -> {}", call.surface.as_str(), call.outcome)
+                write!(f, "{:<11} ", call.surface.as_str())?;
+                match &call.blob_ref {
+                    Some(blob_ref) => f.write_str(blob_ref)?,
+                    None => f.write_str(call.run.as_str())?,
+                }
+                if let Some(seq) = call.seq() {
+                    write!(f, " seq={seq}")?;
+                }
+                match (&call.lease, call.surface) {
+                    (Some(l), Surface::Acquire) => write!(f, " granted {}@e{}", l.owner, l.epoch)?,
+                    (Some(l), _) => write!(f, " under {}@e{}.{}", l.owner, l.epoch, call.counter)?,
+                    (None, Surface::Acquire) => write!(f, " by {}", call.owner.as_deref().unwrap_or("?"))?,
+                    (None, _) if call.surface.is_mutation() => f.write_str(" unleased")?,
+                    (None, _) => {}
+                }
+                match &call.payload {
+                    Payload::None => {}
+                    Payload::Entry(e) => write!(f, " {}/{} #{:016x}", e.kind, e.status, call.payload.digest())?,
+                    Payload::Meta(m) => write!(f, " {} seg={} #{:016x}", m.status, m.segments, call.payload.digest())?,
+                    Payload::Blob(b) => write!(f, " {}B #{:016x}", b.len(), call.payload.digest())?,
+                }
+                write!(f, " -> {}", call.outcome)
             }
             Event::Effect(e) => {
                 let kind = match e.kind {
                     EffectKind::Call => "pay-call",
                     EffectKind::Tool => "pay-tool",
                 };
-                let epoch = e.epoch.map_or("unleased".to_owned(), |ep| format!("e{ep}"));
-                write!(f, "{kind:<11} {} running={} n={} {epoch}", e.run, e.running, e.n)
+                write!(f, "{kind:<11} {} running={} n={} ", e.run, e.running, e.n)?;
+                match e.epoch {
+                    Some(epoch) => write!(f, "e{epoch}"),
+                    None => f.write_str("unleased"),
+                }
             }
             Event::Fault { kind, run, epoch, detail } => {
-                let run = run.as_ref().map_or(String::new(), |r| format!(" {r}"));
-                let epoch = epoch.map_or(String::new(), |e| format!(" e{e}"));
-                write!(f, "FAULT {kind}{run}{epoch} {detail}")
+                write!(f, "FAULT {kind}")?;
+                if let Some(run) = run {
+                    write!(f, " {run}")?;
+                }
+                if let Some(epoch) = epoch {
+                    write!(f, " e{epoch}")?;
+                }
+                write!(f, " {detail}")
             }
             Event::Outcome { run, result } => write!(f, "outcome     {run} {result}"),
             Event::Repair { run, status } => write!(f, "repair      {run} meta -> {status}"),
@@ -568,12 +643,12 @@ impl History {
 
 /// The store's final state, read after the world stopped: what the oracle diffs the serial
 /// history against.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Hash)]
 pub struct Snapshot {
     pub runs: BTreeMap<RunId, RunState>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Hash)]
 pub struct RunState {
     pub journal: Vec<JournalEntry>,
     pub meta: Option<RunMeta>,

@@ -22,9 +22,9 @@ const ZOMBIE_SURFACES: [&str; 7] = ["renew", "append", "put_meta", "put_blob", "
 /// The actors an injected storage error can hit (node labels start with these).
 const ROLES: [&str; 4] = ["worker", "client", "sweeper", "operator"];
 
-/// The role of a node label, one of [`ROLES`]: `w2.1` is a worker, `client.1` the client, ...
-fn role(label: &str) -> Option<&'static str> {
-    match Node::of_label(label)? {
+/// The role of a node, one of [`ROLES`]: `w2` is a worker, `client` the client, ...
+fn role(node: Node) -> Option<&'static str> {
+    match node {
         Node::Worker(_) => Some("worker"),
         Node::Client => Some("client"),
         Node::Sweeper => Some("sweeper"),
@@ -89,20 +89,21 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
     // Node label -> virtual ms its stall ends.
     let mut stalled: BTreeMap<&str, i64> = BTreeMap::new();
     // Run -> crash sites awaiting a resume.
-    let mut crashed: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut crashed: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     // Run -> (granted node's skew, ms) of the latest grant.
-    let mut holder_skew: BTreeMap<String, (String, i64)> = BTreeMap::new();
+    let mut holder_skew: BTreeMap<&str, (&str, i64)> = BTreeMap::new();
     // Run -> the epoch a delete removed (the tombstone must hold above it).
-    let mut deleted: BTreeMap<String, i64> = BTreeMap::new();
+    let mut deleted: BTreeMap<&str, i64> = BTreeMap::new();
     // Run -> the highest epoch granted so far; and the same, as of an unleased (admin) delete.
-    let mut top_grant: BTreeMap<String, i64> = BTreeMap::new();
-    let mut purged: BTreeMap<String, i64> = BTreeMap::new();
+    let mut top_grant: BTreeMap<&str, i64> = BTreeMap::new();
+    let mut purged: BTreeMap<&str, i64> = BTreeMap::new();
     // Lease -> the caller's clock its expiry falls on; run -> the expiry of its current row.
-    let mut expiry: BTreeMap<(String, String, i64), i64> = BTreeMap::new();
-    let mut row_expiry: BTreeMap<String, i64> = BTreeMap::new();
+    let mut expiry: BTreeMap<(&str, &str, i64), i64> = BTreeMap::new();
+    let mut row_expiry: BTreeMap<&str, i64> = BTreeMap::new();
     // Nodes whose stall was aimed at their lease's expiry instant.
     let mut aimed: BTreeMap<&str, ()> = BTreeMap::new();
     for row in rows {
+        let node = Node::of_label(&row.node);
         match &row.event {
             Event::Fault { kind, run, detail, .. } => match kind {
                 Disruption::Takeover => {
@@ -130,14 +131,14 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                     if let Some(site) = detail.rsplit(" at ").next() {
                         hit(format!("crash-at-{site}"));
                         if let Some(run) = run {
-                            crashed.entry(run.to_string()).or_default().push(site.to_owned());
+                            crashed.entry(run.as_str()).or_default().push(site);
                         }
                     }
                 }
                 Disruption::Zombie | Disruption::Purge | Disruption::ClockJump | Disruption::Restart => {}
             },
             Event::Call(call) => {
-                let run = call.run.to_string();
+                let run = call.run.as_str();
                 if let Some(until) = stalled.get(row.node.as_str()).copied()
                     && row.at_ms >= until
                     && is_fenced_write(call.surface)
@@ -145,15 +146,12 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                     stalled.remove(row.node.as_str());
                     hit("stall-woke-writing".to_owned());
                 }
-                if Node::of_label(&row.node) == Some(Node::Zombie)
-                    && is_refusal(&call.outcome)
-                    && is_fenced_write(call.surface)
-                {
+                if node == Some(Node::Zombie) && is_refusal(&call.outcome) && is_fenced_write(call.surface) {
                     hit(format!("zombie-refused-{}", call.surface.as_str()));
                 }
                 if let Some(lease) = &call.lease
                     && lease.owner == FORGER
-                    && Node::of_label(&row.node) == Some(Node::Zombie)
+                    && node == Some(Node::Zombie)
                     && is_refusal(&call.outcome)
                     && is_fenced_write(call.surface)
                 {
@@ -161,7 +159,7 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                 }
                 if let Some(lease) = &call.lease
                     && aimed.contains_key(row.node.as_str())
-                    && expiry.get(&(run.clone(), lease.owner.clone(), lease.epoch.0)) == Some(&call.clock_ms)
+                    && expiry.get(&(run, lease.owner.as_str(), lease.epoch.0)) == Some(&call.clock_ms)
                 {
                     aimed.remove(row.node.as_str());
                     hit("stall-woke-at-expiry-instant".to_owned());
@@ -172,7 +170,7 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                 if let Some(lease) = &call.lease
                     && call.surface != Surface::Acquire
                     && call.outcome == CallOutcome::Stale
-                    && expiry.get(&(run.clone(), lease.owner.clone(), lease.epoch.0)) == Some(&call.clock_ms)
+                    && expiry.get(&(run, lease.owner.as_str(), lease.epoch.0)) == Some(&call.clock_ms)
                 {
                     hit("expiry-instant-refused".to_owned());
                 }
@@ -182,36 +180,36 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                     match call.surface {
                         Surface::Acquire | Surface::Renew => {
                             let at = call.clock_ms.saturating_add(ttl_ms);
-                            expiry.insert((run.clone(), lease.owner.clone(), lease.epoch.0), at);
-                            if call.surface == Surface::Acquire && row_expiry.get(&run) == Some(&call.clock_ms) {
+                            expiry.insert((run, lease.owner.as_str(), lease.epoch.0), at);
+                            if call.surface == Surface::Acquire && row_expiry.get(run) == Some(&call.clock_ms) {
                                 hit("takeover-at-expiry-instant".to_owned());
                             }
-                            row_expiry.insert(run.clone(), at);
+                            row_expiry.insert(run, at);
                         }
                         Surface::Release | Surface::Delete => {
-                            row_expiry.remove(&run);
+                            row_expiry.remove(run);
                         }
                         _ => {}
                     }
                 }
                 if call.surface == Surface::Delete && call.outcome.is_ok() && call.lease.is_none() {
-                    row_expiry.remove(&run);
-                    purged.insert(run.clone(), top_grant.get(&run).copied().unwrap_or(0));
+                    row_expiry.remove(run);
+                    purged.insert(run, top_grant.get(run).copied().unwrap_or(0));
                 }
                 if call.surface == Surface::Acquire
                     && call.outcome.is_ok()
                     && let Some(epoch) = call.epoch()
                 {
-                    if let Some(before) = purged.remove(&run)
+                    if let Some(before) = purged.remove(run)
                         && epoch.0 > before
                     {
                         hit("admin-purge-tombstone-held".to_owned());
                     }
-                    let top = top_grant.entry(run.clone()).or_default();
+                    let top = top_grant.entry(run).or_default();
                     *top = (*top).max(epoch.0);
                 }
                 if call.outcome == CallOutcome::Injected
-                    && let Some(role) = role(&row.node)
+                    && let Some(role) = node.and_then(role)
                 {
                     hit(format!("store-error-{role}"));
                 }
@@ -221,7 +219,7 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                 {
                     hit("busy-during-settle".to_owned());
                 }
-                if Node::of_label(&row.node) == Some(Node::Sweeper)
+                if node == Some(Node::Sweeper)
                     && call.surface == Surface::Acquire
                     && matches!(call.outcome, CallOutcome::HeldBy { .. })
                 {
@@ -231,21 +229,21 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                     && call.outcome.is_ok()
                     && let Some(epoch) = call.epoch()
                 {
-                    deleted.insert(run.clone(), epoch.0);
+                    deleted.insert(run, epoch.0);
                 }
                 if call.surface == Surface::Acquire && call.outcome.is_ok() {
                     let skew = call.clock_ms - row.at_ms;
-                    if let Some((node, other)) = holder_skew.get(&run)
-                        && *node != row.node
+                    if let Some((holder, other)) = holder_skew.get(run)
+                        && *holder != row.node
                         && (skew - other).abs() > ttl_ms
                     {
                         hit("skew-beyond-ttl".to_owned());
                     }
-                    holder_skew.insert(run.clone(), (row.node.clone(), skew));
-                    for site in crashed.remove(&run).unwrap_or_default() {
+                    holder_skew.insert(run, (row.node.as_str(), skew));
+                    for site in crashed.remove(run).unwrap_or_default() {
                         hit(format!("resume-after-crash-at-{site}"));
                     }
-                    if let (Some(before), Some(epoch)) = (deleted.remove(&run), call.epoch())
+                    if let (Some(before), Some(epoch)) = (deleted.remove(run), call.epoch())
                         && epoch.0 > before
                     {
                         hit("recreate-tombstone-held".to_owned());

@@ -36,9 +36,12 @@ impl Node {
 
     /// The node `name` names (`w3`, `client`, ...), if any.
     pub fn parse(name: &str) -> Option<Node> {
-        if let Some(i) = name.strip_prefix('w').and_then(|i| i.parse::<u32>().ok()) {
-            // `w01` and `w0` are no worker's name: a worker's is exactly `w{i}`, from 1.
-            return (i >= 1 && name == format!("w{i}")).then_some(Node::Worker(i));
+        if let Some(digits) = name.strip_prefix('w')
+            && digits.bytes().next().is_some_and(|b| b.is_ascii_digit())
+        {
+            // `w01`, `w0` and `w+1` are no worker's name: a worker's is exactly `w{i}`, from 1.
+            let canonical = digits.bytes().all(|b| b.is_ascii_digit()) && !digits.starts_with('0');
+            return digits.parse().ok().filter(|_| canonical).map(Node::Worker);
         }
         Node::OTHERS.into_iter().find(|n| n.name() == Some(name))
     }

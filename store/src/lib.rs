@@ -9,6 +9,7 @@
 
 pub mod clock;
 pub mod conformance;
+mod decode;
 pub mod defects;
 pub mod error;
 pub mod fault;

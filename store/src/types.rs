@@ -133,8 +133,9 @@ impl fmt::Display for RunStatus {
     }
 }
 
-/// One record per run, written whole by its owner and never merged by the store (J6).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One record per run, written whole by its owner and never merged by the store (J6). Decoded by
+/// hand (`decode.rs`): a derived decoder buffers a `flatten`ed record whole first.
+#[derive(Clone, Debug, PartialEq, Hash, Serialize)]
 pub struct RunMeta {
     pub run_id: RunId,
     pub status: RunStatus,
@@ -194,8 +195,9 @@ impl From<String> for RunId {
 }
 
 /// One journal entry. The store reads `seq` (the A5 guard) and nothing else; `ref`, `kind` and
-/// `status` are typed for the engine's convenience, everything else is opaque (J4).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// `status` are typed for the engine's convenience, everything else is opaque (J4). Decoded by
+/// hand (`decode.rs`), as [`RunMeta`] is.
+#[derive(Clone, Debug, PartialEq, Hash, Serialize)]
 pub struct JournalEntry {
     pub seq: Seq,
     /// A terminal entry's running entry.

@@ -21,7 +21,7 @@ use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId;
 
 use crate::env::{SimClock, elapsed_ms};
-use crate::history::{Disruption, Event, Fnv, History, Recorder, Row, Snapshot, digest, digest_json, lock};
+use crate::history::{Disruption, Event, History, Mix, Recorder, Row, Snapshot, lock};
 use crate::node::Node;
 use crate::oracle::{self, OracleConfig, Scope, Violation};
 use crate::rng::Stream;
@@ -552,28 +552,13 @@ fn keep(observer: &fencesim_store::SqliteStore, out: &crate::files::Output) -> R
     Ok(())
 }
 
-/// FNV over the applied configuration, every trace row and the final store state.
+/// A digest of the applied configuration, every history row (whole, payloads included) and the
+/// final store state: the same scenario, seed, db and build give the same value.
 fn fingerprint(config: &[String], rows: &[Row], snapshot: &Snapshot) -> u64 {
-    use std::fmt::Write as _;
-    let mut h = Fnv::default();
-    for line in config {
-        let _ = writeln!(h, "{line}");
-    }
-    for row in rows {
-        let _ = writeln!(h, "{row}");
-    }
-    for (run, state) in &snapshot.runs {
-        let _ = write!(h, "{run}");
-        for entry in &state.journal {
-            let _ = write!(h, " {:016x}", digest_json(entry));
-        }
-        let _ = write!(h, " meta {:016x}", state.meta.as_ref().map_or(0, digest_json));
-        for (blob_ref, bytes) in &state.blobs {
-            let _ = write!(h, " {blob_ref}:{:016x}", digest(bytes));
-        }
-        let _ = writeln!(h);
-    }
-    h.0
+    use std::hash::{Hash as _, Hasher as _};
+    let mut h = Mix::default();
+    (config, rows, snapshot).hash(&mut h);
+    h.finish()
 }
 
 fn count(rows: &[Row], snapshot: &Snapshot) -> Counters {
