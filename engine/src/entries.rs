@@ -6,7 +6,7 @@
 //! on the engine, and it restates the vocabulary it needs from the contracts
 //! (`docs/contracts.md`), so a bug here cannot hide itself from the checkers.
 
-use fencesim_store::{JournalEntry, Op, RunId, RunStatus, Seq, StoreError};
+use fencesim_store::{JournalEntry, Op, RunId, RunMeta, RunStatus, Seq, StoreError};
 use serde_json::{Value, json};
 
 /// Entry kinds the engine writes.
@@ -30,6 +30,20 @@ pub mod status {
 
 /// `value.decisionType` of the settle decision.
 pub const RUN_SETTLE: &str = "run_settle";
+
+/// The meta field in which a segment that settles a run `suspended` records the journal's length
+/// at that moment (only a `suspended` meta carries it). A journal only grows until its run is
+/// deleted, and a recreated run starts a meta of its own: while the length is unchanged, the run
+/// would only park again, so any worker may leave it alone after an unleased read (E8).
+pub const SUSPENDED_AT: &str = "suspended_at";
+
+/// The journal length a `suspended` meta recorded ([`SUSPENDED_AT`]), if any.
+pub fn suspended_at(meta: &RunMeta) -> Option<usize> {
+    if meta.status != RunStatus::Suspended {
+        return None;
+    }
+    meta.extra.get(SUSPENDED_AT).and_then(Value::as_u64).and_then(|n| usize::try_from(n).ok())
+}
 
 /// The checkpoint ref of the dispatch whose running entry is `running` (contracts 1.4).
 pub fn checkpoint_ref(run: &RunId, running: Seq) -> String {

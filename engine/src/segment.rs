@@ -142,6 +142,7 @@ impl<'e, E: Env> Segment<'e, E> {
         boot.segments = segment;
         boot.updated_at_ms = Some(self.engine.env().now_ms());
         boot.extra.insert("workflow".into(), json!(workflow.name));
+        boot.extra.remove(entries::SUSPENDED_AT);
         let lease = self.lease_for(EngineDefect::UnthreadedMetaLease);
         // A superseded segment's first refused write fails it before any paid call (E4).
         self.write(Write::PutMeta(&boot), lease).await?.map_err(crate::engine::lease_or_store)?;
@@ -409,7 +410,7 @@ impl<'e, E: Env> Segment<'e, E> {
         meta.updated_at_ms = Some(self.engine.env().now_ms());
         let meta_first = self.has(EngineDefect::MetaBeforeSettle);
         if meta_first {
-            self.put_terminal_meta(&meta, status, true).await?;
+            self.put_terminal_meta(&mut meta, status, true).await?;
         }
         let (needed, mut recorded) = {
             let journal = self.journal.borrow();
@@ -445,7 +446,7 @@ impl<'e, E: Env> Segment<'e, E> {
         // The defect forgets the projection of a clean settle: only a repair would put it right.
         let forgotten = self.has(EngineDefect::TerminalMetaSkipped) && self.appended.get() > 0 && recorded;
         if !meta_first && !forgotten {
-            self.put_terminal_meta(&meta, status, recorded).await?;
+            self.put_terminal_meta(&mut meta, status, recorded).await?;
         }
         if late_stragglers {
             self.drain().await?;
@@ -457,7 +458,11 @@ impl<'e, E: Env> Segment<'e, E> {
     /// outcome (`recorded`): the projection belongs to the current holder. A segment that lost
     /// its lease before anything recorded its outcome (a fresh run superseded before its first
     /// append) was superseded: its outcome is not durable and must not be reported as settled.
-    async fn put_terminal_meta(&self, meta: &RunMeta, status: RunStatus, recorded: bool) -> EngineResult<()> {
+    /// A `suspended` projection records the journal's length as it is now ([`entries::SUSPENDED_AT`]).
+    async fn put_terminal_meta(&self, meta: &mut RunMeta, status: RunStatus, recorded: bool) -> EngineResult<()> {
+        if status == RunStatus::Suspended {
+            meta.extra.insert(entries::SUSPENDED_AT.into(), json!(self.journal.borrow().len()));
+        }
         let lease = self.lease_for(EngineDefect::UnthreadedMetaLease);
         match self.write(Write::PutMeta(meta), lease).await? {
             Ok(()) => Ok(()),

@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use crate::defects::EngineDefect;
 use crate::engine::{CancelToken, Engine, Outcome, RunOptions, renew_cadence, validate_timer};
+use crate::entries;
 use crate::env::Env;
 use crate::error::{EngineError, EngineResult};
 use crate::race::{LocalFuture, join_all, with_keeper};
@@ -358,10 +359,10 @@ impl<E: Env> Worker<E> {
         }
     }
 
-    /// One listed row: re-check candidacy (a suspended run this worker settled, on an unleased
-    /// read of its journal), lease, read, check, drive, release.
+    /// One listed row: re-check candidacy (a suspended run that has not moved since it parked,
+    /// on an unleased read of its journal), lease, read, check, drive, release.
     async fn consider(&self, row: RunMeta, report: &RefCell<SweepReport>) {
-        let run = row.run_id;
+        let run = row.run_id.clone();
         let skip = |reason: &'static str| report.borrow_mut().skipped.push((run.clone(), reason));
         // D16: nothing is leased once stop() was called, even mid-sweep.
         if self.stopping.get() {
@@ -376,7 +377,7 @@ impl<E: Env> Worker<E> {
         if self.is_poisoned(&run, row.genesis.as_deref()) {
             return skip(skip::POISONED);
         }
-        if row.status == RunStatus::Suspended && self.unchanged_unleased(&run, row.genesis.as_deref()).await {
+        if row.status == RunStatus::Suspended && self.unchanged_unleased(&row).await {
             return skip(skip::SUSPENDED_UNCHANGED);
         }
         let lease = match self.engine.acquire(&run, &self.opts.owner).await {
@@ -411,7 +412,7 @@ impl<E: Env> Worker<E> {
             self.poison(&run, genesis, report);
             return;
         };
-        if meta.status == RunStatus::Suspended && self.unchanged_since_settle(&run, journal.len(), genesis.as_deref()) {
+        if meta.status == RunStatus::Suspended && self.unchanged_since_settle(&meta, journal.len()) {
             return release(skip::SUSPENDED_UNCHANGED);
         }
         if self.stopping.get() {
@@ -458,29 +459,32 @@ impl<E: Env> Worker<E> {
         }
     }
 
-    /// Whether a suspended run is exactly as this worker's last suspended settle left it. The
-    /// `skip-cache-by-length` defect (D18) compares the length alone.
-    fn unchanged_since_settle(&self, run: &RunId, length: usize, genesis: Option<&str>) -> bool {
+    /// Whether a suspended run has not moved since it last parked: its journal is as long as
+    /// when this worker settled it, with the same genesis (the `skip-cache-by-length` defect,
+    /// D18, compares the length alone), or as long as its meta says it was when whoever settled
+    /// it last did ([`entries::SUSPENDED_AT`]).
+    fn unchanged_since_settle(&self, meta: &RunMeta, length: usize) -> bool {
         let by_length_only = self.engine.has(EngineDefect::SkipCacheByLength);
-        self.settled_suspended
+        let mine = self
+            .settled_suspended
             .borrow()
-            .get(run)
-            .is_some_and(|(len, gen_then)| *len == length && (by_length_only || gen_then.as_deref() == genesis))
+            .get(&meta.run_id)
+            .is_some_and(|(len, gen_then)| *len == length && (by_length_only || *gen_then == meta.genesis));
+        mine || entries::suspended_at(meta) == Some(length)
     }
 
-    /// Whether a suspended run this worker left suspended still looks unchanged through an
-    /// unleased read of its journal. Such a read only ever decides *not* to lease the run now;
-    /// every decision to drive it is made again under the lease (contracts 3.7). Without it,
-    /// every worker leased, read and released every waiting run at every poll: a fleet of
-    /// pollers churned a waiting run's epoch thousands of times a minute. A failed read decides
-    /// nothing.
-    async fn unchanged_unleased(&self, run: &RunId, genesis: Option<&str>) -> bool {
-        if !self.settled_suspended.borrow().contains_key(run) {
+    /// Whether a listed suspended run still looks unchanged through an unleased read of its
+    /// journal. Such a read only ever decides *not* to lease the run now; every decision to
+    /// drive it is made again under the lease (contracts 3.7). Without it, every worker leased,
+    /// read and released every waiting run at every poll: a fleet of pollers churned a waiting
+    /// run's epoch thousands of times a minute. A failed read decides nothing.
+    async fn unchanged_unleased(&self, row: &RunMeta) -> bool {
+        if entries::suspended_at(row).is_none() && !self.settled_suspended.borrow().contains_key(&row.run_id) {
             return false;
         }
         let store = self.engine.store();
-        match self.engine.retry_busy(|| store.load(run)).await {
-            Ok(journal) => self.unchanged_since_settle(run, journal.len(), genesis),
+        match self.engine.retry_busy(|| store.load(&row.run_id)).await {
+            Ok(journal) => self.unchanged_since_settle(row, journal.len()),
             Err(_) => false,
         }
     }

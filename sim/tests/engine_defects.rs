@@ -336,7 +336,7 @@ fn checkpoint_plan(defects: EngineDefects, db: DbKind) -> Violations {
 }
 
 fn resettle_plan(defects: EngineDefects, db: DbKind) -> Violations {
-    regression_plan("resettle-on-replay-swarm-seed5.toml", defects, db)
+    regression_plan("resettle-on-replay-unrepaired-seed4.toml", defects, db)
 }
 
 fn renew_plan(defects: EngineDefects, db: DbKind) -> Violations {

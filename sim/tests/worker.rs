@@ -290,8 +290,19 @@ fn d18_skip_cache_by_length_is_caught_skipping_the_new_generation_forever() {
     });
 }
 
+/// Remove the journal length a parked run's meta recorded (as a meta written before E8's record,
+/// or rewritten by a repair, has none), under a lease of its own.
+fn forget_suspended_at(store: &Rc<dyn Store>, run: &RunId) {
+    let leases = store.leases().expect("a leasable store");
+    let lease = leases.acquire(run, "editor").expect("no live lease is left on the run");
+    let mut meta = store.get_meta(run).expect("reads").expect("a meta");
+    assert!(meta.extra.remove(entries::SUSPENDED_AT).is_some(), "the parked meta recorded its length");
+    store.put_meta(&meta, Some(&lease)).expect("the editor writes");
+    leases.release(&lease).expect("the editor releases");
+}
+
 #[test]
-fn an_unchanged_suspended_run_is_skipped_and_a_resolved_one_driven() {
+fn a_parked_run_that_has_not_moved_is_left_alone_unleased_and_a_resolved_one_driven() {
     sim(4, || async {
         let db = world();
         let ledger = Ledger::new();
@@ -300,14 +311,42 @@ fn an_unchanged_suspended_run_is_skipped_and_a_resolved_one_driven() {
         let worker = worker(&w, vec![Workflow::approval()], WorkerOptions::default());
         let run = RunId::new("r-parked");
         host.engine.run(&run, &Workflow::approval(), RunOptions::default()).await.unwrap();
+        // The host parked it: the meta records how long the journal was (E8).
+        let meta = w.store.get_meta(&run).unwrap().unwrap();
+        assert_eq!(entries::suspended_at(&meta), Some(w.store.load(&run).unwrap().len()));
+        let before = probe(&w.store, &run);
+        let first = worker.sweep().await.unwrap();
+        assert_eq!(first.skipped, vec![(run.clone(), skip::SUSPENDED_UNCHANGED)]);
+        assert!(first.driven.is_empty());
+        // Decided on an unleased read of the journal: only the probe's own acquire moved the epoch.
+        assert_eq!(probe(&w.store, &run), Epoch(before.0 + 1));
+        host.engine.resolve(&run, Seq(1), json!("yes"), "resolver").await.unwrap();
+        let second = worker.sweep().await.unwrap();
+        assert_eq!(status_of(&second.driven[0].1), Some(RunStatus::Ok));
+    });
+}
+
+#[test]
+fn a_run_this_worker_parked_is_left_alone_even_when_its_meta_records_no_length() {
+    sim(4, || async {
+        let db = world();
+        let ledger = Ledger::new();
+        let host = node(&db, &ledger, "host", 20, &[]);
+        let w = node(&db, &ledger, "w", 20, &[]);
+        let worker = worker(&w, vec![Workflow::approval()], WorkerOptions::default());
+        let run = RunId::new("r-parked");
+        host.engine.run(&run, &Workflow::approval(), RunOptions::default()).await.unwrap();
+        forget_suspended_at(&w.store, &run);
+        // Nothing says the run has not moved: the worker leases it, and parks it again.
         let first = worker.sweep().await.unwrap();
         assert_eq!(status_of(&first.driven[0].1), Some(RunStatus::Suspended));
+        // Its own memory of that settle is enough to leave it alone after that.
+        forget_suspended_at(&w.store, &run);
         let before = probe(&w.store, &run);
         let second = worker.sweep().await.unwrap();
         assert_eq!(second.skipped, vec![(run.clone(), skip::SUSPENDED_UNCHANGED)]);
-        // The skip was decided on an unleased read of the journal: no lease, so only the probe's
-        // own acquire moved the epoch.
         assert_eq!(probe(&w.store, &run), Epoch(before.0 + 1));
+        // A length that does not match is no reason to skip: a resolved run is driven.
         host.engine.resolve(&run, Seq(1), json!("yes"), "resolver").await.unwrap();
         let third = worker.sweep().await.unwrap();
         assert_eq!(status_of(&third.driven[0].1), Some(RunStatus::Ok));
@@ -327,6 +366,8 @@ fn an_unknown_workflow_poisons_the_run_for_its_genesis_only() {
         let run = RunId::new("r-mystery");
         let mystery = Workflow { name: "mystery".into(), ..wait() };
         host.engine.run(&run, &mystery, genesis("g1")).await.unwrap();
+        // Resolved, so the run has moved since it parked and the worker must lease it.
+        host.engine.resolve(&run, Seq(1), json!("yes"), "resolver").await.unwrap();
 
         let e0 = probe(&w.store, &run);
         let first = worker.sweep().await.unwrap();
@@ -344,6 +385,7 @@ fn an_unknown_workflow_poisons_the_run_for_its_genesis_only() {
         // A new generation of the same id is tried again.
         host.engine.delete_run(&run, None).await.unwrap();
         host.engine.run(&run, &mystery, genesis("g2")).await.unwrap();
+        host.engine.resolve(&run, Seq(1), json!("yes"), "resolver").await.unwrap();
         let e3 = probe(&w.store, &run);
         let third = worker.sweep().await.unwrap();
         assert_eq!(third.poisoned, vec![run.clone()]);

@@ -4,6 +4,7 @@
 //! calls, and at the store's fence-check hook a takeover attempt from another connection. The
 //! supervisor's zombie probes every write surface with a superseded lease.
 
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -16,8 +17,8 @@ use fencesim_engine::{
     RunOptions, Site, Worker, WorkerOptions, Workflow, Write,
 };
 use fencesim_store::{
-    FaultPoint, FaultSite, JournalStore, LeasableStore, Lease, LeaseRejection, RunFilter, RunId, RunStatus, Store,
-    StoreError, TranscriptStore,
+    Epoch, FaultPoint, FaultSite, JournalStore, LeasableStore, Lease, LeaseRejection, RunFilter, RunId, RunStatus,
+    Store, StoreError, TranscriptStore,
 };
 use serde_json::json;
 
@@ -566,12 +567,15 @@ impl Zombie {
     /// The dead-lease probes: a superseded lease on every write surface.
     fn dead_lease(&mut self, shared: &Shared) {
         let grants = shared.history.grants();
+        // A grant is superseded when its run was granted a higher epoch since.
+        let mut top: BTreeMap<&RunId, Epoch> = BTreeMap::new();
+        for g in &grants {
+            let epoch = top.entry(&g.run).or_insert(g.epoch);
+            *epoch = (*epoch).max(g.epoch);
+        }
         let dead: Vec<&Lease> = grants
             .iter()
-            .filter(|g| {
-                Node::of_label(&g.owner) != Some(Node::Usurper)
-                    && grants.iter().any(|h| h.run == g.run && h.epoch > g.epoch)
-            })
+            .filter(|g| Node::of_label(&g.owner) != Some(Node::Usurper) && top[&g.run] > g.epoch)
             .filter(|g| !is_scratch(&g.run))
             .collect();
         let store = &self.store;
