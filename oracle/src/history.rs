@@ -581,6 +581,13 @@ impl History {
         Self { inner: Arc::default(), now_ms }
     }
 
+    /// An empty history with room for `rows` rows before it grows: a row is large, and a
+    /// history that doubles its way to a world's two thousand rows copies every row again.
+    pub fn with_capacity(now_ms: TimeSource, rows: usize) -> Self {
+        let inner = Inner { rows: Vec::with_capacity(rows), ..Inner::default() };
+        Self { inner: Arc::new(Mutex::new(inner)), now_ms }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         lock(&self.inner)
     }

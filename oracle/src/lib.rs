@@ -12,13 +12,14 @@
 //! several checkers share (the lease replay, effective epochs, the writers index) are computed once
 //! per [`check`], in a `Context`.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
 
-use fencesim_store::{Epoch, RunId};
+use fencesim_store::{Epoch, RunFilter, RunId, RunMeta, RunStatus, Store, StoreResult};
 
-use crate::history::{Row, Snapshot};
+use crate::history::{Row, RunState, Snapshot};
 use model::{LeaseReplay, Writers, effective_epochs};
 
 mod conduct;
@@ -241,4 +242,28 @@ pub fn check(rows: &[Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Viola
 /// planned run that never reached the store (that takes the history: [`check`] flags it).
 pub fn settled_or_waiting(snapshot: &Snapshot) -> bool {
     snapshot.runs.iter().all(|(run, state)| outcomes::run_liveness(run, state).is_ok())
+}
+
+/// [`settled_or_waiting`] over the snapshot [`Snapshot::read`] would take of `store` and `extra`,
+/// reading no more of it than the answer takes: the listed metas first (a `running` one decides
+/// it), then one journal at a time, never a blob (liveness does not look at blobs). A world asks
+/// it every half virtual second once its faults are over, so it must cost less than a snapshot.
+pub fn store_settled_or_waiting(store: &dyn Store, extra: impl IntoIterator<Item = RunId>) -> StoreResult<bool> {
+    let listed = store.list_runs(&RunFilter::all())?;
+    if listed.iter().any(|meta| meta.status == RunStatus::Running) {
+        return Ok(false);
+    }
+    let mut runs: BTreeMap<RunId, Option<RunMeta>> =
+        listed.into_iter().map(|meta| (meta.run_id.clone(), Some(meta))).collect();
+    for run in extra {
+        // A run the store does not list has no meta.
+        runs.entry(run).or_insert(None);
+    }
+    for (run, meta) in runs {
+        let state = RunState { journal: store.load(&run)?, meta, blobs: BTreeMap::new() };
+        if outcomes::run_liveness(&run, &state).is_err() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }

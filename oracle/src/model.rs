@@ -137,7 +137,7 @@ pub(super) struct LeaseReplay {
 impl LeaseReplay {
     pub fn new(rows: &[Row], ttl_ms: i64) -> Self {
         let mut leases = Leases::new(ttl_ms);
-        let mut replay = LeaseReplay::default();
+        let mut replay = LeaseReplay { fences: Vec::with_capacity(rows.len()), live: Vec::with_capacity(rows.len()) };
         for row in rows {
             let (fence, live) = match row.call() {
                 Some(call) if is_fenced(call.surface) => (Some(leases.fence(call)), None),

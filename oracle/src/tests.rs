@@ -6,10 +6,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fencesim_store::{Epoch, JournalEntry, Lease, RunId, RunMeta, RunStatus, Seq};
+use fencesim_store::{Epoch, JournalEntry, JournalStore, Lease, MemoryStore, RunId, RunMeta, RunStatus, Seq};
 use serde_json::json;
 
-use super::{CHECKERS, MAX_PER_CHECKER, OracleConfig, Scope, Violation, check, settled_or_waiting};
+use super::{
+    CHECKERS, MAX_PER_CHECKER, OracleConfig, Scope, Violation, check, settled_or_waiting, store_settled_or_waiting,
+};
 use crate::history::{
     Call, CallOutcome, Disruption, Effect, EffectKind, Event, Payload, Row, RunState, SegmentError, SegmentResult,
     Snapshot, Surface,
@@ -639,6 +641,38 @@ fn repay_bound_catches_a_repay_without_an_interrupted_tenure() {
         "call turn 1 of r1 dispatch running=1 paid 2 times, bound 1 (1 + 0 interrupted tenures in its window)",
     );
     assert_rows(&v, Some(h.at("pay-e2")), Some(h.at("pay-e1")));
+}
+
+/// A snapshot's journals and metas written into a fresh memory store, unleased (J9).
+fn stored(snapshot: &Snapshot) -> MemoryStore {
+    let store = MemoryStore::new();
+    for (run, state) in &snapshot.runs {
+        for entry in &state.journal {
+            store.append(run, entry, None).expect("append");
+        }
+        if let Some(meta) = &state.meta {
+            store.put_meta(meta, None).expect("put_meta");
+        }
+    }
+    store
+}
+
+/// The world's early stop reads the store for as little as it needs; it must answer as the
+/// snapshot predicate does, an unlisted run with a journal (named in `extra`) included.
+#[test]
+fn liveness_read_from_the_store_agrees_with_the_snapshot_predicate() {
+    let mut running = clean();
+    running.remove(&["settle-e3", "meta-ok-e3", "release-e3", "outcome-e3"]);
+    let mut orphan = clean().store();
+    let journal = vec![JournalEntry::new(1, "step", "ok")];
+    orphan.runs.insert(RunId::new("r-orphan"), RunState { journal, ..RunState::default() });
+    for (name, snapshot, expected) in
+        [("clean", clean().store(), true), ("running", running.store(), false), ("orphan", orphan, false)]
+    {
+        let runs: Vec<RunId> = snapshot.runs.keys().cloned().collect();
+        assert_eq!(settled_or_waiting(&snapshot), expected, "{name}");
+        assert_eq!(store_settled_or_waiting(&stored(&snapshot), runs).expect("reads"), expected, "{name}");
+    }
 }
 
 #[test]

@@ -9,8 +9,12 @@
 //! - a 1,000-entry corpus (100 seeds of each built-in scenario) replayed by `fencesim replay`, each
 //!   entry twice, on two jobs, as a child process: its wall time (goal < 60 s).
 //!
-//! Rounds alternate between the world measurements so machine noise hits all alike; medians
-//! reported. A failing world is counted and named, not fatal: the bench measures speed.
+//! The machine's speed drifts within seconds, so each ratio is taken over worlds run in
+//! alternation: a bare world, then a swarm world, and so on (the swarm ratio and simulated time);
+//! a swarm world on memdb, then the same seed on a file (the file ratio). Each is timed alone
+//! and the ratio is of the summed times, per round; medians of the rounds reported. The 2-job
+//! figures run as before, one batch after the other. A failing world is counted and named, not
+//! fatal: the bench measures speed.
 //!
 //!     cargo bench -p fencesim --bench worlds [-- --rounds 5 --seeds 60 --boot-seeds 20
 //!         --file-seeds 12 --corpus 1000 --rss 1000,10000]
@@ -54,10 +58,33 @@ fn swarm() -> Scenario {
 /// Worlds that failed (`scenario seed db: checker`), kept for the summary.
 static FAILURES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-/// Seeds from a shared counter, run on `jobs` threads; returns (seeds/s, simulated s per wall s).
-fn worlds(scenario: &Scenario, db: DbKind, first: u64, seeds: u64, jobs: usize) -> (f64, f64) {
+/// One world of `scenario` on `db`: its wall seconds and simulated milliseconds; a failure is
+/// kept for the summary.
+fn world(scenario: &Scenario, db: DbKind, seed: u64) -> (f64, u64) {
+    let cfg = WorldConfig {
+        scenario: scenario.clone(),
+        seed,
+        db,
+        store_defects: StoreDefects::NONE,
+        engine_defects: Default::default(),
+        keep_db: None,
+    };
+    let start = Instant::now();
+    let report = world::run(&cfg).expect("world runs");
+    let seconds = start.elapsed().as_secs_f64();
+    if let Some(v) = report.violations.first() {
+        let line = format!("{} seed {seed} db {}: {}", scenario.name, db.as_str(), v.checker);
+        let mut failures = FAILURES.lock().expect("failures");
+        if !failures.contains(&line) {
+            failures.push(line);
+        }
+    }
+    (seconds, u64::try_from(report.counters.virtual_ms).unwrap_or(0))
+}
+
+/// Seeds from a shared counter, run on `jobs` threads; returns seeds/s.
+fn worlds(scenario: &Scenario, db: DbKind, first: u64, seeds: u64, jobs: usize) -> f64 {
     let next = AtomicU64::new(first);
-    let simulated_ms = AtomicU64::new(0);
     let start = Instant::now();
     std::thread::scope(|scope| {
         for _ in 0..jobs {
@@ -67,29 +94,12 @@ fn worlds(scenario: &Scenario, db: DbKind, first: u64, seeds: u64, jobs: usize) 
                     if seed >= first + seeds {
                         break;
                     }
-                    let cfg = WorldConfig {
-                        scenario: scenario.clone(),
-                        seed,
-                        db,
-                        store_defects: StoreDefects::NONE,
-                        engine_defects: Default::default(),
-                        keep_db: None,
-                    };
-                    let report = world::run(&cfg).expect("world runs");
-                    if let Some(v) = report.violations.first() {
-                        let line = format!("{} seed {seed} db {}: {}", scenario.name, db.as_str(), v.checker);
-                        let mut failures = FAILURES.lock().expect("failures");
-                        if !failures.contains(&line) {
-                            failures.push(line);
-                        }
-                    }
-                    simulated_ms.fetch_add(u64::try_from(report.counters.virtual_ms).unwrap_or(0), Ordering::SeqCst);
+                    world(scenario, db, seed);
                 }
             });
         }
     });
-    let wall = start.elapsed().as_secs_f64();
-    (seeds as f64 / wall, simulated_ms.load(Ordering::SeqCst) as f64 / 1000.0 / wall)
+    seeds as f64 / start.elapsed().as_secs_f64()
 }
 
 /// The baseline world: 5 nodes, each with its own connection, 200 fenced appends each, a 1 ms
@@ -117,12 +127,20 @@ fn bare(seed: u64) {
     });
 }
 
-fn bare_rate(seeds: u64) -> f64 {
-    let start = Instant::now();
-    for seed in 0..seeds {
-        bare(seed);
+/// Worlds of two kinds run in alternation, each timed alone: the summed seconds of each.
+fn alternate(seeds: u64, mut a: impl FnMut(u64) -> f64, mut b: impl FnMut(u64) -> f64) -> (f64, f64) {
+    let (mut ta, mut tb) = (0.0, 0.0);
+    for i in 0..seeds {
+        ta += a(i);
+        tb += b(i);
     }
-    seeds as f64 / start.elapsed().as_secs_f64()
+    (ta, tb)
+}
+
+fn timed(f: impl FnOnce()) -> f64 {
+    let start = Instant::now();
+    f();
+    start.elapsed().as_secs_f64()
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -203,21 +221,40 @@ fn main() {
     let (mut r_bare, mut r_boot, mut r_file) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         let first = 1 + round * seeds;
-        base.push(bare_rate(seeds));
-        let (rate, sim) = worlds(&scenario, DbKind::Memdb, first, seeds, 1);
-        one.push(rate);
-        accel.push(sim);
-        two.push(worlds(&scenario, DbKind::Memdb, first, seeds, 2).0);
-        boot.push(worlds(&storm, DbKind::Memdb, 1 + round * boot_seeds, boot_seeds, 2).0);
-        file.push(worlds(&scenario, DbKind::File, 1 + round * file_seeds, file_seeds, 1).0);
+        // Bare and swarm worlds in alternation: the swarm ratio and the simulated time.
+        let mut simulated_ms = 0;
+        let (t_bare, t_swarm) = alternate(
+            seeds,
+            |i| timed(|| bare(first + i)),
+            |i| {
+                let (seconds, ms) = world(&scenario, DbKind::Memdb, first + i);
+                simulated_ms += ms;
+                seconds
+            },
+        );
+        base.push(seeds as f64 / t_bare);
+        one.push(seeds as f64 / t_swarm);
+        accel.push(simulated_ms as f64 / 1000.0 / t_swarm);
+        r_bare.push(t_bare / t_swarm);
+        two.push(worlds(&scenario, DbKind::Memdb, first, seeds, 2));
+        boot.push(worlds(&storm, DbKind::Memdb, 1 + round * boot_seeds, boot_seeds, 2));
         let i = one.len() - 1;
-        r_bare.push(one[i] / base[i]);
         r_boot.push(two[i] / boot[i]);
-        r_file.push(one[i] / file[i]);
+        // The same seeds on memdb and on a file, in alternation: the file ratio.
+        let first_file = 1 + round * file_seeds;
+        let (t_mem, t_file) = alternate(
+            file_seeds,
+            |i| world(&scenario, DbKind::Memdb, first_file + i).0,
+            |i| world(&scenario, DbKind::File, first_file + i).0,
+        );
+        file.push(file_seeds as f64 / t_file);
+        r_file.push(t_file / t_mem);
         eprintln!(
-            "round {}: bare {:.1}; swarm 1 job {rate:.1} seeds/s ({sim:.0}x, {:.2}x bare), 2 jobs {:.1}; boot-storm 2 jobs {:.1} (swarm/boot {:.2}); swarm file 1 job {:.1} (memdb/file {:.2})",
+            "round {}: bare {:.1}; swarm 1 job {:.1} seeds/s ({:.0}x, {:.2}x bare), 2 jobs {:.1}; boot-storm 2 jobs {:.1} (swarm/boot {:.2}); swarm file 1 job {:.1} (memdb/file {:.2})",
             round + 1,
             base[i],
+            one[i],
+            accel[i],
             r_bare[i],
             two[i],
             boot[i],
@@ -229,7 +266,7 @@ fn main() {
     let (one, two, accel, base, boot, file) =
         (median(one), median(two), median(accel), median(base), median(boot), median(file));
     let (r_bare, r_boot, r_file) = (median(r_bare), median(r_boot), median(r_file));
-    println!("{rounds} rounds; medians (ratios: the median of each round's ratio):");
+    println!("{rounds} rounds; medians (ratios: the median of each round's ratio of alternated worlds):");
     println!("  bare baseline (5 nodes x 200 fenced appends), 1 job: {base:7.1} seeds/s");
     println!("  swarm (5 workers, 18-22 runs), {seeds} seeds a round:");
     println!("    1 job : {one:7.1} seeds/s ({r_bare:.2}x the bare baseline; goal >= 1.0x)");
@@ -239,7 +276,7 @@ fn main() {
         "  boot-storm, 2 jobs, {boot_seeds} seeds a round: {boot:7.1} seeds/s (swarm on 2 jobs is {r_boot:.2}x it; goal <= 3x)"
     );
     println!(
-        "  swarm --db file, 1 job, {file_seeds} seeds a round: {file:7.1} seeds/s (memdb is {r_file:.2}x it; goal <= 3x)"
+        "  swarm --db file, 1 job, {file_seeds} seeds a round: {file:7.1} seeds/s (the same seeds on memdb are {r_file:.2}x it; goal <= 3x)"
     );
     let failures = FAILURES.lock().expect("failures");
     if !failures.is_empty() {

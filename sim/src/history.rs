@@ -18,9 +18,10 @@ pub use fencesim_oracle::history::*;
 use crate::env::{elapsed_ms, virtual_ms};
 use crate::rng::Stream;
 
-/// A world's history: rows stamped with virtual milliseconds since the world started.
+/// A world's history: rows stamped with virtual milliseconds since the world started, with room
+/// for a typical swarm world's rows.
 pub fn new_history() -> History {
-    History::new(elapsed_ms)
+    History::with_capacity(elapsed_ms, 2048)
 }
 
 /// A node's store connection that records every call into the world's history.

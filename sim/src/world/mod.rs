@@ -437,9 +437,8 @@ async fn drive(
             && lock(&shared.restarts).is_empty()
             && lock(&shared.client).done()
         {
-            let snapshot = Snapshot::read(observer, shared.plan.runs.iter().map(|r| r.id.clone()))
-                .map_err(|e| format!("cannot read the store: {e}"))?;
-            if oracle::settled_or_waiting(&snapshot) {
+            let planned = shared.plan.runs.iter().map(|r| r.id.clone());
+            if oracle::store_settled_or_waiting(observer, planned).map_err(|e| format!("cannot read the store: {e}"))? {
                 return Ok(true);
             }
         }
