@@ -554,8 +554,8 @@ impl fmt::Display for Row {
 #[derive(Default)]
 struct Inner {
     rows: Vec<Row>,
-    /// (node, run, epoch) -> calls made so far under that lease.
-    counters: BTreeMap<(String, RunId, Epoch), u64>,
+    /// node -> (run, epoch) -> calls made so far under that lease.
+    counters: BTreeMap<String, BTreeMap<(RunId, Epoch), u64>>,
 }
 
 /// Where a history's time comes from: milliseconds on the recorder's timeline (virtual time since
@@ -611,7 +611,12 @@ impl History {
             && call.surface != Surface::Acquire
         {
             let mut inner = self.lock();
-            let counter = inner.counters.entry((node.to_owned(), lease.run.clone(), lease.epoch)).or_default();
+            // Keyed by node first, so that a call finds its node's counters without a new key.
+            if !inner.counters.contains_key(node) {
+                inner.counters.insert(node.to_owned(), BTreeMap::new());
+            }
+            let tenures = inner.counters.get_mut(node).expect("inserted above");
+            let counter = tenures.entry((lease.run.clone(), lease.epoch)).or_default();
             *counter += 1;
             call.counter = *counter;
         }

@@ -67,6 +67,8 @@ pub struct Db {
     _dir: Option<tempfile::TempDir>,
     spares: Option<Arc<Spares>>,
     reused: bool,
+    /// A store of this `Db` booted its file: later stores skip the read-only probe.
+    booted: AtomicBool,
 }
 
 impl Db {
@@ -83,6 +85,7 @@ impl Db {
                     _dir: None,
                     spares: Some(spares),
                     reused: reused.is_some(),
+                    booted: AtomicBool::new(false),
                 })
             }
             DbKind::File => {
@@ -91,7 +94,8 @@ impl Db {
                     .disable_cleanup(KEEP_TEMP.load(Ordering::Relaxed))
                     .tempdir()?;
                 let path = dir.path().join("world.db");
-                Ok(Self { location: Location::File(path), _dir: Some(dir), spares: None, reused: false })
+                let location = Location::File(path);
+                Ok(Self { location, _dir: Some(dir), spares: None, reused: false, booted: AtomicBool::new(false) })
             }
         }
     }
@@ -121,16 +125,24 @@ impl Db {
     /// wait for an fsync: a world's crash kills a node, never the machine's power, so what a
     /// commit handed the OS survives it either way; a file world still runs SQLite's real file
     /// locks, its WAL and its checkpoints (an fsync was 25x a memdb world's cost).
+    ///
+    /// The first store boots the world's file in full; the file is the world's own, in a folder
+    /// only this `Db` knows, so later stores skip the read-only probe ([`SqliteOptions::booted`]).
     pub fn open(&self, clock: Arc<dyn Clock>, ttl_ms: i64, defects: StoreDefects) -> StoreResult<SqliteStore> {
-        let options = SqliteOptions::new(self.location.clone(), clock)
+        let mut options = SqliteOptions::new(self.location.clone(), clock)
             .lease_ttl_ms(ttl_ms)
             .busy_timeout_ms(0)
             .defects(defects)
             .without_fsync();
-        SqliteStore::open(match &self.spares {
-            Some(spares) => options.spares(spares.clone()),
-            None => options,
-        })
+        if let Some(spares) = &self.spares {
+            options = options.spares(spares.clone());
+        }
+        if self.booted.load(Ordering::Relaxed) {
+            options = options.booted();
+        }
+        let store = SqliteStore::open(options)?;
+        self.booted.store(true, Ordering::Relaxed);
+        Ok(store)
     }
 
     /// A simulated node: its own connection, and the engine `Env` on the same fresh clock (skew

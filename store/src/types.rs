@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -12,13 +13,14 @@ use serde_json::Value;
 use crate::error::{Op, StoreError};
 
 /// The id of one durable run. Blob refs belong to the run named by their leading path segment.
+/// Shared, not copied, when cloned: a history keys dozens of maps by run id.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct RunId(String);
+pub struct RunId(Arc<str>);
 
 impl RunId {
     pub fn new(id: impl Into<String>) -> Self {
-        Self(id.into())
+        Self(Arc::from(id.into()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -190,7 +192,7 @@ impl RunMeta {
 
 impl From<String> for RunId {
     fn from(id: String) -> Self {
-        Self(id)
+        Self::new(id)
     }
 }
 

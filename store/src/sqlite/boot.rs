@@ -38,7 +38,11 @@ pub(super) fn open(options: &SqliteOptions) -> StoreResult<(Connection, u32)> {
     let mut attempts: u64 = 0;
     loop {
         attempts += 1;
-        let attempt = if options.read_only { open_read_only(&options.location) } else { boot_once(&options.location) };
+        let attempt = if options.read_only {
+            open_read_only(&options.location)
+        } else {
+            boot_once(&options.location, options.booted)
+        };
         match attempt {
             Ok(conn) => {
                 conn.busy_timeout(Duration::from_millis(u64::from(options.busy_timeout_ms)))
@@ -122,15 +126,16 @@ fn validate_location(location: &Location) -> StoreResult<()> {
 }
 
 /// One attempt at the whole bootstrap: probe, open read-write, WAL, then the schema in one write
-/// transaction. Idempotent, so a busy attempt can be retried whole.
-fn boot_once(location: &Location) -> Result<Connection, Failure> {
+/// transaction. Idempotent, so a busy attempt can be retried whole. A file the caller vouches
+/// was `booted` already is not probed (see [`super::SqliteOptions::booted`]).
+fn boot_once(location: &Location, booted: bool) -> Result<Connection, Failure> {
     let rw = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     // Whether the database was already a complete fencesim database when probed.
     let complete;
     let conn = match location {
         Location::File(path) => {
             let path = literal(path);
-            complete = probe(&path)?;
+            complete = booted || probe(&path)?;
             Connection::open_with_flags(&path, rw)?
         }
         Location::Memdb(name) => {

@@ -99,6 +99,12 @@ pub struct SqliteOptions {
     /// Take an idle connection from these spares instead of opening one, and give it back when
     /// the store drops ([`Spares`]). Memdbs only; the location must be the spares'.
     pub spares: Option<Arc<Spares>>,
+    /// The caller vouches that an earlier store of this process booted this database file
+    /// completely, and that nothing outside it touches the file: the read-only probe that keeps
+    /// a foreign or half-made file from being written is skipped (it is two more connections'
+    /// worth of a file world's opening). Everything else is as always, the switch to WAL
+    /// included. Off by default; no effect on a memdb or a read-only store.
+    pub booted: bool,
 }
 
 impl SqliteOptions {
@@ -113,6 +119,7 @@ impl SqliteOptions {
             power_safe: true,
             defects: StoreDefects::NONE,
             spares: None,
+            booted: false,
         }
     }
 
@@ -148,6 +155,12 @@ impl SqliteOptions {
     /// See [`SqliteOptions::power_safe`]: commits no longer wait for an fsync.
     pub fn without_fsync(mut self) -> Self {
         self.power_safe = false;
+        self
+    }
+
+    /// See [`SqliteOptions::booted`].
+    pub fn booted(mut self) -> Self {
+        self.booted = true;
         self
     }
 
@@ -771,6 +784,26 @@ mod tests {
         assert_eq!(pragmas(&safe), (2, "wal".to_owned()));
         let fast = SqliteStore::open(SqliteOptions::file(&path, clock).without_fsync()).expect("opens");
         assert_eq!(pragmas(&fast), (0, "wal".to_owned()));
+    }
+
+    /// `booted` skips the probe and nothing else: a second store on a file the first booted reads
+    /// what the first wrote; on a fresh path nothing is created (the probe and the bootstrap it
+    /// decides were really skipped), and the first call fails typed instead.
+    #[test]
+    fn a_booted_open_skips_the_probe_and_nothing_else() {
+        use crate::{JournalEntry, JournalStore as _};
+        let dir = tempfile::tempdir().expect("dir");
+        let clock = Arc::new(ManualClock::new(1_000));
+        let path = dir.path().join("booted.db");
+        let first = SqliteStore::open(SqliteOptions::file(&path, clock.clone())).expect("boots");
+        let run = RunId::new("r");
+        first.append(&run, &JournalEntry::new(1, "step", "ok"), None).expect("append");
+        let second = SqliteStore::open(SqliteOptions::file(&path, clock.clone()).booted()).expect("opens");
+        assert_eq!(second.load(&run).expect("load").len(), 1);
+        let mode: String = second.raw_connection().query_row("PRAGMA journal_mode", [], |r| r.get(0)).expect("mode");
+        assert_eq!(mode, "wal");
+        let fresh = SqliteStore::open(SqliteOptions::file(dir.path().join("fresh.db"), clock).booted()).expect("opens");
+        assert!(matches!(fresh.load(&run), Err(StoreError::Storage { .. })), "no schema was created");
     }
 
     /// The debug assertions inside `fenced()` can fail: a mutation that reads the clock again
