@@ -13,7 +13,7 @@ use super::{
     CHECKERS, MAX_PER_CHECKER, OracleConfig, Scope, Violation, check, settled_or_waiting, store_settled_or_waiting,
 };
 use crate::history::{
-    Call, CallOutcome, Disruption, Effect, EffectKind, Event, Payload, Row, RunState, SegmentError, SegmentResult,
+    Call, CallOutcome, Disruption, Effect, EffectKind, Event, Mix, Payload, Row, RunState, SegmentError, SegmentResult,
     Snapshot, Surface,
 };
 
@@ -1328,4 +1328,41 @@ fn repay_bound_counts_a_tenure_whose_write_the_store_failed_as_interrupted() {
     h.call_at(save.expect("the save")).outcome = CallOutcome::Ok;
     let v = only(&h, &h.store(), "repay-bound");
     assert_says(&v, "call turn 1 of r7 dispatch running=1 paid 2 times, bound 1");
+}
+
+/// The hasher behind a world's fingerprint tells apart what a fingerprint must: a row changed in
+/// any one field (the payload included), rows in another order, the same text split otherwise.
+#[test]
+fn mix_tells_apart_what_a_fingerprint_must() {
+    use std::hash::{Hash, Hasher};
+    fn mix(value: &impl Hash) -> u64 {
+        let mut h = Mix::default();
+        value.hash(&mut h);
+        h.finish()
+    }
+    let h = clean();
+    let base = mix(&h.rows);
+    assert_eq!(mix(&h.rows), base, "the same rows, the same digest");
+    let mut reordered = h.rows.clone();
+    reordered.swap(1, 2);
+    assert_ne!(mix(&reordered), base);
+    for i in 0..h.rows.len() {
+        let mut rows = h.rows.clone();
+        rows[i].at_ms += 1;
+        assert_ne!(mix(&rows), base, "row {i}'s time");
+        let mut rows = h.rows.clone();
+        match &mut rows[i].event {
+            Event::Call(call) => match &mut call.payload {
+                Payload::Entry(entry) => entry.extra.insert("x".into(), json!(1)).map_or((), drop),
+                Payload::Meta(meta) => meta.segments += 1,
+                Payload::Blob(bytes) => bytes.push(0),
+                Payload::None => call.clock_ms += 1,
+            },
+            _ => rows[i].node.push('x'),
+        }
+        assert_ne!(mix(&rows), base, "row {i}'s content");
+    }
+    assert_ne!(mix(&("ab", "c")), mix(&("a", "bc")));
+    assert_ne!(mix(&"a run id longer than a word"), mix(&"A run id longer than a word"));
+    assert_ne!(mix(&"a"), mix(&"a\0"));
 }
