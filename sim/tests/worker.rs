@@ -301,26 +301,40 @@ fn forget_suspended_at(store: &Rc<dyn Store>, run: &RunId) {
     leases.release(&lease).expect("the editor releases");
 }
 
+/// An approval run the host parked, and a worker `w` beside the host.
+struct Parked {
+    _db: Db,
+    host: Node,
+    w: Node,
+    worker: Rc<Worker<SimEnv>>,
+    run: RunId,
+}
+
+async fn parked() -> Parked {
+    let db = world();
+    let ledger = Ledger::new();
+    let host = node(&db, &ledger, "host", 20, &[]);
+    let w = node(&db, &ledger, "w", 20, &[]);
+    let worker = worker(&w, vec![Workflow::approval()], WorkerOptions::default());
+    let run = RunId::new("r-parked");
+    host.engine.run(&run, &Workflow::approval(), RunOptions::default()).await.unwrap();
+    Parked { _db: db, host, w, worker, run }
+}
+
 #[test]
 fn a_parked_run_that_has_not_moved_is_left_alone_unleased_and_a_resolved_one_driven() {
     sim(4, || async {
-        let db = world();
-        let ledger = Ledger::new();
-        let host = node(&db, &ledger, "host", 20, &[]);
-        let w = node(&db, &ledger, "w", 20, &[]);
-        let worker = worker(&w, vec![Workflow::approval()], WorkerOptions::default());
-        let run = RunId::new("r-parked");
-        host.engine.run(&run, &Workflow::approval(), RunOptions::default()).await.unwrap();
+        let Parked { host, w, worker, run, .. } = &parked().await;
         // The host parked it: the meta records how long the journal was (E8).
-        let meta = w.store.get_meta(&run).unwrap().unwrap();
-        assert_eq!(entries::suspended_at(&meta), Some(w.store.load(&run).unwrap().len()));
-        let before = probe(&w.store, &run);
+        let meta = w.store.get_meta(run).unwrap().unwrap();
+        assert_eq!(entries::suspended_at(&meta), Some(w.store.load(run).unwrap().len()));
+        let before = probe(&w.store, run);
         let first = worker.sweep().await.unwrap();
         assert_eq!(first.skipped, vec![(run.clone(), skip::SUSPENDED_UNCHANGED)]);
         assert!(first.driven.is_empty());
         // Decided on an unleased read of the journal: only the probe's own acquire moved the epoch.
-        assert_eq!(probe(&w.store, &run), Epoch(before.0 + 1));
-        host.engine.resolve(&run, Seq(1), json!("yes"), "resolver").await.unwrap();
+        assert_eq!(probe(&w.store, run), Epoch(before.0 + 1));
+        host.engine.resolve(run, Seq(1), json!("yes"), "resolver").await.unwrap();
         let second = worker.sweep().await.unwrap();
         assert_eq!(status_of(&second.driven[0].1), Some(RunStatus::Ok));
     });
@@ -329,25 +343,19 @@ fn a_parked_run_that_has_not_moved_is_left_alone_unleased_and_a_resolved_one_dri
 #[test]
 fn a_run_this_worker_parked_is_left_alone_even_when_its_meta_records_no_length() {
     sim(4, || async {
-        let db = world();
-        let ledger = Ledger::new();
-        let host = node(&db, &ledger, "host", 20, &[]);
-        let w = node(&db, &ledger, "w", 20, &[]);
-        let worker = worker(&w, vec![Workflow::approval()], WorkerOptions::default());
-        let run = RunId::new("r-parked");
-        host.engine.run(&run, &Workflow::approval(), RunOptions::default()).await.unwrap();
-        forget_suspended_at(&w.store, &run);
+        let Parked { host, w, worker, run, .. } = &parked().await;
+        forget_suspended_at(&w.store, run);
         // Nothing says the run has not moved: the worker leases it, and parks it again.
         let first = worker.sweep().await.unwrap();
         assert_eq!(status_of(&first.driven[0].1), Some(RunStatus::Suspended));
         // Its own memory of that settle is enough to leave it alone after that.
-        forget_suspended_at(&w.store, &run);
-        let before = probe(&w.store, &run);
+        forget_suspended_at(&w.store, run);
+        let before = probe(&w.store, run);
         let second = worker.sweep().await.unwrap();
         assert_eq!(second.skipped, vec![(run.clone(), skip::SUSPENDED_UNCHANGED)]);
-        assert_eq!(probe(&w.store, &run), Epoch(before.0 + 1));
+        assert_eq!(probe(&w.store, run), Epoch(before.0 + 1));
         // A length that does not match is no reason to skip: a resolved run is driven.
-        host.engine.resolve(&run, Seq(1), json!("yes"), "resolver").await.unwrap();
+        host.engine.resolve(run, Seq(1), json!("yes"), "resolver").await.unwrap();
         let third = worker.sweep().await.unwrap();
         assert_eq!(status_of(&third.driven[0].1), Some(RunStatus::Ok));
     });
