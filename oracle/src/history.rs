@@ -188,7 +188,7 @@ pub fn digest_json<T: serde::Serialize>(value: &T) -> u64 {
     h.0
 }
 
-/// An FNV-1a hasher that text and bytes can be written into.
+/// An FNV-1a hasher that bytes can be written into (`digest_json` writes a JSON encoding).
 #[derive(Clone, Copy, Debug)]
 pub struct Fnv(pub u64);
 
@@ -211,13 +211,6 @@ impl std::io::Write for Fnv {
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl fmt::Write for Fnv {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        self.eat(s.as_bytes());
         Ok(())
     }
 }
