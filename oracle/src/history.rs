@@ -490,8 +490,7 @@ impl fmt::Display for Row {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "#{:<5} {:>6}.{:03}s {:<9} ", self.index, self.at_ms / 1000, self.at_ms % 1000, self.node)?;
         match &self.event {
-            // Written piece by piece, no intermediate strings: the world's fingerprint hashes
-            // every row's text, so this is on the simulator's hot path.
+            // Written piece by piece, no intermediate strings: a trace prints every row.
             Event::Call(call) => {
                 write!(f, "{:<11} ", call.surface.as_str())?;
                 match &call.blob_ref {

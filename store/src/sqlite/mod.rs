@@ -101,9 +101,10 @@ pub struct SqliteOptions {
     pub spares: Option<Arc<Spares>>,
     /// The caller vouches that an earlier store of this process booted this database file
     /// completely, and that nothing outside it touches the file: the read-only probe that keeps
-    /// a foreign or half-made file from being written is skipped (it is two more connections'
-    /// worth of a file world's opening). Everything else is as always, the switch to WAL
-    /// included. Off by default; no effect on a memdb or a read-only store.
+    /// a foreign or half-made file from being written is skipped (a read-only connection of its
+    /// own, opened, read and closed for every store of a file world). Everything else is as
+    /// always, the switch to WAL included. Off by default; no effect on a memdb or a read-only
+    /// store.
     pub booted: bool,
 }
 
