@@ -807,6 +807,28 @@ mod tests {
         assert!(matches!(fresh.load(&run), Err(StoreError::Storage { .. })), "no schema was created");
     }
 
+    /// A memdb is made with small pages (cheaper copies into the journal and back); a file keeps
+    /// SQLite's default page size, and a memdb's pages hold what a file's do.
+    #[test]
+    fn a_memdb_has_small_pages_and_a_file_sqlites_default() {
+        use crate::{JournalEntry, JournalStore as _};
+        let dir = tempfile::tempdir().expect("dir");
+        let clock = Arc::new(ManualClock::new(1_000));
+        let page_size = |store: &SqliteStore| -> u32 {
+            store.raw_connection().query_row("PRAGMA page_size", [], |r| r.get(0)).expect("page_size")
+        };
+        let memdb = SqliteStore::open(SqliteOptions::memdb("small-pages", clock.clone())).expect("opens");
+        let file = SqliteStore::open(SqliteOptions::file(dir.path().join("pages.db"), clock)).expect("opens");
+        assert_eq!(page_size(&memdb), super::boot::MEMDB_PAGE_SIZE);
+        assert_eq!(page_size(&file), 4096);
+        let run = RunId::new("r");
+        let big = "x".repeat(3 * 4096);
+        for store in [&memdb, &file] {
+            store.append(&run, &JournalEntry::new(1, "step", "ok").with("out", big.clone().into()), None).expect("append");
+        }
+        assert_eq!(memdb.load(&run).expect("load"), file.load(&run).expect("load"));
+    }
+
     /// The debug assertions inside `fenced()` can fail: a mutation that reads the clock again
     /// panics in a debug build; an honest one passes.
     #[cfg(debug_assertions)]
