@@ -222,8 +222,8 @@ impl Drop for Txn<'_> {
     fn drop(&mut self) {
         if !self.conn.is_autocommit() {
             // Nothing better to do with a failed rollback than report the first error, which the
-            // caller already has.
-            let _ = self.conn.execute_batch("ROLLBACK");
+            // caller already has. Cached like every statement: a refused acquire rolls back.
+            let _ = self.conn.prepare_cached("ROLLBACK").and_then(|mut rollback| rollback.execute([]));
         }
     }
 }
