@@ -41,15 +41,12 @@ pub(super) fn open(options: &SqliteOptions) -> StoreResult<(Connection, u32)> {
         let attempt = if options.read_only {
             open_read_only(&options.location)
         } else {
-            boot_once(&options.location, options.booted)
+            boot_once(options)
         };
         match attempt {
             Ok(conn) => {
                 conn.busy_timeout(Duration::from_millis(u64::from(options.busy_timeout_ms)))
                     .map_err(|e| sql_error(Op::Boot, None, e))?;
-                if !options.power_safe && !options.read_only {
-                    conn.execute_batch("PRAGMA synchronous = OFF").map_err(|e| sql_error(Op::Boot, None, e))?;
-                }
                 return Ok((conn, ttl_ms));
             }
             Err(Failure::Sqlite(e))
@@ -135,7 +132,8 @@ pub(super) const MEMDB_PAGE_SIZE: u32 = 1024;
 /// One attempt at the whole bootstrap: probe, open read-write, WAL, then the schema in one write
 /// transaction. Idempotent, so a busy attempt can be retried whole. A file the caller vouches
 /// was `booted` already is not probed (see [`super::SqliteOptions::booted`]).
-fn boot_once(location: &Location, booted: bool) -> Result<Connection, Failure> {
+fn boot_once(options: &SqliteOptions) -> Result<Connection, Failure> {
+    let (location, booted) = (&options.location, options.booted);
     let rw = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     // Whether the database was already a complete fencesim database when probed.
     let complete;
@@ -158,6 +156,11 @@ fn boot_once(location: &Location, booted: bool) -> Result<Connection, Failure> {
     // that cannot write must say so now, not at its first fenced call.
     if conn.is_readonly(rusqlite::MAIN_DB)? {
         return Err(Failure::Refused("the database file is not writable".to_owned()));
+    }
+    if !options.power_safe {
+        // Before the switch to WAL and the schema's transaction, which would otherwise each wait
+        // for an fsync of a database that asked for none.
+        conn.execute_batch("PRAGMA synchronous = OFF")?;
     }
     if matches!(location, Location::File(_)) {
         // Outside the transaction: journal_mode cannot change inside one. It also ignores the
