@@ -38,11 +38,7 @@ pub(super) fn open(options: &SqliteOptions) -> StoreResult<(Connection, u32)> {
     let mut attempts: u64 = 0;
     loop {
         attempts += 1;
-        let attempt = if options.read_only {
-            open_read_only(&options.location)
-        } else {
-            boot_once(options)
-        };
+        let attempt = if options.read_only { open_read_only(&options.location) } else { boot_once(options) };
         match attempt {
             Ok(conn) => {
                 conn.busy_timeout(Duration::from_millis(u64::from(options.busy_timeout_ms)))

@@ -824,7 +824,9 @@ mod tests {
         let run = RunId::new("r");
         let big = "x".repeat(3 * 4096);
         for store in [&memdb, &file] {
-            store.append(&run, &JournalEntry::new(1, "step", "ok").with("out", big.clone().into()), None).expect("append");
+            store
+                .append(&run, &JournalEntry::new(1, "step", "ok").with("out", big.clone().into()), None)
+                .expect("append");
         }
         assert_eq!(memdb.load(&run).expect("load"), file.load(&run).expect("load"));
     }
