@@ -74,11 +74,11 @@ struct Context<'a> {
     snapshot: &'a Snapshot,
     cfg: &'a OracleConfig,
     /// Accepted mutations by what they wrote.
-    writers: Writers,
+    writers: Writers<'a>,
     /// The epoch each row's call is ordered under, by position in `rows`.
     epochs: Vec<Epoch>,
     /// The lease table replayed along `rows` with the config's ttl.
-    leases: LeaseReplay,
+    leases: LeaseReplay<'a>,
 }
 
 impl<'a> Context<'a> {

@@ -7,13 +7,14 @@
 use std::collections::BTreeMap;
 
 use fencesim_store::{Epoch, JournalEntry, RunId, RunMeta, RunStatus, Seq};
+use serde_json::Value;
 
 use crate::history::{Call, CallOutcome, Payload, Row, Surface, digest, digest_json};
 
 /// One lease row of the model: who holds the run, under which epoch, until when.
 #[derive(Clone, Debug)]
-pub(super) struct Tenancy {
-    pub owner: String,
+pub(super) struct Tenancy<'a> {
+    pub owner: &'a str,
     pub epoch: Epoch,
     /// The row is live for a call made at clock `c` iff `c < expires_at`.
     pub expires_at: i64,
@@ -21,7 +22,7 @@ pub(super) struct Tenancy {
     pub granted: usize,
 }
 
-impl Tenancy {
+impl Tenancy<'_> {
     pub fn label(&self) -> String {
         format!("{}@e{}", self.owner, self.epoch)
     }
@@ -33,19 +34,19 @@ impl Tenancy {
 
 /// How a call's lease stood against the model's lease table at that call.
 #[derive(Clone, Debug)]
-pub(super) enum Fence {
+pub(super) enum Fence<'a> {
     /// The lease is the live holder of the call's target run.
     Holder,
     /// The call carried no lease.
     Unleased,
     /// The lease fences another run.
-    OtherRun(RunId),
+    OtherRun(&'a RunId),
     /// The lease is the run's lease row, but the row had expired at the call's clock.
     Expired { clock: i64, expires_at: i64 },
     /// Another lease was the live holder.
-    Superseded(Tenancy),
+    Superseded(Tenancy<'a>),
     /// No live lease at all; the expired row that remained, if any.
-    NoLiveLease(Option<Tenancy>),
+    NoLiveLease(Option<Tenancy<'a>>),
 }
 
 /// Whether a call through `surface` is fenced by the lease it carries: every mutation, renew and
@@ -56,26 +57,26 @@ pub(super) fn is_fenced(surface: Surface) -> bool {
 
 /// The lease table, replayed call by call in row order.
 #[derive(Debug)]
-struct Leases {
+struct Leases<'a> {
     ttl_ms: i64,
-    rows: BTreeMap<RunId, Tenancy>,
+    rows: BTreeMap<&'a RunId, Tenancy<'a>>,
 }
 
-impl Leases {
+impl<'a> Leases<'a> {
     fn new(ttl_ms: i64) -> Self {
         Self { ttl_ms, rows: BTreeMap::new() }
     }
 
     /// The run's lease row if it is live at `clock`.
-    fn live(&self, run: &RunId, clock: i64) -> Option<&Tenancy> {
+    fn live(&self, run: &RunId, clock: i64) -> Option<&Tenancy<'a>> {
         self.rows.get(run).filter(|t| clock < t.expires_at)
     }
 
     /// Whether `call`'s lease was the live holder of its target run at the call.
-    fn fence(&self, call: &Call) -> Fence {
+    fn fence(&self, call: &'a Call) -> Fence<'a> {
         let Some(lease) = &call.lease else { return Fence::Unleased };
         if lease.run != call.run {
-            return Fence::OtherRun(lease.run.clone());
+            return Fence::OtherRun(&lease.run);
         }
         let row = self.rows.get(&call.run);
         match row {
@@ -95,7 +96,7 @@ impl Leases {
     /// An indeterminate call (its process died before the outcome) is taken the way that can only
     /// loosen the table: a release or delete as committed, a renew or acquire as not, so a later
     /// grant is never judged against a lease the dead call may have ended or failed to extend.
-    fn apply(&mut self, index: usize, call: &Call) {
+    fn apply(&mut self, index: usize, call: &'a Call) {
         let loosens = matches!(call.surface, Surface::Release | Surface::Delete);
         if !(call.outcome.is_ok() || (call.outcome == CallOutcome::Indeterminate && loosens)) {
             return;
@@ -103,9 +104,8 @@ impl Leases {
         let expiry = call.clock_ms.saturating_add(self.ttl_ms);
         match (call.surface, &call.lease) {
             (Surface::Acquire, Some(lease)) => {
-                let tenancy =
-                    Tenancy { owner: lease.owner.clone(), epoch: lease.epoch, expires_at: expiry, granted: index };
-                self.rows.insert(call.run.clone(), tenancy);
+                let tenancy = Tenancy { owner: &lease.owner, epoch: lease.epoch, expires_at: expiry, granted: index };
+                self.rows.insert(&call.run, tenancy);
             }
             (Surface::Renew, Some(lease)) => {
                 if let Some(t) = self.rows.get_mut(&call.run).filter(|t| t.is(&lease.owner, lease.epoch)) {
@@ -129,13 +129,13 @@ impl Leases {
 /// own effect was applied: a fenced call ([`is_fenced`]) its [`Fence`], an acquire the lease row
 /// live at the acquirer's clock. Indexed by position in `rows`.
 #[derive(Debug, Default)]
-pub(super) struct LeaseReplay {
-    fences: Vec<Option<Fence>>,
-    live: Vec<Option<Tenancy>>,
+pub(super) struct LeaseReplay<'a> {
+    fences: Vec<Option<Fence<'a>>>,
+    live: Vec<Option<Tenancy<'a>>>,
 }
 
-impl LeaseReplay {
-    pub fn new(rows: &[Row], ttl_ms: i64) -> Self {
+impl<'a> LeaseReplay<'a> {
+    pub fn new(rows: &'a [Row], ttl_ms: i64) -> Self {
         let mut leases = Leases::new(ttl_ms);
         let mut replay = LeaseReplay { fences: Vec::with_capacity(rows.len()), live: Vec::with_capacity(rows.len()) };
         for row in rows {
@@ -156,13 +156,13 @@ impl LeaseReplay {
     }
 
     /// How the lease of the fenced call at `pos` stood; `None` for any other row.
-    pub fn fence(&self, pos: usize) -> Option<&Fence> {
+    pub fn fence(&self, pos: usize) -> Option<&Fence<'a>> {
         self.fences.get(pos)?.as_ref()
     }
 
     /// The lease row of its run live at the clock of the acquire at `pos` (whatever the acquire's
     /// outcome); `None` if there was none, or for any other row.
-    pub fn live_at_acquire(&self, pos: usize) -> Option<&Tenancy> {
+    pub fn live_at_acquire(&self, pos: usize) -> Option<&Tenancy<'a>> {
         self.live.get(pos)?.as_ref()
     }
 }
@@ -171,13 +171,13 @@ impl LeaseReplay {
 /// call the run's high-water mark at that call (0 before any grant); 0 for rows that are not calls.
 /// Indexed by position in `rows`.
 pub(super) fn effective_epochs(rows: &[Row]) -> Vec<Epoch> {
-    let mut high: BTreeMap<RunId, Epoch> = BTreeMap::new();
+    let mut high: BTreeMap<&RunId, Epoch> = BTreeMap::new();
     rows.iter()
         .map(|row| {
             let Some(call) = row.call() else { return Epoch(0) };
             let epoch = call.epoch().unwrap_or_else(|| high.get(&call.run).copied().unwrap_or(Epoch(0)));
             if let (Surface::Acquire, true, Some(lease)) = (call.surface, call.outcome.is_ok(), &call.lease) {
-                let mark = high.entry(call.run.clone()).or_insert(lease.epoch);
+                let mark = high.entry(&call.run).or_insert(lease.epoch);
                 *mark = (*mark).max(lease.epoch);
             }
             epoch
@@ -230,6 +230,54 @@ pub(super) fn entry_digest(entry: &JournalEntry) -> u64 {
     digest_json(entry)
 }
 
+/// Whether two entries encode the same ([`entry_digest`] compares encodings): the checkers ask
+/// this of every stored entry, and comparing fields is far cheaper than encoding both.
+pub(super) fn same_entry(a: &JournalEntry, b: &JournalEntry) -> bool {
+    let JournalEntry { seq, ref_seq, kind, status, extra } = a;
+    *seq == b.seq && *ref_seq == b.ref_seq && *kind == b.kind && *status == b.status && same_map(extra, &b.extra)
+}
+
+/// Whether two metas encode the same (see [`same_entry`]).
+pub(super) fn same_meta(a: &RunMeta, b: &RunMeta) -> bool {
+    let RunMeta { run_id, status, segments, name, tags, genesis, updated_at_ms, extra } = a;
+    *run_id == b.run_id
+        && *status == b.status
+        && *segments == b.segments
+        && *name == b.name
+        && *tags == b.tags
+        && *genesis == b.genesis
+        && *updated_at_ms == b.updated_at_ms
+        && same_map(extra, &b.extra)
+}
+
+/// Whether two JSON maps encode the same: the same keys in the same order, each value the same.
+fn same_map<'a>(
+    a: impl IntoIterator<Item = (&'a String, &'a Value)>,
+    b: impl IntoIterator<Item = (&'a String, &'a Value)>,
+) -> bool {
+    let (mut a, mut b) = (a.into_iter(), b.into_iter());
+    loop {
+        match (a.next(), b.next()) {
+            (None, None) => return true,
+            (Some((ka, va)), Some((kb, vb))) if ka == kb && same_json(va, vb) => {}
+            _ => return false,
+        }
+    }
+}
+
+/// Whether two JSON values encode the same. `Value`'s `==` nearly says so, but holds `0.0` equal
+/// to `-0.0`, which encode apart.
+fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            x == y && x.as_f64().map(f64::is_sign_negative) == y.as_f64().map(f64::is_sign_negative)
+        }
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y)),
+        (Value::Object(x), Value::Object(y)) => x.len() == y.len() && same_map(x, y),
+        _ => a == b,
+    }
+}
+
 pub(super) fn meta_digest(meta: &RunMeta) -> u64 {
     digest_json(meta)
 }
@@ -264,28 +312,29 @@ pub(super) fn target(call: &Call) -> String {
 }
 
 /// Accepted mutations by what they wrote, so a stored payload can be traced back to the row that
-/// wrote it. Each map keeps the last such row in history order (a position in `rows`).
+/// wrote it: the last such row in history order (a position in `rows`). Entries and metas are
+/// indexed by where they were written and compared whole on lookup; blobs by their digest.
 #[derive(Debug, Default)]
-pub(super) struct Writers {
-    entries: BTreeMap<(RunId, Seq, u64), usize>,
-    metas: BTreeMap<(RunId, u64), usize>,
-    blobs: BTreeMap<(String, u64), usize>,
+pub(super) struct Writers<'a> {
+    entries: BTreeMap<(&'a RunId, Seq), Vec<(usize, &'a JournalEntry)>>,
+    metas: BTreeMap<&'a RunId, Vec<(usize, &'a RunMeta)>>,
+    blobs: BTreeMap<(&'a str, u64), usize>,
 }
 
-impl Writers {
-    pub fn new(rows: &[Row]) -> Self {
+impl<'a> Writers<'a> {
+    pub fn new(rows: &'a [Row]) -> Self {
         let mut writers = Writers::default();
         for (pos, row) in rows.iter().enumerate() {
             let Some(call) = row.call().filter(|c| c.is_accepted_mutation()) else { continue };
             match (&call.payload, &call.blob_ref) {
                 (Payload::Entry(entry), _) if call.surface == Surface::Append => {
-                    writers.entries.insert((call.run.clone(), entry.seq, call.payload.digest()), pos);
+                    writers.entries.entry((&call.run, entry.seq)).or_default().push((pos, entry));
                 }
-                (Payload::Meta(_), _) if call.surface == Surface::PutMeta => {
-                    writers.metas.insert((call.run.clone(), call.payload.digest()), pos);
+                (Payload::Meta(meta), _) if call.surface == Surface::PutMeta => {
+                    writers.metas.entry(&call.run).or_default().push((pos, meta));
                 }
                 (Payload::Blob(_), Some(blob_ref)) if call.surface == Surface::PutBlob => {
-                    writers.blobs.insert((blob_ref.clone(), call.payload.digest()), pos);
+                    writers.blobs.insert((blob_ref, call.payload.digest()), pos);
                 }
                 _ => {}
             }
@@ -295,17 +344,19 @@ impl Writers {
 
     /// The accepted append that wrote this stored entry.
     pub fn entry(&self, run: &RunId, entry: &JournalEntry) -> Option<usize> {
-        self.entries.get(&(run.clone(), entry.seq, entry_digest(entry))).copied()
+        let written = self.entries.get(&(run, entry.seq))?;
+        written.iter().rev().find(|(_, e)| same_entry(e, entry)).map(|&(pos, _)| pos)
     }
 
     /// The accepted put_meta that wrote this stored meta.
     pub fn meta(&self, run: &RunId, meta: &RunMeta) -> Option<usize> {
-        self.metas.get(&(run.clone(), meta_digest(meta))).copied()
+        let written = self.metas.get(run)?;
+        written.iter().rev().find(|(_, m)| same_meta(m, meta)).map(|&(pos, _)| pos)
     }
 
     /// The accepted put_blob that wrote these stored bytes under `blob_ref`.
     pub fn blob(&self, blob_ref: &str, bytes: &[u8]) -> Option<usize> {
-        self.blobs.get(&(blob_ref.to_owned(), blob_digest(bytes))).copied()
+        self.blobs.get(&(blob_ref, blob_digest(bytes))).copied()
     }
 }
 

@@ -26,7 +26,7 @@ pub(super) const LIVENESS: &str = "liveness";
 pub(super) const HONEST_OUTCOME: &str = "honest-outcome";
 
 /// A paid effect's identity within a generation of its run: (run, generation, running seq, kind, n).
-type Dispatch = (RunId, u32, Seq, EffectKind, u32);
+type Dispatch<'a> = (&'a RunId, u32, Seq, EffectKind, u32);
 
 fn effect_name(kind: EffectKind, run: &RunId, running: Seq, n: u32) -> String {
     match kind {
@@ -49,17 +49,17 @@ fn epoch_label(epoch: Option<Epoch>) -> String {
 /// generation) and never had an accepted release in it, or had a write the store failed outright
 /// (a storage error: the tenure's progress may be lost as in a crash). A generation ends at an accepted delete
 /// of the run. Unleased payments belong to no tenure and never raise the bound.
-pub(super) fn repay_bound(ctx: &Context) -> Vec<Violation> {
-    let mut generation: BTreeMap<RunId, u32> = BTreeMap::new();
-    let mut terminals: BTreeMap<(RunId, u32, Seq), (usize, Option<Epoch>)> = BTreeMap::new();
-    let mut per_tenure: BTreeMap<(Dispatch, Option<Epoch>), usize> = BTreeMap::new();
-    let mut payments: BTreeMap<Dispatch, Vec<usize>> = BTreeMap::new();
+pub(super) fn repay_bound<'a>(ctx: &Context<'a>) -> Vec<Violation> {
+    let mut generation: BTreeMap<&'a RunId, u32> = BTreeMap::new();
+    let mut terminals: BTreeMap<(&'a RunId, u32, Seq), (usize, Option<Epoch>)> = BTreeMap::new();
+    let mut per_tenure: BTreeMap<(Dispatch<'a>, Option<Epoch>), usize> = BTreeMap::new();
+    let mut payments: BTreeMap<Dispatch<'a>, Vec<usize>> = BTreeMap::new();
     // (run, generation, running seq) -> the epochs that paid into that dispatch.
-    let mut windows: BTreeMap<(RunId, u32, Seq), BTreeSet<Epoch>> = BTreeMap::new();
-    let mut released: BTreeSet<(RunId, u32, Epoch)> = BTreeSet::new();
-    let mut failed: BTreeSet<(RunId, u32, Epoch)> = BTreeSet::new();
+    let mut windows: BTreeMap<(&'a RunId, u32, Seq), BTreeSet<Epoch>> = BTreeMap::new();
+    let mut released: BTreeSet<(&'a RunId, u32, Epoch)> = BTreeSet::new();
+    let mut failed: BTreeSet<(&'a RunId, u32, Epoch)> = BTreeSet::new();
     // (run, generation, running seq) -> what the newest accepted checkpoint covers.
-    let mut covered: BTreeMap<(RunId, u32, Seq), Coverage> = BTreeMap::new();
+    let mut covered: BTreeMap<(&'a RunId, u32, Seq), Coverage> = BTreeMap::new();
     let mut found = Vec::new();
     for row in ctx.rows {
         match &row.event {
@@ -68,22 +68,22 @@ pub(super) fn repay_bound(ctx: &Context) -> Vec<Violation> {
             Event::Call(call) if matches!(call.outcome, CallOutcome::Error(_) | CallOutcome::Injected) => {
                 if let Some(lease) = call.lease.as_ref().filter(|_| call.surface.is_mutation()) {
                     let gen_ = generation.get(&call.run).copied().unwrap_or_default();
-                    failed.insert((call.run.clone(), gen_, lease.epoch));
+                    failed.insert((&call.run, gen_, lease.epoch));
                 }
             }
             Event::Call(call) if call.outcome.is_ok() => {
                 let gen_ = generation.get(&call.run).copied().unwrap_or_default();
                 match (call.surface, &call.lease, &call.payload) {
                     (Surface::Release, Some(lease), _) => {
-                        released.insert((call.run.clone(), gen_, lease.epoch));
+                        released.insert((&call.run, gen_, lease.epoch));
                     }
-                    (Surface::Delete, _, _) => *generation.entry(call.run.clone()).or_default() += 1,
+                    (Surface::Delete, _, _) => *generation.entry(&call.run).or_default() += 1,
                     (Surface::PutBlob | Surface::DeleteBlob, _, _) => {
                         note_checkpoint(&mut covered, call, gen_, row.index)
                     }
                     (Surface::Append, _, Payload::Entry(entry)) => {
                         if let Some(running) = entry.ref_seq {
-                            terminals.entry((call.run.clone(), gen_, running)).or_insert((row.index, call.epoch()));
+                            terminals.entry((&call.run, gen_, running)).or_insert((row.index, call.epoch()));
                         }
                     }
                     _ => {}
@@ -91,26 +91,29 @@ pub(super) fn repay_bound(ctx: &Context) -> Vec<Violation> {
             }
             Event::Effect(effect) => {
                 let gen_ = generation.get(&effect.run).copied().unwrap_or_default();
-                let dispatch: Dispatch = (effect.run.clone(), gen_, effect.running, effect.kind, effect.n);
-                let name = effect_name(effect.kind, &effect.run, effect.running, effect.n);
-                let paid = epoch_label(effect.epoch);
-                if let Some(&first) = per_tenure.get(&(dispatch.clone(), effect.epoch)) {
+                let dispatch: Dispatch = (&effect.run, gen_, effect.running, effect.kind, effect.n);
+                // Labels are formatted only for a violation: nearly every effect has none.
+                let name = || effect_name(effect.kind, &effect.run, effect.running, effect.n);
+                let paid = || epoch_label(effect.epoch);
+                if let Some(&first) = per_tenure.get(&(dispatch, effect.epoch)) {
                     found.push(Violation::new(
                         REPAY_BOUND,
-                        format!("{name} paid twice under {paid} (rows {first} and {})", row.index),
+                        format!("{} paid twice under {} (rows {first} and {})", name(), paid(), row.index),
                         Some(row.index),
                         Some(first),
                     ));
                 } else {
-                    per_tenure.insert((dispatch.clone(), effect.epoch), row.index);
+                    per_tenure.insert((dispatch, effect.epoch), row.index);
                 }
-                if let Some(&(at, finished)) = terminals.get(&(effect.run.clone(), gen_, effect.running)) {
+                if let Some(&(at, finished)) = terminals.get(&(&effect.run, gen_, effect.running)) {
                     let stale = matches!((effect.epoch, finished), (Some(paid), Some(done)) if paid < done);
                     if !stale {
                         found.push(Violation::new(
                             REPAY_BOUND,
                             format!(
-                                "{name} paid under {paid} after its terminal was accepted under {} at row {at}",
+                                "{} paid under {} after its terminal was accepted under {} at row {at}",
+                                name(),
+                                paid(),
                                 epoch_label(finished)
                             ),
                             Some(row.index),
@@ -118,14 +121,16 @@ pub(super) fn repay_bound(ctx: &Context) -> Vec<Violation> {
                         ));
                     }
                 }
-                if let Some(c) = covered.get(&(effect.run.clone(), gen_, effect.running))
+                if let Some(c) = covered.get(&(&effect.run, gen_, effect.running))
                     && c.covers(effect.kind, effect.n)
                     && effect.epoch.is_none_or(|paid| paid >= c.epoch)
                 {
                     found.push(Violation::new(
                         REPAY_BOUND,
                         format!(
-                            "{name} paid under {paid} although the checkpoint accepted under e{} at row {} covers it ({} turns, {} tools)",
+                            "{} paid under {} although the checkpoint accepted under e{} at row {} covers it ({} turns, {} tools)",
+                            name(),
+                            paid(),
                             c.epoch, c.row, c.turns, c.tools
                         ),
                         Some(row.index),
@@ -133,7 +138,7 @@ pub(super) fn repay_bound(ctx: &Context) -> Vec<Violation> {
                     ));
                 }
                 if let Some(epoch) = effect.epoch {
-                    windows.entry((effect.run.clone(), gen_, effect.running)).or_default().insert(epoch);
+                    windows.entry((&effect.run, gen_, effect.running)).or_default().insert(epoch);
                 }
                 payments.entry(dispatch).or_default().push(row.index);
             }
@@ -141,11 +146,11 @@ pub(super) fn repay_bound(ctx: &Context) -> Vec<Violation> {
         }
     }
     for ((run, gen_, running, kind, n), paid) in payments {
-        let window = windows.get(&(run.clone(), gen_, running));
+        let window = windows.get(&(run, gen_, running));
         let interrupted: Vec<String> = window
             .into_iter()
             .flatten()
-            .filter(|e| !released.contains(&(run.clone(), gen_, **e)) || failed.contains(&(run.clone(), gen_, **e)))
+            .filter(|e| !released.contains(&(run, gen_, **e)) || failed.contains(&(run, gen_, **e)))
             .map(|e| format!("e{e}"))
             .collect();
         let bound = 1 + interrupted.len();
@@ -155,7 +160,7 @@ pub(super) fn repay_bound(ctx: &Context) -> Vec<Violation> {
                 REPAY_BOUND,
                 format!(
                     "{} paid {} times, bound {bound} (1 + {} interrupted tenures in its window{which})",
-                    effect_name(kind, &run, running, n),
+                    effect_name(kind, run, running, n),
                     paid.len(),
                     interrupted.len()
                 ),
@@ -170,9 +175,9 @@ pub(super) fn repay_bound(ctx: &Context) -> Vec<Violation> {
 /// Keep `covered` current for an accepted put or delete of a checkpoint ref: a put that decodes
 /// covers what it records; an undecodable one (refused whole: the dispatch reruns) or a delete
 /// covers nothing.
-fn note_checkpoint(covered: &mut BTreeMap<(RunId, u32, Seq), Coverage>, call: &Call, gen_: u32, row: usize) {
+fn note_checkpoint<'a>(covered: &mut BTreeMap<(&'a RunId, u32, Seq), Coverage>, call: &'a Call, gen_: u32, row: usize) {
     let Some(running) = call.blob_ref.as_deref().and_then(checkpoint_running) else { return };
-    let key = (call.run.clone(), gen_, running);
+    let key = (&call.run, gen_, running);
     let coverage = match (&call.payload, call.epoch()) {
         (Payload::Blob(bytes), Some(epoch)) if call.surface == Surface::PutBlob => {
             decode_checkpoint(bytes).map(|(turns, tools)| Coverage { row, epoch, turns, tools })
@@ -214,15 +219,21 @@ fn checkpoint_running(blob_ref: &str) -> Option<Seq> {
     (parts.next()? == "ckpt").then_some(Seq(seq))
 }
 
-/// A checkpoint blob's counters (contracts 3.5): the format byte `0x01`, then JSON with `turns`
-/// and `tool_calls_used`. Anything else is undecodable, which the engine refuses whole.
+/// A checkpoint blob's counters (contracts 3.5): the format byte `0x01`, then a JSON object with
+/// `turns` and `tool_calls_used` (other keys are skipped unread; a counter twice is undecodable).
+/// Anything else is undecodable, which the engine refuses whole.
 fn decode_checkpoint(bytes: &[u8]) -> Option<(u64, u64)> {
+    #[derive(serde::Deserialize)]
+    struct Counters {
+        turns: u64,
+        tool_calls_used: u64,
+    }
     let (&format, json) = bytes.split_first()?;
     if format != 0x01 {
         return None;
     }
-    let value: serde_json::Value = serde_json::from_slice(json).ok()?;
-    Some((value.get("turns")?.as_u64()?, value.get("tool_calls_used")?.as_u64()?))
+    let counters: Counters = serde_json::from_slice(json).ok()?;
+    Some((counters.turns, counters.tool_calls_used))
 }
 
 /// Whether the run is settled or waits: nothing stored, or meta present and either terminal and

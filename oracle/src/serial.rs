@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use fencesim_store::{Epoch, JournalEntry, RunId, RunMeta};
 
 use super::model::{
-    Writers, blob_digest, blob_label, entry_digest, entry_label, from_row, holder, index_of, meta_digest, meta_label,
+    Writers, blob_digest, blob_label, entry_label, from_row, holder, index_of, meta_label, same_entry, same_meta,
 };
 use super::{Context, Violation};
 use crate::history::{CallOutcome, Payload, Row, RunState, Surface};
@@ -120,9 +120,8 @@ fn diff_journal(
     stored: &[JournalEntry],
     expected: &[(usize, &JournalEntry)],
 ) -> Option<Violation> {
-    let same = |s: &JournalEntry, e: &JournalEntry| s.seq == e.seq && entry_digest(s) == entry_digest(e);
     let at = (0..stored.len().max(expected.len())).find(|&i| match (stored.get(i), expected.get(i)) {
-        (Some(s), Some((_, e))) => !same(s, e),
+        (Some(s), Some((_, e))) => !same_entry(s, e),
         _ => true,
     })?;
     let actual = stored.get(at);
@@ -190,7 +189,11 @@ fn diff_meta(
     stored: Option<&RunMeta>,
     expected: Option<(usize, &RunMeta)>,
 ) -> Option<Violation> {
-    if stored.map(meta_digest) == expected.map(|(_, m)| meta_digest(m)) {
+    let same = match (stored, expected) {
+        (Some(s), Some((_, m))) => same_meta(s, m),
+        (s, m) => s.is_none() && m.is_none(),
+    };
+    if same {
         return None;
     }
     let cause = stored.and_then(|m| writers.meta(run, m));

@@ -1366,3 +1366,40 @@ fn mix_tells_apart_what_a_fingerprint_must() {
     assert_ne!(mix(&"a run id longer than a word"), mix(&"A run id longer than a word"));
     assert_ne!(mix(&"a"), mix(&"a\0"));
 }
+
+/// The checkers compare stored entries and metas field by field where they once compared the
+/// digests of their encodings: the two must agree, a signed zero and key order included.
+#[test]
+fn same_entry_and_same_meta_agree_with_the_digests_of_the_encodings() {
+    use crate::model::{entry_digest, meta_digest, same_entry, same_meta};
+    let entries = [
+        running(1),
+        running(2),
+        terminal(2, 1),
+        JournalEntry::new(1, "agent", "running").with("key", json!("ask")).with("n", json!(0.0)),
+        JournalEntry::new(1, "agent", "running").with("key", json!("ask")).with("n", json!(-0.0)),
+        JournalEntry::new(1, "agent", "running").with("key", json!("ask")).with("n", json!(0)),
+        JournalEntry::new(1, "agent", "running").with("key", json!({ "a": [1, 2.5], "b": null })),
+        JournalEntry::new(1, "agent", "running").with("key", json!({ "a": [1, 2.5] })),
+        JournalEntry::new(1, "agent", "running").with("key", json!({ "a": [1, -2.5], "b": null })),
+        JournalEntry::new(1, "agent", "ok").with("key", json!("ask")),
+    ];
+    for a in &entries {
+        for b in &entries {
+            assert_eq!(same_entry(a, b), entry_digest(a) == entry_digest(b), "{a:?} against {b:?}");
+        }
+    }
+    let mut metas = vec![RunMeta::new("r1", RunStatus::Ok), RunMeta::new("r2", RunStatus::Ok)];
+    metas.push(RunMeta { segments: 2, ..metas[0].clone() });
+    metas.push(RunMeta { tags: vec!["t".to_owned()], ..metas[0].clone() });
+    let mut zero = metas[0].clone();
+    zero.extra.insert("at".to_owned(), json!(0.0));
+    let mut negative_zero = metas[0].clone();
+    negative_zero.extra.insert("at".to_owned(), json!(-0.0));
+    metas.extend([zero, negative_zero]);
+    for a in &metas {
+        for b in &metas {
+            assert_eq!(same_meta(a, b), meta_digest(a) == meta_digest(b), "{a:?} against {b:?}");
+        }
+    }
+}
