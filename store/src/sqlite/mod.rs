@@ -17,6 +17,7 @@
 
 mod boot;
 mod integrity;
+mod memo;
 mod schema;
 mod spares;
 
@@ -204,6 +205,9 @@ pub struct SqliteStore {
     hook: RefCell<Option<FaultHook>>,
     /// Clock reads so far; `fenced()` asserts (debug builds) that a fenced call reads it once.
     clock_reads: Cell<u64>,
+    /// Journal entries and metas decoded so far, by their stored text (`memo.rs`).
+    entries: memo::Memo<JournalEntry>,
+    metas: memo::Memo<RunMeta>,
 }
 
 impl fmt::Debug for SqliteStore {
@@ -262,6 +266,8 @@ impl SqliteStore {
             defects: options.defects,
             hook: RefCell::new(None),
             clock_reads: Cell::new(0),
+            entries: memo::Memo::default(),
+            metas: memo::Memo::default(),
         })
     }
 
@@ -485,7 +491,7 @@ impl SqliteStore {
     fn decode_metas(&self, rows: Vec<(String, String)>, filter: &RunFilter) -> StoreResult<Vec<RunMeta>> {
         let mut metas = Vec::with_capacity(rows.len());
         for (run, payload) in rows {
-            let meta: RunMeta = from_json(Op::ListRuns, &RunId::new(run), &payload)?;
+            let meta = self.metas.decode(&payload, |text| from_json(Op::ListRuns, &RunId::new(run), text))?;
             if filter.matches(&meta) {
                 metas.push(meta);
             }
@@ -520,7 +526,7 @@ impl JournalStore for SqliteStore {
     fn load(&self, run: &RunId) -> StoreResult<Vec<JournalEntry>> {
         let sql = LOAD_SQL;
         let rows = self.query_rows(Op::Load, Some(run), sql, [run.as_str()], |r| r.get::<_, String>(0))?;
-        rows.iter().map(|p| from_json(Op::Load, run, p)).collect()
+        rows.iter().map(|p| self.entries.decode(p, |text| from_json(Op::Load, run, text))).collect()
     }
 
     fn put_meta(&self, meta: &RunMeta, lease: Option<&Lease>) -> StoreResult<()> {
@@ -562,7 +568,7 @@ impl JournalStore for SqliteStore {
             self.query_opt(Op::GetMeta, run, "SELECT payload FROM meta WHERE run_id = ?1", [run.as_str()], |r| {
                 r.get::<_, String>(0)
             })?;
-        payload.map(|p| from_json(Op::GetMeta, run, &p)).transpose()
+        payload.map(|p| self.metas.decode(&p, |text| from_json(Op::GetMeta, run, text))).transpose()
     }
 
     fn delete(&self, run: &RunId, lease: Option<&Lease>) -> StoreResult<()> {

@@ -1,0 +1,78 @@
+//! Decoded records memoised by their stored text, per connection. A world's actors read the same
+//! journals and run metas again and again (every worker's poll lists the metas, every segment
+//! loads its journal, the world's settled check reads them every half virtual second), and
+//! decoding their JSON was a tenth of a simulated world. Decoding is a pure function of the text,
+//! so a row whose stored text equals one decoded before decodes to that record again: the memo
+//! changes no result, and a row whose text changed (a corrupted payload among them) is decoded,
+//! and refused, afresh. Only records that decoded are kept. Bounded: when full, it starts over.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+/// At most this many records per memo: a few worlds' worth, a few MB at worst.
+const CAPACITY: usize = 4096;
+
+#[derive(Debug)]
+pub(super) struct Memo<T> {
+    decoded: RefCell<BTreeMap<Box<str>, T>>,
+}
+
+impl<T> Default for Memo<T> {
+    fn default() -> Self {
+        Self { decoded: RefCell::new(BTreeMap::new()) }
+    }
+}
+
+impl<T: Clone> Memo<T> {
+    /// The record `text` decodes to: remembered, or `decode(text)` (remembered if it succeeds).
+    pub fn decode<E>(&self, text: &str, decode: impl FnOnce(&str) -> Result<T, E>) -> Result<T, E> {
+        if let Some(known) = self.decoded.borrow().get(text) {
+            return Ok(known.clone());
+        }
+        let value = decode(text)?;
+        let mut decoded = self.decoded.borrow_mut();
+        if decoded.len() >= CAPACITY {
+            decoded.clear();
+        }
+        decoded.insert(text.into(), value.clone());
+        Ok(value)
+    }
+
+    /// How many records it holds (for tests).
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.decoded.borrow().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_text_is_decoded_once_and_a_failure_is_not_remembered() {
+        let memo: Memo<u32> = Memo::default();
+        let mut calls = 0;
+        let mut parse = |t: &str| {
+            calls += 1;
+            t.parse::<u32>().map_err(|_| "not a number")
+        };
+        assert_eq!(memo.decode("7", &mut parse), Ok(7));
+        assert_eq!(memo.decode("7", &mut parse), Ok(7));
+        assert_eq!(memo.decode("x", &mut parse), Err("not a number"));
+        assert_eq!(memo.decode("x", &mut parse), Err("not a number"));
+        assert_eq!(memo.decode("8", &mut parse), Ok(8));
+        assert_eq!(calls, 4, "7 once, x twice, 8 once");
+        assert_eq!(memo.len(), 2);
+    }
+
+    #[test]
+    fn a_full_memo_starts_over() {
+        let memo: Memo<usize> = Memo::default();
+        for i in 0..CAPACITY + 1 {
+            let text = i.to_string();
+            assert_eq!(memo.decode(&text, |t| t.parse::<usize>().map_err(drop)), Ok(i));
+        }
+        assert_eq!(memo.len(), 1);
+    }
+}
