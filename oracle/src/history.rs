@@ -548,6 +548,8 @@ struct Inner {
     rows: Vec<Row>,
     /// node -> (run, epoch) -> calls made so far under that lease.
     counters: BTreeMap<String, BTreeMap<(RunId, Epoch), u64>>,
+    /// Leases granted so far, in grant order: what [`History::grants`] answers without a scan.
+    grants: Vec<Lease>,
 }
 
 /// Where a history's time comes from: milliseconds on the recorder's timeline (virtual time since
@@ -594,6 +596,9 @@ impl History {
             inner.rows.last().is_none_or(|last| last.at_ms <= at_ms),
             "history time went backwards at row {index}: {at_ms} ms"
         );
+        if let Event::Call(Call { surface: Surface::Acquire, outcome: CallOutcome::Ok, lease: Some(lease), .. }) = &event {
+            inner.grants.push(lease.clone());
+        }
         inner.rows.push(Row { index, at_ms, node: node.to_owned(), event });
     }
 
@@ -617,18 +622,14 @@ impl History {
 
     /// Every row, leaving the history empty: the world's end, without copying it.
     pub fn take_rows(&self) -> Vec<Row> {
-        std::mem::take(&mut self.lock().rows)
+        let mut inner = self.lock();
+        inner.grants.clear();
+        std::mem::take(&mut inner.rows)
     }
 
     /// Leases granted so far, in grant order.
     pub fn grants(&self) -> Vec<Lease> {
-        self.lock()
-            .rows
-            .iter()
-            .filter_map(Row::call)
-            .filter(|c| c.surface == Surface::Acquire && c.outcome.is_ok())
-            .filter_map(|c| c.lease.clone())
-            .collect()
+        self.lock().grants.clone()
     }
 
     /// The caller's clock at the last call that set `lease`'s expiry (its grant or a renew that

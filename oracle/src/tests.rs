@@ -1403,3 +1403,30 @@ fn same_entry_and_same_meta_agree_with_the_digests_of_the_encodings() {
         }
     }
 }
+
+/// `grants` answers from a list kept as rows are pushed: granted acquires only, in grant order,
+/// and nothing once the rows are taken.
+#[test]
+fn grants_are_the_accepted_acquires_in_order() {
+    use crate::history::History;
+    let history = History::new(|| 0);
+    let call = |surface, lease: Option<Lease>, outcome| Call {
+        clock_ms: 0,
+        lease,
+        owner: None,
+        counter: 0,
+        surface,
+        run: RunId::new("r1"),
+        blob_ref: None,
+        payload: Payload::None,
+        outcome,
+    };
+    history.push_call("w1", call(Surface::Acquire, Some(a1()), CallOutcome::Ok));
+    history.push_call("w2", call(Surface::Acquire, None, CallOutcome::HeldBy { owner: "w1".into(), epoch: Epoch(1) }));
+    history.push_call("w1", call(Surface::Renew, Some(a1()), CallOutcome::Ok));
+    history.push_call("w2", call(Surface::Acquire, Some(b2()), CallOutcome::Ok));
+    history.push_call("w3", call(Surface::Acquire, Some(a3()), CallOutcome::Indeterminate));
+    assert_eq!(history.grants(), vec![a1(), b2()]);
+    assert_eq!(history.take_rows().len(), 5);
+    assert_eq!(history.grants(), Vec::<Lease>::new());
+}
