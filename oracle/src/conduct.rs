@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use fencesim_store::{Epoch, RunId, RunStatus, Seq};
 
-use super::model::{entry_label, holder, settle_status};
+use super::model::{Run, entry_label, holder, settle_status};
 use super::{Context, Violation};
 use crate::history::{Call, CallOutcome, EffectKind, Event, Payload, SegmentResult, Surface};
 
@@ -37,20 +37,21 @@ fn step_key(entry: &fencesim_store::JournalEntry) -> Option<&str> {
 /// dispatch of the run is open, and a terminal closes an open running entry of its own step.
 pub(super) fn dispatch_identity(ctx: &Context) -> Vec<Violation> {
     // run -> open running entries: seq -> (step key, row).
-    let mut open: BTreeMap<&RunId, BTreeMap<Seq, (&str, usize)>> = BTreeMap::new();
+    let mut open: BTreeMap<Run, BTreeMap<Seq, (&str, usize)>> = BTreeMap::new();
     // run -> running seq -> its key, for every running entry of the generation.
-    let mut opened: BTreeMap<&RunId, BTreeMap<Seq, &str>> = BTreeMap::new();
+    let mut opened: BTreeMap<Run, BTreeMap<Seq, &str>> = BTreeMap::new();
     let mut found = Vec::new();
     for row in ctx.rows {
         let Some(call) = row.call().filter(|c| c.outcome.is_ok()) else { continue };
+        let Some(run) = ctx.runs.at(row.index) else { continue };
         match (call.surface, &call.payload) {
             (Surface::Delete, _) => {
-                open.remove(&call.run);
-                opened.remove(&call.run);
+                open.remove(&run);
+                opened.remove(&run);
             }
             (Surface::Append, Payload::Entry(entry)) => {
                 if let Some(key) = step_key(entry) {
-                    let runs = open.entry(&call.run).or_default();
+                    let runs = open.entry(run).or_default();
                     if let Some((&seq, &(other, at))) = runs.iter().next() {
                         let same = if other == key { "the same step's" } else { "another step's" };
                         found.push(Violation::new(
@@ -67,11 +68,11 @@ pub(super) fn dispatch_identity(ctx: &Context) -> Vec<Violation> {
                         ));
                     }
                     runs.insert(entry.seq, (key, row.index));
-                    opened.entry(&call.run).or_default().insert(entry.seq, key);
+                    opened.entry(run).or_default().insert(entry.seq, key);
                 } else if let Some(running) = entry.ref_seq {
                     let key = entry.extra.get("key").and_then(|k| k.as_str());
-                    let was_open = open.get_mut(&call.run).and_then(|runs| runs.remove(&running));
-                    let why = match (was_open, opened.get(&call.run).and_then(|r| r.get(&running))) {
+                    let was_open = open.get_mut(&run).and_then(|runs| runs.remove(&running));
+                    let why = match (was_open, opened.get(&run).and_then(|r| r.get(&running))) {
                         (Some((step, _)), _) if key == Some(step) => None,
                         (Some((step, _)), _) => Some(format!("the running entry is step {step}")),
                         (None, Some(_)) => Some("that dispatch was already closed".to_owned()),
@@ -104,17 +105,18 @@ pub(super) fn dispatch_identity(ctx: &Context) -> Vec<Violation> {
 /// nothing new to record, as of a suspended run swept again and again).
 pub(super) fn silent_replay(ctx: &Context) -> Vec<Violation> {
     // run -> the last accepted settle (row, status) and whether anything was appended since.
-    let mut last: BTreeMap<&RunId, (usize, RunStatus, bool)> = BTreeMap::new();
+    let mut last: BTreeMap<Run, (usize, RunStatus, bool)> = BTreeMap::new();
     let mut found = Vec::new();
     for row in ctx.rows {
         let Some(call) = row.call().filter(|c| c.outcome.is_ok()) else { continue };
+        let Some(run) = ctx.runs.at(row.index) else { continue };
         match (call.surface, &call.payload) {
             (Surface::Delete, _) => {
-                last.remove(&call.run);
+                last.remove(&run);
             }
             (Surface::Append, Payload::Entry(entry)) => {
                 let settle = settle_status(entry);
-                let why = match last.get(&call.run) {
+                let why = match last.get(&run) {
                     Some(&(at, status, _)) if status.is_terminal() => {
                         Some((at, format!("whose journal was final: its run_settle at row {at} says {status}")))
                     }
@@ -141,10 +143,10 @@ pub(super) fn silent_replay(ctx: &Context) -> Vec<Violation> {
                 }
                 match settle {
                     Some(status) => {
-                        last.insert(&call.run, (row.index, status, false));
+                        last.insert(run, (row.index, status, false));
                     }
                     None => {
-                        if let Some((_, _, work)) = last.get_mut(&call.run) {
+                        if let Some((_, _, work)) = last.get_mut(&run) {
                             *work = true;
                         }
                     }
@@ -214,20 +216,21 @@ pub(super) fn renew_loss(ctx: &Context) -> Vec<Violation> {
 /// released its lease (its node crashed, restarted or lost the lease on the way), or an offline
 /// resolution.
 pub(super) fn justified_repair(ctx: &Context) -> Vec<Violation> {
-    let released: BTreeSet<(&RunId, Epoch)> = ctx
+    let released: BTreeSet<(Run, Epoch)> = ctx
         .rows
         .iter()
-        .filter_map(|row| row.call())
-        .filter(|c| c.surface == Surface::Release && c.outcome.is_ok())
-        .filter_map(|c| c.lease.as_ref().map(|l| (&c.run, l.epoch)))
+        .filter_map(|row| row.call().zip(ctx.runs.at(row.index)))
+        .filter(|(c, _)| c.surface == Surface::Release && c.outcome.is_ok())
+        .filter_map(|(c, run)| c.lease.as_ref().map(|l| (run, l.epoch)))
         .collect();
     // run -> the first row that touched it in this generation.
-    let mut touched: BTreeMap<&RunId, usize> = BTreeMap::new();
+    let mut touched: BTreeMap<Run, usize> = BTreeMap::new();
     let mut found = Vec::new();
     for row in ctx.rows {
+        let Some(run_key) = ctx.runs.at(row.index) else { continue };
         match &row.event {
             Event::Call(call) if call.surface == Surface::Delete && call.outcome.is_ok() => {
-                touched.remove(&call.run);
+                touched.remove(&run_key);
             }
             // An offline resolution leaves meta `suspended` over a resolved journal (D11): that
             // is the residue audit repairs to `running` (R5).
@@ -235,23 +238,22 @@ pub(super) fn justified_repair(ctx: &Context) -> Vec<Violation> {
                 surface: Surface::Append,
                 outcome: CallOutcome::Ok,
                 payload: Payload::Entry(entry),
-                run,
                 ..
             }) if entry.kind == "resolution" => {
-                touched.entry(run).or_insert(row.index);
+                touched.entry(run_key).or_insert(row.index);
             }
             Event::Call(call)
                 if call.surface == Surface::Acquire
                     && call.outcome.is_ok()
-                    && call.lease.as_ref().is_some_and(|l| !released.contains(&(&call.run, l.epoch))) =>
+                    && call.lease.as_ref().is_some_and(|l| !released.contains(&(run_key, l.epoch))) =>
             {
-                touched.entry(&call.run).or_insert(row.index);
+                touched.entry(run_key).or_insert(row.index);
             }
-            Event::Fault { kind, run: Some(run), .. } if kind.interrupts() => {
-                touched.entry(run).or_insert(row.index);
+            Event::Fault { kind, run: Some(_), .. } if kind.interrupts() => {
+                touched.entry(run_key).or_insert(row.index);
             }
-            Event::Outcome { run, result: SegmentResult::Failed(_) } => {
-                touched.entry(run).or_insert(row.index);
+            Event::Outcome { result: SegmentResult::Failed(_), .. } => {
+                touched.entry(run_key).or_insert(row.index);
             }
             // A write the store failed outright (an I/O error, not a refusal) failed its segment,
             // whether or not the segment lived to report it.
@@ -259,9 +261,9 @@ pub(super) fn justified_repair(ctx: &Context) -> Vec<Violation> {
                 if call.surface.is_mutation()
                     && matches!(call.outcome, CallOutcome::Error(_) | CallOutcome::Injected) =>
             {
-                touched.entry(&call.run).or_insert(row.index);
+                touched.entry(run_key).or_insert(row.index);
             }
-            Event::Repair { run, status } if !touched.contains_key(run) => {
+            Event::Repair { run, status } if !touched.contains_key(&run_key) => {
                 found.push(Violation::new(
                     JUSTIFIED_REPAIR,
                     format!(

@@ -596,7 +596,9 @@ impl History {
             inner.rows.last().is_none_or(|last| last.at_ms <= at_ms),
             "history time went backwards at row {index}: {at_ms} ms"
         );
-        if let Event::Call(Call { surface: Surface::Acquire, outcome: CallOutcome::Ok, lease: Some(lease), .. }) = &event {
+        if let Event::Call(Call { surface: Surface::Acquire, outcome: CallOutcome::Ok, lease: Some(lease), .. }) =
+            &event
+        {
             inner.grants.push(lease.clone());
         }
         inner.rows.push(Row { index, at_ms, node: node.to_owned(), event });

@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use fencesim_store::{Epoch, JournalEntry, RunId, Seq};
 
-use super::model::{blob_digest, entry_label, from_row, holder, index_of, is_checkpoint, last_settle, settle_status};
+use super::model::{
+    Run, blob_digest, entry_label, from_row, holder, index_of, is_checkpoint, last_settle, settle_status,
+};
 use super::{Context, Violation};
 use crate::history::{CallOutcome, Payload, Row, Surface};
 
@@ -34,15 +36,16 @@ fn accepted_delete(row: &Row) -> Option<&RunId> {
 /// journal (the current generation's accepted appends) when it was accepted.
 pub(super) fn journal_seq_order(ctx: &Context) -> Vec<Violation> {
     let (rows, snapshot, writers) = (ctx.rows, ctx.snapshot, &ctx.writers);
-    let mut tails: BTreeMap<&RunId, (Seq, usize)> = BTreeMap::new();
+    let mut tails: BTreeMap<Run, (Seq, usize)> = BTreeMap::new();
     let mut found = Vec::new();
     let mut reported = BTreeSet::new();
     for row in rows {
-        if let Some(run) = accepted_delete(row) {
-            tails.remove(run);
+        let Some(key) = ctx.runs.at(row.index) else { continue };
+        if accepted_delete(row).is_some() {
+            tails.remove(&key);
         }
         let Some((run, entry)) = accepted_append(row) else { continue };
-        match tails.get(run) {
+        match tails.get(&key) {
             Some(&(tail, at)) if entry.seq <= tail => {
                 found.push(Violation::new(
                     JOURNAL_SEQ_ORDER,
@@ -56,7 +59,7 @@ pub(super) fn journal_seq_order(ctx: &Context) -> Vec<Violation> {
                 reported.insert(row.index);
             }
             _ => {
-                tails.insert(run, (entry.seq, row.index));
+                tails.insert(key, (entry.seq, row.index));
             }
         }
     }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use fencesim_store::{Epoch, RunId};
 
-use super::model::{Fence, holder, target};
+use super::model::{Fence, Run, holder, target};
 use super::{Context, Violation};
 use crate::history::{Call, CallOutcome, Surface};
 
@@ -77,15 +77,17 @@ pub(super) fn no_stale_acceptance(ctx: &Context) -> Vec<Violation> {
 /// Granted epochs strictly increase per run (across delete/recreate), and no two nodes are
 /// accepted under the same (run, epoch): a duplicate serial position.
 pub(super) fn epochs_increasing<'a>(ctx: &Context<'a>) -> Vec<Violation> {
-    let mut granted: BTreeMap<&'a RunId, (Epoch, usize)> = BTreeMap::new();
+    let mut granted: BTreeMap<Run<'a>, (Epoch, usize)> = BTreeMap::new();
     let mut positions: BTreeMap<(&'a RunId, Epoch), (&'a str, usize)> = BTreeMap::new();
     let mut reported: BTreeSet<(&'a RunId, Epoch)> = BTreeSet::new();
     let mut found = Vec::new();
     for row in ctx.rows {
         let Some(call) = row.call().filter(|c| c.outcome.is_ok()) else { continue };
         let Some(lease) = &call.lease else { continue };
-        if call.surface == Surface::Acquire {
-            match granted.get(&call.run) {
+        if call.surface == Surface::Acquire
+            && let Some(run) = ctx.runs.at(row.index)
+        {
+            match granted.get(&run) {
                 Some(&(top, at)) if lease.epoch <= top => {
                     let what = if lease.epoch == top { "the same epoch" } else { "a higher epoch" };
                     found.push(Violation::new(
@@ -99,7 +101,7 @@ pub(super) fn epochs_increasing<'a>(ctx: &Context<'a>) -> Vec<Violation> {
                     ));
                 }
                 _ => {
-                    granted.insert(&call.run, (lease.epoch, row.index));
+                    granted.insert(run, (lease.epoch, row.index));
                 }
             }
         }

@@ -20,7 +20,7 @@ use serde::Serialize;
 use fencesim_store::{Epoch, RunFilter, RunId, RunMeta, RunStatus, Store, StoreResult};
 
 use crate::history::{Row, RunState, Snapshot};
-use model::{LeaseReplay, Writers, effective_epochs};
+use model::{LeaseReplay, Runs, Writers, effective_epochs};
 
 mod conduct;
 pub mod history;
@@ -79,17 +79,21 @@ struct Context<'a> {
     epochs: Vec<Epoch>,
     /// The lease table replayed along `rows` with the config's ttl.
     leases: LeaseReplay<'a>,
+    /// The runs the rows name, numbered, and each row's run.
+    runs: Runs<'a>,
 }
 
 impl<'a> Context<'a> {
     fn new(rows: &'a [Row], snapshot: &'a Snapshot, cfg: &'a OracleConfig) -> Self {
+        let runs = Runs::new(rows);
         Self {
             rows,
             snapshot,
             cfg,
             writers: Writers::new(rows),
-            epochs: effective_epochs(rows),
-            leases: LeaseReplay::new(rows, cfg.ttl_ms),
+            epochs: effective_epochs(rows, &runs),
+            leases: LeaseReplay::new(rows, &runs, cfg.ttl_ms),
+            runs,
         }
     }
 }

@@ -9,7 +9,100 @@ use std::collections::BTreeMap;
 use fencesim_store::{Epoch, JournalEntry, RunId, RunMeta, RunStatus, Seq};
 use serde_json::Value;
 
-use crate::history::{Call, CallOutcome, Payload, Row, Surface, digest, digest_json};
+use crate::history::{Call, CallOutcome, Event, Payload, Row, Surface, digest, digest_json};
+
+/// A run as the checkers key their maps by it: its number in the history, which compares as a
+/// word where the name compares as a string, and its name. Runs are numbered in name order, so a
+/// map keyed by `Run` iterates as one keyed by the name would (violations keep their order).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Run<'a> {
+    number: u32,
+    id: &'a RunId,
+}
+
+impl PartialEq for Run<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.number == other.number
+    }
+}
+
+impl Eq for Run<'_> {}
+
+impl PartialOrd for Run<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Run<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.number.cmp(&other.number)
+    }
+}
+
+impl std::ops::Deref for Run<'_> {
+    type Target = RunId;
+
+    fn deref(&self) -> &RunId {
+        self.id
+    }
+}
+
+impl std::fmt::Display for Run<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.id.fmt(f)
+    }
+}
+
+/// The run a row is about: a call's target run, an effect's, a fault's, an outcome's, a repair's.
+fn run_of(row: &Row) -> Option<&RunId> {
+    match &row.event {
+        Event::Call(call) => Some(&call.run),
+        Event::Effect(effect) => Some(&effect.run),
+        Event::Fault { run, .. } => run.as_ref(),
+        Event::Outcome { run, .. } | Event::Repair { run, .. } => Some(run),
+        Event::Note(_) => None,
+    }
+}
+
+/// Every run the rows name, numbered in name order, and the run of each row (by position).
+#[derive(Debug, Default)]
+pub(super) struct Runs<'a> {
+    numbers: BTreeMap<&'a RunId, u32>,
+    of_row: Vec<Option<Run<'a>>>,
+}
+
+impl<'a> Runs<'a> {
+    pub fn new(rows: &'a [Row]) -> Self {
+        // Numbered as first seen in one pass, then renumbered in name order.
+        let mut numbers: BTreeMap<&'a RunId, u32> = BTreeMap::new();
+        let seen: Vec<Option<(u32, &'a RunId)>> = rows
+            .iter()
+            .map(|row| {
+                let id = run_of(row)?;
+                let next = u32::try_from(numbers.len()).expect("fewer than 2^32 runs");
+                Some((*numbers.entry(id).or_insert(next), id))
+            })
+            .collect();
+        let mut rank = vec![0; numbers.len()];
+        for (by_name, first_seen) in numbers.values_mut().enumerate() {
+            rank[*first_seen as usize] = u32::try_from(by_name).expect("fewer than 2^32 runs");
+            *first_seen = rank[*first_seen as usize];
+        }
+        let of_row = seen.into_iter().map(|s| s.map(|(n, id)| Run { number: rank[n as usize], id })).collect();
+        Self { numbers, of_row }
+    }
+
+    /// The run of the row at position `pos` (see [`run_of`]).
+    pub fn at(&self, pos: usize) -> Option<Run<'a>> {
+        self.of_row.get(pos).copied().flatten()
+    }
+
+    /// The run named `id`, if any row names it.
+    pub fn named(&self, id: &RunId) -> Option<Run<'a>> {
+        self.numbers.get_key_value(id).map(|(&id, &number)| Run { number, id })
+    }
+}
 
 /// One lease row of the model: who holds the run, under which epoch, until when.
 #[derive(Clone, Debug)]
@@ -59,7 +152,7 @@ pub(super) fn is_fenced(surface: Surface) -> bool {
 #[derive(Debug)]
 struct Leases<'a> {
     ttl_ms: i64,
-    rows: BTreeMap<&'a RunId, Tenancy<'a>>,
+    rows: BTreeMap<Run<'a>, Tenancy<'a>>,
 }
 
 impl<'a> Leases<'a> {
@@ -68,17 +161,18 @@ impl<'a> Leases<'a> {
     }
 
     /// The run's lease row if it is live at `clock`.
-    fn live(&self, run: &RunId, clock: i64) -> Option<&Tenancy<'a>> {
-        self.rows.get(run).filter(|t| clock < t.expires_at)
+    fn live(&self, run: Run<'a>, clock: i64) -> Option<&Tenancy<'a>> {
+        self.rows.get(&run).filter(|t| clock < t.expires_at)
     }
 
     /// Whether `call`'s lease was the live holder of its target run at the call.
-    fn fence(&self, call: &'a Call) -> Fence<'a> {
+    /// `run` is the call's target run.
+    fn fence(&self, run: Run<'a>, call: &'a Call) -> Fence<'a> {
         let Some(lease) = &call.lease else { return Fence::Unleased };
         if lease.run != call.run {
             return Fence::OtherRun(&lease.run);
         }
-        let row = self.rows.get(&call.run);
+        let row = self.rows.get(&run);
         match row {
             Some(t) if call.clock_ms < t.expires_at && t.is(&lease.owner, lease.epoch) => Fence::Holder,
             Some(t) if call.clock_ms < t.expires_at => Fence::Superseded(t.clone()),
@@ -96,7 +190,7 @@ impl<'a> Leases<'a> {
     /// An indeterminate call (its process died before the outcome) is taken the way that can only
     /// loosen the table: a release or delete as committed, a renew or acquire as not, so a later
     /// grant is never judged against a lease the dead call may have ended or failed to extend.
-    fn apply(&mut self, index: usize, call: &'a Call) {
+    fn apply(&mut self, index: usize, run: Run<'a>, call: &'a Call) {
         let loosens = matches!(call.surface, Surface::Release | Surface::Delete);
         if !(call.outcome.is_ok() || (call.outcome == CallOutcome::Indeterminate && loosens)) {
             return;
@@ -105,20 +199,18 @@ impl<'a> Leases<'a> {
         match (call.surface, &call.lease) {
             (Surface::Acquire, Some(lease)) => {
                 let tenancy = Tenancy { owner: &lease.owner, epoch: lease.epoch, expires_at: expiry, granted: index };
-                self.rows.insert(&call.run, tenancy);
+                self.rows.insert(run, tenancy);
             }
             (Surface::Renew, Some(lease)) => {
-                if let Some(t) = self.rows.get_mut(&call.run).filter(|t| t.is(&lease.owner, lease.epoch)) {
+                if let Some(t) = self.rows.get_mut(&run).filter(|t| t.is(&lease.owner, lease.epoch)) {
                     t.expires_at = expiry;
                 }
             }
-            (Surface::Release, Some(lease))
-                if self.rows.get(&call.run).is_some_and(|t| t.is(&lease.owner, lease.epoch)) =>
-            {
-                self.rows.remove(&call.run);
+            (Surface::Release, Some(lease)) if self.rows.get(&run).is_some_and(|t| t.is(&lease.owner, lease.epoch)) => {
+                self.rows.remove(&run);
             }
             (Surface::Delete, _) => {
-                self.rows.remove(&call.run);
+                self.rows.remove(&run);
             }
             _ => {}
         }
@@ -135,21 +227,22 @@ pub(super) struct LeaseReplay<'a> {
 }
 
 impl<'a> LeaseReplay<'a> {
-    pub fn new(rows: &'a [Row], ttl_ms: i64) -> Self {
+    pub fn new(rows: &'a [Row], runs: &Runs<'a>, ttl_ms: i64) -> Self {
         let mut leases = Leases::new(ttl_ms);
         let mut replay = LeaseReplay { fences: Vec::with_capacity(rows.len()), live: Vec::with_capacity(rows.len()) };
-        for row in rows {
-            let (fence, live) = match row.call() {
-                Some(call) if is_fenced(call.surface) => (Some(leases.fence(call)), None),
-                Some(call) if call.surface == Surface::Acquire => {
-                    (None, leases.live(&call.run, call.clock_ms).cloned())
+        for (pos, row) in rows.iter().enumerate() {
+            let call = row.call().zip(runs.at(pos));
+            let (fence, live) = match call {
+                Some((call, run)) if is_fenced(call.surface) => (Some(leases.fence(run, call)), None),
+                Some((call, run)) if call.surface == Surface::Acquire => {
+                    (None, leases.live(run, call.clock_ms).cloned())
                 }
                 _ => (None, None),
             };
             replay.fences.push(fence);
             replay.live.push(live);
-            if let Some(call) = row.call() {
-                leases.apply(row.index, call);
+            if let Some((call, run)) = call {
+                leases.apply(row.index, run, call);
             }
         }
         replay
@@ -170,14 +263,15 @@ impl<'a> LeaseReplay<'a> {
 /// The epoch each row's call is ordered under: the epoch its lease carried, or for an unleased
 /// call the run's high-water mark at that call (0 before any grant); 0 for rows that are not calls.
 /// Indexed by position in `rows`.
-pub(super) fn effective_epochs(rows: &[Row]) -> Vec<Epoch> {
-    let mut high: BTreeMap<&RunId, Epoch> = BTreeMap::new();
+pub(super) fn effective_epochs(rows: &[Row], runs: &Runs<'_>) -> Vec<Epoch> {
+    let mut high: BTreeMap<Run<'_>, Epoch> = BTreeMap::new();
     rows.iter()
-        .map(|row| {
-            let Some(call) = row.call() else { return Epoch(0) };
-            let epoch = call.epoch().unwrap_or_else(|| high.get(&call.run).copied().unwrap_or(Epoch(0)));
+        .enumerate()
+        .map(|(pos, row)| {
+            let Some((call, run)) = row.call().zip(runs.at(pos)) else { return Epoch(0) };
+            let epoch = call.epoch().unwrap_or_else(|| high.get(&run).copied().unwrap_or(Epoch(0)));
             if let (Surface::Acquire, true, Some(lease)) = (call.surface, call.outcome.is_ok(), &call.lease) {
-                let mark = high.entry(&call.run).or_insert(lease.epoch);
+                let mark = high.entry(run).or_insert(lease.epoch);
                 *mark = (*mark).max(lease.epoch);
             }
             epoch

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use fencesim_store::{Epoch, RunId, RunStatus, Seq};
 
-use super::model::{last_settle, open_suspensions, settle_status};
+use super::model::{Run, last_settle, open_suspensions, settle_status};
 use super::{Context, Violation};
 use crate::history::{Call, CallOutcome, EffectKind, Event, Payload, RunState, SegmentError, SegmentResult, Surface};
 
@@ -26,7 +26,7 @@ pub(super) const LIVENESS: &str = "liveness";
 pub(super) const HONEST_OUTCOME: &str = "honest-outcome";
 
 /// A paid effect's identity within a generation of its run: (run, generation, running seq, kind, n).
-type Dispatch<'a> = (&'a RunId, u32, Seq, EffectKind, u32);
+type Dispatch<'a> = (Run<'a>, u32, Seq, EffectKind, u32);
 
 fn effect_name(kind: EffectKind, run: &RunId, running: Seq, n: u32) -> String {
     match kind {
@@ -50,48 +50,49 @@ fn epoch_label(epoch: Option<Epoch>) -> String {
 /// (a storage error: the tenure's progress may be lost as in a crash). A generation ends at an accepted delete
 /// of the run. Unleased payments belong to no tenure and never raise the bound.
 pub(super) fn repay_bound<'a>(ctx: &Context<'a>) -> Vec<Violation> {
-    let mut generation: BTreeMap<&'a RunId, u32> = BTreeMap::new();
-    let mut terminals: BTreeMap<(&'a RunId, u32, Seq), (usize, Option<Epoch>)> = BTreeMap::new();
+    let mut generation: BTreeMap<Run<'a>, u32> = BTreeMap::new();
+    let mut terminals: BTreeMap<(Run<'a>, u32, Seq), (usize, Option<Epoch>)> = BTreeMap::new();
     let mut per_tenure: BTreeMap<(Dispatch<'a>, Option<Epoch>), usize> = BTreeMap::new();
     let mut payments: BTreeMap<Dispatch<'a>, Vec<usize>> = BTreeMap::new();
     // (run, generation, running seq) -> the epochs that paid into that dispatch.
-    let mut windows: BTreeMap<(&'a RunId, u32, Seq), BTreeSet<Epoch>> = BTreeMap::new();
-    let mut released: BTreeSet<(&'a RunId, u32, Epoch)> = BTreeSet::new();
-    let mut failed: BTreeSet<(&'a RunId, u32, Epoch)> = BTreeSet::new();
+    let mut windows: BTreeMap<(Run<'a>, u32, Seq), BTreeSet<Epoch>> = BTreeMap::new();
+    let mut released: BTreeSet<(Run<'a>, u32, Epoch)> = BTreeSet::new();
+    let mut failed: BTreeSet<(Run<'a>, u32, Epoch)> = BTreeSet::new();
     // (run, generation, running seq) -> what the newest accepted checkpoint covers.
-    let mut covered: BTreeMap<(&'a RunId, u32, Seq), Coverage> = BTreeMap::new();
+    let mut covered: BTreeMap<(Run<'a>, u32, Seq), Coverage> = BTreeMap::new();
     let mut found = Vec::new();
     for row in ctx.rows {
+        let Some(run) = ctx.runs.at(row.index) else { continue };
         match &row.event {
             // A write the store failed outright (an I/O error, not a refusal) may have lost the
             // tenure's progress, as a crash would: that tenure is interrupted even if it released.
             Event::Call(call) if matches!(call.outcome, CallOutcome::Error(_) | CallOutcome::Injected) => {
                 if let Some(lease) = call.lease.as_ref().filter(|_| call.surface.is_mutation()) {
-                    let gen_ = generation.get(&call.run).copied().unwrap_or_default();
-                    failed.insert((&call.run, gen_, lease.epoch));
+                    let gen_ = generation.get(&run).copied().unwrap_or_default();
+                    failed.insert((run, gen_, lease.epoch));
                 }
             }
             Event::Call(call) if call.outcome.is_ok() => {
-                let gen_ = generation.get(&call.run).copied().unwrap_or_default();
+                let gen_ = generation.get(&run).copied().unwrap_or_default();
                 match (call.surface, &call.lease, &call.payload) {
                     (Surface::Release, Some(lease), _) => {
-                        released.insert((&call.run, gen_, lease.epoch));
+                        released.insert((run, gen_, lease.epoch));
                     }
-                    (Surface::Delete, _, _) => *generation.entry(&call.run).or_default() += 1,
+                    (Surface::Delete, _, _) => *generation.entry(run).or_default() += 1,
                     (Surface::PutBlob | Surface::DeleteBlob, _, _) => {
-                        note_checkpoint(&mut covered, call, gen_, row.index)
+                        note_checkpoint(&mut covered, run, call, gen_, row.index)
                     }
                     (Surface::Append, _, Payload::Entry(entry)) => {
                         if let Some(running) = entry.ref_seq {
-                            terminals.entry((&call.run, gen_, running)).or_insert((row.index, call.epoch()));
+                            terminals.entry((run, gen_, running)).or_insert((row.index, call.epoch()));
                         }
                     }
                     _ => {}
                 }
             }
             Event::Effect(effect) => {
-                let gen_ = generation.get(&effect.run).copied().unwrap_or_default();
-                let dispatch: Dispatch = (&effect.run, gen_, effect.running, effect.kind, effect.n);
+                let gen_ = generation.get(&run).copied().unwrap_or_default();
+                let dispatch: Dispatch = (run, gen_, effect.running, effect.kind, effect.n);
                 // Labels are formatted only for a violation: nearly every effect has none.
                 let name = || effect_name(effect.kind, &effect.run, effect.running, effect.n);
                 let paid = || epoch_label(effect.epoch);
@@ -105,7 +106,7 @@ pub(super) fn repay_bound<'a>(ctx: &Context<'a>) -> Vec<Violation> {
                 } else {
                     per_tenure.insert((dispatch, effect.epoch), row.index);
                 }
-                if let Some(&(at, finished)) = terminals.get(&(&effect.run, gen_, effect.running)) {
+                if let Some(&(at, finished)) = terminals.get(&(run, gen_, effect.running)) {
                     let stale = matches!((effect.epoch, finished), (Some(paid), Some(done)) if paid < done);
                     if !stale {
                         found.push(Violation::new(
@@ -121,7 +122,7 @@ pub(super) fn repay_bound<'a>(ctx: &Context<'a>) -> Vec<Violation> {
                         ));
                     }
                 }
-                if let Some(c) = covered.get(&(&effect.run, gen_, effect.running))
+                if let Some(c) = covered.get(&(run, gen_, effect.running))
                     && c.covers(effect.kind, effect.n)
                     && effect.epoch.is_none_or(|paid| paid >= c.epoch)
                 {
@@ -138,7 +139,7 @@ pub(super) fn repay_bound<'a>(ctx: &Context<'a>) -> Vec<Violation> {
                     ));
                 }
                 if let Some(epoch) = effect.epoch {
-                    windows.entry((&effect.run, gen_, effect.running)).or_default().insert(epoch);
+                    windows.entry((run, gen_, effect.running)).or_default().insert(epoch);
                 }
                 payments.entry(dispatch).or_default().push(row.index);
             }
@@ -160,7 +161,7 @@ pub(super) fn repay_bound<'a>(ctx: &Context<'a>) -> Vec<Violation> {
                 REPAY_BOUND,
                 format!(
                     "{} paid {} times, bound {bound} (1 + {} interrupted tenures in its window{which})",
-                    effect_name(kind, run, running, n),
+                    effect_name(kind, &run, running, n),
                     paid.len(),
                     interrupted.len()
                 ),
@@ -175,9 +176,15 @@ pub(super) fn repay_bound<'a>(ctx: &Context<'a>) -> Vec<Violation> {
 /// Keep `covered` current for an accepted put or delete of a checkpoint ref: a put that decodes
 /// covers what it records; an undecodable one (refused whole: the dispatch reruns) or a delete
 /// covers nothing.
-fn note_checkpoint<'a>(covered: &mut BTreeMap<(&'a RunId, u32, Seq), Coverage>, call: &'a Call, gen_: u32, row: usize) {
+fn note_checkpoint<'a>(
+    covered: &mut BTreeMap<(Run<'a>, u32, Seq), Coverage>,
+    run: Run<'a>,
+    call: &Call,
+    gen_: u32,
+    row: usize,
+) {
     let Some(running) = call.blob_ref.as_deref().and_then(checkpoint_running) else { return };
-    let key = (&call.run, gen_, running);
+    let key = (run, gen_, running);
     let coverage = match (&call.payload, call.epoch()) {
         (Payload::Blob(bytes), Some(epoch)) if call.surface == Surface::PutBlob => {
             decode_checkpoint(bytes).map(|(turns, tools)| Coverage { row, epoch, turns, tools })
@@ -273,22 +280,23 @@ pub(super) fn run_liveness(run: &RunId, state: &RunState) -> Result<(), String> 
 /// points at the last call that targeted it, if any), and every run with a journal or meta is
 /// settled or waiting in the final snapshot (pointing at its last accepted mutation).
 pub(super) fn liveness(ctx: &Context) -> Vec<Violation> {
-    let mut last_write: BTreeMap<&RunId, usize> = BTreeMap::new();
-    let mut last_call: BTreeMap<&RunId, usize> = BTreeMap::new();
+    let mut last_write: BTreeMap<Run, usize> = BTreeMap::new();
+    let mut last_call: BTreeMap<Run, usize> = BTreeMap::new();
     for row in ctx.rows {
-        let Some(call) = row.call() else { continue };
-        last_call.insert(&call.run, row.index);
+        let (Some(call), Some(run)) = (row.call(), ctx.runs.at(row.index)) else { continue };
+        last_call.insert(run, row.index);
         if call.is_accepted_mutation() {
-            last_write.insert(&call.run, row.index);
+            last_write.insert(run, row.index);
         }
     }
-    let unstarted = ctx.cfg.planned.iter().filter(|run| !last_write.contains_key(run)).map(|run| {
+    let last = |map: &BTreeMap<Run, usize>, run: &RunId| ctx.runs.named(run).and_then(|r| map.get(&r)).copied();
+    let unstarted = ctx.cfg.planned.iter().filter(|run| last(&last_write, run).is_none()).map(|run| {
         let why = format!("{run} was planned but never reached the store");
-        Violation::new(LIVENESS, why, last_call.get(run).copied(), None)
+        Violation::new(LIVENESS, why, last(&last_call, run), None)
     });
     let unsettled = ctx.snapshot.runs.iter().filter_map(|(run, state)| {
         let why = run_liveness(run, state).err()?;
-        Some(Violation::new(LIVENESS, why, last_write.get(run).copied(), None))
+        Some(Violation::new(LIVENESS, why, last(&last_write, run), None))
     });
     unstarted.chain(unsettled).collect()
 }
@@ -338,25 +346,27 @@ struct Since {
 /// to a journal it found empty, N's own terminal meta write of that status was accepted.
 /// Attempts and loads are keyed by (node, run): see the module doc.
 pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
-    let mut journals: BTreeMap<&RunId, Journal> = BTreeMap::new();
-    let mut since: BTreeMap<(&str, &RunId), Since> = BTreeMap::new();
+    let mut journals: BTreeMap<Run, Journal> = BTreeMap::new();
+    // Keyed by run first: a run's number tells most keys apart without comparing node names.
+    let mut since: BTreeMap<(Run, &str), Since> = BTreeMap::new();
     let mut found = Vec::new();
     for row in ctx.rows {
+        let Some(run_key) = ctx.runs.at(row.index) else { continue };
         match &row.event {
             Event::Call(call) => {
-                let key = (row.node.as_str(), &call.run);
+                let key = (run_key, row.node.as_str());
                 match (call.surface, &call.payload) {
                     (Surface::Delete, _) if call.outcome.is_ok() => {
                         // A new generation: what any node appended to the old one is gone with it.
-                        journals.remove(&call.run);
-                        since.iter_mut().filter(|((_, run), _)| *run == &call.run).for_each(|(_, s)| s.wrote = false);
+                        journals.remove(&run_key);
+                        since.iter_mut().filter(|((run, _), _)| *run == run_key).for_each(|(_, s)| s.wrote = false);
                     }
                     (Surface::PutMeta, Payload::Meta(meta)) if meta.status != RunStatus::Running => {
                         let attempt = Attempt { row: row.index, outcome: call.outcome.clone(), status: meta.status };
                         since.entry(key).or_default().meta = Some(attempt);
                     }
                     (Surface::Load, _) if call.outcome.is_ok() => {
-                        let view = journals.get(&call.run).copied().unwrap_or_default();
+                        let view = journals.get(&run_key).copied().unwrap_or_default();
                         since.entry(key).or_default().seen.push(view);
                     }
                     (Surface::Append, Payload::Entry(entry)) => {
@@ -367,7 +377,7 @@ pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
                         }
                         if call.outcome.is_ok() {
                             mine.wrote = true;
-                            let journal = journals.entry(&call.run).or_default();
+                            let journal = journals.entry(run_key).or_default();
                             journal.entries += 1;
                             if let Some(status) = status {
                                 journal.last_settle = Some((row.index, status));
@@ -382,12 +392,12 @@ pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
             // take the attempts of the segment that did.
             Event::Outcome { result: SegmentResult::Failed(SegmentError::SegmentLive), .. } => {}
             Event::Outcome { run, result } => {
-                let mine = since.remove(&(row.node.as_str(), run)).unwrap_or_default();
+                let mine = since.remove(&(run_key, row.node.as_str())).unwrap_or_default();
                 let SegmentResult::Reported(reported) = *result else { continue };
                 if reported == RunStatus::Running {
                     continue;
                 }
-                let now = journals.get(run).copied().unwrap_or_default();
+                let now = journals.get(&run_key).copied().unwrap_or_default();
                 if let Some((why, cause)) = unbacked(&row.node, run, reported, mine, now) {
                     found.push(Violation::new(HONEST_OUTCOME, why, Some(row.index), cause));
                 }

@@ -1430,3 +1430,28 @@ fn grants_are_the_accepted_acquires_in_order() {
     assert_eq!(history.take_rows().len(), 5);
     assert_eq!(history.grants(), Vec::<Lease>::new());
 }
+
+/// The checkers key runs by number; numbers follow names, whatever order rows name them in, so
+/// maps keyed by number iterate (and report) in name order.
+#[test]
+fn runs_are_numbered_in_name_order() {
+    use crate::model::Runs;
+    let row = |index, event| Row { index, at_ms: 0, node: "w1".into(), event };
+    let outcome = |run: &str| Event::Outcome { run: RunId::new(run), result: SegmentResult::Reported(RunStatus::Ok) };
+    let rows = vec![
+        row(0, outcome("r2")),
+        row(1, Event::Note("start".into())),
+        row(2, outcome("r10")),
+        row(3, outcome("r1")),
+        row(4, outcome("r2")),
+    ];
+    let runs = Runs::new(&rows);
+    assert!(runs.at(1).is_none(), "a note names no run");
+    let names: Vec<String> = [0, 2, 3, 4].iter().map(|&pos| runs.at(pos).expect("a run").to_string()).collect();
+    assert_eq!(names, ["r2", "r10", "r1", "r2"]);
+    let (r1, r10, r2) = (runs.at(3).unwrap(), runs.at(2).unwrap(), runs.at(0).unwrap());
+    assert!(r1 < r10 && r10 < r2, "by name: r1 < r10 < r2");
+    assert_eq!(runs.at(4), Some(r2));
+    assert_eq!(runs.named(&RunId::new("r10")), Some(r10));
+    assert_eq!(runs.named(&RunId::new("r3")), None);
+}
