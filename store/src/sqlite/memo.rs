@@ -5,6 +5,8 @@
 //! so a row whose stored text equals one decoded before decodes to that record again: the memo
 //! changes no result, and a row whose text changed (a corrupted payload among them) is decoded,
 //! and refused, afresh. Only records that decoded are kept. Bounded: when full, it starts over.
+//! Records are found by a hash of their text, then the text itself is compared: one string
+//! compare a lookup, where a map keyed by the text compared it against several.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -14,7 +16,8 @@ const CAPACITY: usize = 4096;
 
 #[derive(Debug)]
 pub(super) struct Memo<T> {
-    decoded: RefCell<BTreeMap<Box<str>, T>>,
+    /// hash of the text -> the text and its record (the last text seen of that hash).
+    decoded: RefCell<BTreeMap<u64, (Box<str>, T)>>,
 }
 
 impl<T> Default for Memo<T> {
@@ -26,15 +29,18 @@ impl<T> Default for Memo<T> {
 impl<T: Clone> Memo<T> {
     /// The record `text` decodes to: remembered, or `decode(text)` (remembered if it succeeds).
     pub fn decode<E>(&self, text: &str, decode: impl FnOnce(&str) -> Result<T, E>) -> Result<T, E> {
-        if let Some(known) = self.decoded.borrow().get(text) {
-            return Ok(known.clone());
+        let key = hash(text.as_bytes());
+        if let Some((known, value)) = self.decoded.borrow().get(&key)
+            && **known == *text
+        {
+            return Ok(value.clone());
         }
         let value = decode(text)?;
         let mut decoded = self.decoded.borrow_mut();
         if decoded.len() >= CAPACITY {
             decoded.clear();
         }
-        decoded.insert(text.into(), value.clone());
+        decoded.insert(key, (text.into(), value.clone()));
         Ok(value)
     }
 
@@ -43,6 +49,21 @@ impl<T: Clone> Memo<T> {
     pub fn len(&self) -> usize {
         self.decoded.borrow().len()
     }
+}
+
+/// A word-at-a-time hash: texts that collide are told apart by comparing them, so it need only
+/// spread typical records well, not resist an adversary.
+fn hash(bytes: &[u8]) -> u64 {
+    let mut words = bytes.chunks_exact(8);
+    let mut h = bytes.len() as u64;
+    for w in &mut words {
+        h = (h.rotate_left(26) ^ u64::from_le_bytes(w.try_into().expect("8 bytes")))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    let mut last = [0u8; 8];
+    last[..words.remainder().len()].copy_from_slice(words.remainder());
+    h = (h.rotate_left(26) ^ u64::from_le_bytes(last)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^ (h >> 29)
 }
 
 #[cfg(test)]
@@ -64,6 +85,27 @@ mod tests {
         assert_eq!(memo.decode("8", &mut parse), Ok(8));
         assert_eq!(calls, 4, "7 once, x twice, 8 once");
         assert_eq!(memo.len(), 2);
+    }
+
+    /// Two texts of one hash: each lookup compares the text, so neither is taken for the other.
+    #[test]
+    fn texts_of_one_hash_are_told_apart() {
+        let memo: Memo<String> = Memo::default();
+        let (a, b) = ("first", "second");
+        let (key_a, known) = (hash(a.as_bytes()), memo.decode(a, |t| Ok::<_, ()>(t.to_owned())));
+        assert_eq!(known, Ok(a.to_owned()));
+        // Plant `b`'s record under `a`'s hash, as a collision would.
+        memo.decoded.borrow_mut().insert(key_a, (b.into(), b.to_owned()));
+        let mut decoded = 0;
+        let again = memo.decode(a, |t| {
+            decoded += 1;
+            Ok::<_, ()>(t.to_owned())
+        });
+        assert_eq!(
+            (again, decoded),
+            (Ok(a.to_owned()), 1),
+            "a's text differs from what its hash holds: decoded afresh"
+        );
     }
 
     #[test]
