@@ -10,6 +10,9 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::hash::Hasher;
+
+use crate::Mix;
 
 /// At most this many records per memo: a few worlds' worth, a few MB at worst.
 const CAPACITY: usize = 4096;
@@ -29,7 +32,7 @@ impl<T> Default for Memo<T> {
 impl<T: Clone> Memo<T> {
     /// The record `text` decodes to: remembered, or `decode(text)` (remembered if it succeeds).
     pub fn decode<E>(&self, text: &str, decode: impl FnOnce(&str) -> Result<T, E>) -> Result<T, E> {
-        let key = hash(text.as_bytes());
+        let key = hash(text);
         if let Some((known, value)) = self.decoded.borrow().get(&key)
             && **known == *text
         {
@@ -51,19 +54,12 @@ impl<T: Clone> Memo<T> {
     }
 }
 
-/// A word-at-a-time hash: texts that collide are told apart by comparing them, so it need only
-/// spread typical records well, not resist an adversary.
-fn hash(bytes: &[u8]) -> u64 {
-    let mut words = bytes.chunks_exact(8);
-    let mut h = bytes.len() as u64;
-    for w in &mut words {
-        h = (h.rotate_left(26) ^ u64::from_le_bytes(w.try_into().expect("8 bytes")))
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-    let mut last = [0u8; 8];
-    last[..words.remainder().len()].copy_from_slice(words.remainder());
-    h = (h.rotate_left(26) ^ u64::from_le_bytes(last)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    h ^ (h >> 29)
+/// The memo's key: texts that collide are told apart by comparing them, so it need only spread
+/// typical records well.
+fn hash(text: &str) -> u64 {
+    let mut h = Mix::default();
+    h.write(text.as_bytes());
+    h.finish()
 }
 
 #[cfg(test)]
@@ -92,7 +88,7 @@ mod tests {
     fn texts_of_one_hash_are_told_apart() {
         let memo: Memo<String> = Memo::default();
         let (a, b) = ("first", "second");
-        let (key_a, known) = (hash(a.as_bytes()), memo.decode(a, |t| Ok::<_, ()>(t.to_owned())));
+        let (key_a, known) = (hash(a), memo.decode(a, |t| Ok::<_, ()>(t.to_owned())));
         assert_eq!(known, Ok(a.to_owned()));
         // Plant `b`'s record under `a`'s hash, as a collision would.
         memo.decoded.borrow_mut().insert(key_a, (b.into(), b.to_owned()));
