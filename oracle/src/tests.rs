@@ -1449,7 +1449,8 @@ fn runs_are_numbered_in_name_order() {
     assert!(runs.at(1).is_none(), "a note names no run");
     let names: Vec<String> = [0, 2, 3, 4].iter().map(|&pos| runs.at(pos).expect("a run").to_string()).collect();
     assert_eq!(names, ["r2", "r10", "r1", "r2"]);
-    let (r1, r10, r2) = (runs.at(3).unwrap(), runs.at(2).unwrap(), runs.at(0).unwrap());
+    let run = |pos| runs.at(pos).expect("a run");
+    let (r1, r10, r2) = (run(3), run(2), run(0));
     assert!(r1 < r10 && r10 < r2, "by name: r1 < r10 < r2");
     assert_eq!(runs.at(4), Some(r2));
     assert_eq!(runs.named(&RunId::new("r10")), Some(r10));
