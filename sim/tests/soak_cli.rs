@@ -1,6 +1,7 @@
 //! `fencesim soak --level store` end to end, with real writer processes: an honest storm meets
 //! the default quorum and passes (its kept folder re-judges clean with `soak-check`, its reports
-//! follow the schema); planted store defects fail naming their checker; tampered logs (a dropped
+//! follow the schema); planted store defects fail naming their checker, a non-atomic fence in
+//! every storm; tampered logs (a dropped
 //! end line, a forged accept, a swapped epoch) fail `soak-check`; bad flags exit 2 with one line;
 //! and a referee killed with SIGKILL leaves no writer and no temporary folder behind.
 
@@ -95,6 +96,7 @@ fn an_honest_soak_passes_and_its_kept_folder_rejudges_and_tampering_fails() {
     assert_eq!(doc["seed"], 7);
     assert!(doc["counters"]["sigkills_recovered"].as_u64().unwrap() >= 1);
     assert!(doc["counters"]["sigstop_zombies"].as_u64().unwrap() >= 1);
+    assert!(doc["counters"]["mid_call_stalls"].as_u64().unwrap() >= 1);
     assert!(fs::read_to_string(report.join("junit.xml")).unwrap().contains("<testsuite"));
 
     // Offline, the kept folder judges the same.
@@ -177,6 +179,26 @@ fn planted_store_defects_fail_the_soak_naming_their_checker() {
         let out = fencesim(&["soak", "--level", "store", "--defect", defect, "--cap-s", "30"]);
         assert_exit(&out, 1);
         assert!(stdout(&out).contains(&format!("VIOLATION {checker}")), "{defect}: {}", stdout(&out));
+    }
+}
+
+/// D3 shows only in a fenced call that stalls between its check and its mutation and returns: the
+/// quorum waits for one, so every storm catches it (before the `mid_call_stalls` floor, a storm
+/// whose stalled writers were all SIGKILLed mid-stall passed about one run in four). The stale
+/// mutation is either accepted (no-stale-acceptance) or refused for the successor's seq instead of
+/// the fence (typed-rejections), as the race falls.
+#[test]
+fn a_non_atomic_fence_fails_every_storm() {
+    for run in 0..4 {
+        let out = fencesim(&["soak", "--level", "store", "--seed", "1", "--defect", "non-atomic-fence"]);
+        assert_exit(&out, 1);
+        let text = stdout(&out);
+        let landed = text.split("mid_call_stalls=").nth(1).and_then(|t| t.split(' ').next()?.parse::<u64>().ok());
+        assert!(landed >= Some(1), "run {run}: {text}");
+        assert!(
+            text.contains("VIOLATION no-stale-acceptance") || text.contains("VIOLATION typed-rejections"),
+            "run {run}: {text}"
+        );
     }
 }
 

@@ -62,7 +62,8 @@ pub struct Args {
     /// caller's clock).
     #[arg(long, value_name = "MAX", default_value_t = 0)]
     skew_ms: i64,
-    /// `default` (contracts 5.7 plus one SIGKILL and one SIGSTOP zombie), `release`, or k=v,...
+    /// `default` (contracts 5.7 plus one SIGKILL, one SIGSTOP zombie and one landed mid-call
+    /// stall), `release`, or k=v,...
     #[arg(long, default_value = "default")]
     quorum: String,
     /// Plant a defect in every process (repeatable): a store defect at either level, an engine
@@ -227,6 +228,8 @@ pub struct WriterArgs {
     skew_ms: i64,
     #[arg(long)]
     start_at_ms: Option<i64>,
+    #[arg(long)]
+    owe_mid_call: bool,
     #[arg(long = "defect", value_name = "NAME", value_parser = super::parse_defect)]
     defects: Vec<StoreDefect>,
 }
@@ -253,6 +256,7 @@ pub fn writer(args: &WriterArgs) -> CmdResult {
         skew_ms: args.skew_ms,
         defects: StoreDefects::of(&args.defects),
         start_at_ms: args.start_at_ms,
+        owe_mid_call: args.owe_mid_call,
         checkpoint_every: 8,
     };
     match writer::run(cfg) {

@@ -11,7 +11,7 @@ use super::log::Ev;
 use super::{RUN, SoakError, SoakResult};
 
 /// The counter names, in report order. `busy_retries` is reported, never gated.
-pub const COUNTERS: [&str; 11] = [
+pub const COUNTERS: [&str; 12] = [
     "epochs",
     "stale_rejects",
     "appends",
@@ -22,6 +22,7 @@ pub const COUNTERS: [&str; 11] = [
     "live_cross_rejects",
     "sigkills_recovered",
     "sigstop_zombies",
+    "mid_call_stalls",
     "busy_retries",
 ];
 
@@ -40,6 +41,9 @@ pub struct Activity {
     pub live_cross_rejects: u64,
     pub sigkills_recovered: u64,
     pub sigstop_zombies: u64,
+    /// Fenced calls that stalled past the ttl between their lease check and their mutation and
+    /// then returned (not busy): the only window in which a non-atomic fence (D3) shows.
+    pub mid_call_stalls: u64,
     pub busy_retries: u64,
 }
 
@@ -90,6 +94,7 @@ impl Activity {
             },
             "victim" => self.victim_cycles += 1,
             "live-cross-reject" => self.live_cross_rejects += 1,
+            "mid-call-landed" => self.mid_call_stalls += 1,
             "busy" => self.busy_retries += 1,
             _ => {}
         }
@@ -107,6 +112,7 @@ impl Activity {
             "live_cross_rejects" => self.live_cross_rejects,
             "sigkills_recovered" => self.sigkills_recovered,
             "sigstop_zombies" => self.sigstop_zombies,
+            "mid_call_stalls" => self.mid_call_stalls,
             "busy_retries" => self.busy_retries,
             _ => 0,
         }
@@ -122,8 +128,9 @@ pub struct Quorum {
     pub min_writers: usize,
 }
 
-/// The reference's floors (5.7) plus one recovered SIGKILL and one refused SIGSTOP zombie.
-const DEFAULT_FLOORS: [(&str, u64); 10] = [
+/// The reference's floors (5.7) plus one recovered SIGKILL, one refused SIGSTOP zombie and one
+/// landed mid-call stall.
+const DEFAULT_FLOORS: [(&str, u64); 11] = [
     ("epochs", 4),
     ("stale_rejects", 16),
     ("appends", 8),
@@ -134,6 +141,7 @@ const DEFAULT_FLOORS: [(&str, u64); 10] = [
     ("live_cross_rejects", 1),
     ("sigkills_recovered", 1),
     ("sigstop_zombies", 1),
+    ("mid_call_stalls", 1),
 ];
 
 impl Quorum {
@@ -197,7 +205,7 @@ impl Quorum {
         match text {
             "default" => Ok(Self::default_floors()),
             "release" => Ok(Self::release()),
-            _ => Self::parse_terms(text, &COUNTERS[..10]),
+            _ => Self::parse_terms(text, &COUNTERS[..COUNTERS.len() - 1]),
         }
     }
 
@@ -258,7 +266,7 @@ mod tests {
 
     #[test]
     fn quorums_parse_and_refuse() {
-        assert_eq!(Quorum::parse("default").unwrap().floors.len(), 10);
+        assert_eq!(Quorum::parse("default").unwrap().floors.len(), 11);
         let release = Quorum::parse("release").unwrap();
         assert_eq!(release.min_writers, 5);
         assert!(release.floors.contains(&("sigstop_zombies".into(), 100)));

@@ -182,6 +182,9 @@ impl Storm {
         if let Some(at) = start_at_ms {
             cmd.args(["--start-at-ms", &at.to_string()]);
         }
+        if self.activity.mid_call_stalls == 0 {
+            cmd.arg("--owe-mid-call");
+        }
         for d in &self.opts.defects {
             cmd.args(["--defect", d.name()]);
         }

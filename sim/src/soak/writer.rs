@@ -273,6 +273,9 @@ pub struct WriterConfig {
     pub defects: StoreDefects,
     /// Open the store at this Unix ms, so that every first-generation writer boots at once.
     pub start_at_ms: Option<i64>,
+    /// No mid-call stall has landed in the storm yet: stall early tenures as a first generation
+    /// does (the referee says so while its `mid_call_stalls` counter is 0).
+    pub owe_mid_call: bool,
     /// Checkpoint the WAL (PASSIVE) every this many tenures; 0 never.
     pub checkpoint_every: u32,
 }
@@ -306,10 +309,13 @@ struct Writer {
     /// Set: the next fenced call stalls past the ttl between its lease check and its mutation
     /// (inside the write transaction, over a correct store).
     mid_call: Arc<AtomicBool>,
+    /// Set by the fault hook when a stall happened, cleared once the stalled call returned.
+    stalled: Arc<AtomicBool>,
 }
 
 /// Chance per tenure that its next fenced call stalls mid-call (between check and mutation):
-/// high in the first writers' first tenures (so a default-quorum storm meets a few), low after:
+/// high in the first tenures of the first writers, and of later ones while no stall has landed
+/// (every storm's quorum asks for one: D3 shows only in a stalled call that returns), low after:
 /// over a correct store each one holds SQLite's write lock for the stall and starves every other
 /// writer (in a release storm with a quarter of every restarted generation's first tenures
 /// stalling, the lock was held for half the storm).
@@ -347,17 +353,18 @@ pub fn run(cfg: WriterConfig) -> SoakResult<()> {
         }
     };
     log.put(&Line::Ev(ev("booted")))?;
-    let mid_call = Arc::new(AtomicBool::new(false));
-    let armed = mid_call.clone();
+    let (mid_call, stalled) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let (armed, fired) = (mid_call.clone(), stalled.clone());
     let stall_ms = stall_ms(cfg.ttl_ms);
     inner.set_fault_hook(Some(Box::new(move |site| {
         if site.point == FaultPoint::FenceChecked && armed.swap(false, Ordering::SeqCst) {
             sleep_ms(stall_ms);
+            fired.store(true, Ordering::SeqCst);
         }
     })));
     let rng = Stream::new(cfg.seed).fork(&format!("writer/{}/{}", cfg.index, cfg.generation));
     let store = LoggedStore::new(inner, clock, log.clone(), owner.clone());
-    let mut writer = Writer { cfg, store, log, rng, owner, run: RunId::new(RUN), n: 0, granted: 0, mid_call };
+    let mut writer = Writer { cfg, store, log, rng, owner, run: RunId::new(RUN), n: 0, granted: 0, mid_call, stalled };
     let mut tenures = 0u32;
     while !writer.stopping() {
         writer.tenure()?;
@@ -403,7 +410,11 @@ impl Writer {
     /// Busy is retried (1-3 ms apart, logged); everything else classified.
     fn attempt<T>(&mut self, surface: &str, mut call: impl FnMut(&LoggedStore) -> StoreResult<T>) -> (Out, Option<T>) {
         for _ in 0..BUSY_ROUNDS {
-            match call(&self.store) {
+            let result = call(&self.store);
+            if self.stalled.swap(false, Ordering::SeqCst) {
+                self.stall_landed(surface, &result);
+            }
+            match result {
                 Ok(v) => return (Out::Ok, Some(v)),
                 Err(StoreError::Busy { .. }) => {
                     let _ = self.event("busy", |e| Ev { surface: Some(surface.to_owned()), ..e });
@@ -415,6 +426,21 @@ impl Writer {
             }
         }
         (Out::Other("transient retries exhausted".into()), None)
+    }
+
+    /// A mid-call stall's call returned. One that ended busy never reached its mutation, so the
+    /// stall is owed again (the next fenced call under a live lease takes it); any other outcome
+    /// landed, and is logged as `mid-call-landed` with it.
+    fn stall_landed<T>(&self, surface: &str, result: &StoreResult<T>) {
+        if matches!(result, Err(StoreError::Busy { .. })) {
+            self.mid_call.store(true, Ordering::SeqCst);
+            return;
+        }
+        let outcome = match result {
+            Ok(_) => "ok".to_owned(),
+            Err(e) => e.to_string(),
+        };
+        let _ = self.event("mid-call-landed", |e| Ev { surface: Some(surface.to_owned()), detail: Some(outcome), ..e });
     }
 
     fn error(&self, surface: &str, message: &str) -> SoakResult<()> {
@@ -460,7 +486,7 @@ impl Writer {
         let mut renewed_ms = self.store.clock.peek_ms();
         self.event("grant", |e| Ev { epoch: Some(epoch), target: Some(RUN.into()), ..e })?;
         self.granted += 1;
-        let early = self.cfg.generation == 0 && self.granted <= EARLY_TENURES;
+        let early = (self.cfg.generation == 0 || self.cfg.owe_mid_call) && self.granted <= EARLY_TENURES;
         let chance = if early { MID_CALL_STALL_EARLY } else { MID_CALL_STALL_LATE };
         if self.rng.chance(chance) {
             self.mid_call.store(true, Ordering::SeqCst);
