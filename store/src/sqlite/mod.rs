@@ -354,7 +354,8 @@ impl SqliteStore {
             &lease.run,
             "SELECT owner, epoch, expires_at FROM leases WHERE run_id = ?1",
             [lease.run.as_str()],
-            |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)),
+            // The holder's name is copied only when it is not the caller's (for the rejection).
+            |r| Ok((Some(text(r, 0)?).filter(|o| *o != lease.owner).map(str::to_owned), r.get(1)?, r.get(2)?)),
         )?;
         let expired_counts = self.defects.has(StoreDefect::ExpiredLeaseLive);
         let instant_counts = self.defects.has(StoreDefect::ExpiryInstantLive);
@@ -364,11 +365,15 @@ impl SqliteStore {
         let epoch_only = self.defects.has(StoreDefect::EpochOnlyFence)
             && matches!(op, Op::PutMeta | Op::Delete | Op::BlobPut | Op::BlobDelete);
         match live {
-            Some((owner, epoch, _)) if (epoch_only || owner == lease.owner) && epoch == lease.epoch.0 => Ok(()),
+            Some((other_owner, epoch, _)) if (epoch_only || other_owner.is_none()) && epoch == lease.epoch.0 => Ok(()),
             other => Err(StoreError::lease_held(
                 op,
                 lease.clone(),
-                LeaseRejection::Stale { live: other.map(|(o, e, _)| (o, Epoch(e))) },
+                LeaseRejection::Stale {
+                    live: other.map(|(o, e, _): (Option<String>, i64, i64)| {
+                        (o.unwrap_or_else(|| lease.owner.clone()), Epoch(e))
+                    }),
+                },
             )),
         }
     }
@@ -486,17 +491,19 @@ impl SqliteStore {
         }
         Ok(())
     }
+}
 
-    /// Decode `(run_id, payload)` rows, naming the run whose payload is corrupt.
-    fn decode_metas(&self, rows: Vec<(String, String)>, filter: &RunFilter) -> StoreResult<Vec<RunMeta>> {
-        let mut metas = Vec::with_capacity(rows.len());
-        for (run, payload) in rows {
-            let meta = self.metas.decode(&payload, |text| from_json(Op::ListRuns, &RunId::new(run), text))?;
-            if filter.matches(&meta) {
-                metas.push(meta);
-            }
-        }
-        Ok(metas)
+/// Column `i` as text borrowed from the row (no copy: a memo hit then allocates nothing); a value
+/// that is not UTF-8 text fails as `get::<String>` would.
+fn text<'r>(r: &'r rusqlite::Row<'_>, i: usize) -> rusqlite::Result<&'r str> {
+    if let Ok(rusqlite::types::ValueRef::Text(bytes)) = r.get_ref(i)
+        && let Ok(text) = std::str::from_utf8(bytes)
+    {
+        return Ok(text);
+    }
+    match r.get::<_, String>(i) {
+        Err(e) => Err(e),
+        Ok(_) => Err(rusqlite::Error::InvalidColumnType(i, String::new(), rusqlite::types::Type::Text)),
     }
 }
 
@@ -525,8 +532,10 @@ impl JournalStore for SqliteStore {
 
     fn load(&self, run: &RunId) -> StoreResult<Vec<JournalEntry>> {
         let sql = LOAD_SQL;
-        let rows = self.query_rows(Op::Load, Some(run), sql, [run.as_str()], |r| r.get::<_, String>(0))?;
-        rows.iter().map(|p| self.entries.decode(p, |text| from_json(Op::Load, run, text))).collect()
+        let rows = self.query_rows(Op::Load, Some(run), sql, [run.as_str()], |r| {
+            Ok(self.entries.decode(text(r, 0)?, |payload| from_json(Op::Load, run, payload)))
+        })?;
+        rows.into_iter().collect()
     }
 
     fn put_meta(&self, meta: &RunMeta, lease: Option<&Lease>) -> StoreResult<()> {
@@ -557,18 +566,22 @@ impl JournalStore for SqliteStore {
             args.push(name);
         }
         sql += " ORDER BY run_id";
+        // Each payload decoded as its row is read; a corrupt one names its run.
         let rows = self.query_rows(Op::ListRuns, None, &sql, rusqlite::params_from_iter(args), |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            Ok(self.metas.decode(text(r, 1)?, |payload| match text(r, 0) {
+                Ok(run) => from_json(Op::ListRuns, &RunId::new(run), payload),
+                Err(e) => Err(sql_error(Op::ListRuns, None, e)),
+            }))
         })?;
-        self.decode_metas(rows, filter)
+        rows.into_iter().filter(|meta| meta.as_ref().map_or(true, |meta| filter.matches(meta))).collect()
     }
 
     fn get_meta(&self, run: &RunId) -> StoreResult<Option<RunMeta>> {
-        let payload =
+        let meta =
             self.query_opt(Op::GetMeta, run, "SELECT payload FROM meta WHERE run_id = ?1", [run.as_str()], |r| {
-                r.get::<_, String>(0)
+                Ok(self.metas.decode(text(r, 0)?, |payload| from_json(Op::GetMeta, run, payload)))
             })?;
-        payload.map(|p| self.metas.decode(&p, |text| from_json(Op::GetMeta, run, text))).transpose()
+        meta.transpose()
     }
 
     fn delete(&self, run: &RunId, lease: Option<&Lease>) -> StoreResult<()> {
@@ -743,6 +756,25 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use crate::types::{JournalEntry, RunFilter, RunId};
+
+    #[test]
+    fn borrowed_text_reads_as_an_owned_string_would() {
+        let conn = Connection::open_in_memory().expect("db");
+        let sql = "SELECT 'ok', X'FF', 7, NULL, CAST(X'C3A9' AS TEXT), CAST(X'FF' AS TEXT)";
+        conn.query_row(sql, [], |r| {
+            for i in 0..6 {
+                let (borrowed, owned) = (text(r, i), r.get::<_, String>(i));
+                match (&borrowed, &owned) {
+                    (Ok(b), Ok(o)) => assert_eq!(b, o, "column {i}"),
+                    (Err(b), Err(o)) => assert_eq!(b.to_string(), o.to_string(), "column {i}"),
+                    _ => panic!("column {i}: {borrowed:?} against {owned:?}"),
+                }
+            }
+            assert_eq!(text(r, 4).expect("utf-8"), "é");
+            Ok(())
+        })
+        .expect("row");
+    }
 
     #[test]
     fn a_missing_schema_object_is_created_again_at_the_next_open() {
