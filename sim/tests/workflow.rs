@@ -2,9 +2,10 @@
 //! as YAML and runs it in miniature: every `run` step that invokes `"$FENCESIM"` runs under
 //! `bash -eo pipefail` (as Actions does) with `FENCESIM` pointing at this build's binary, in a
 //! scratch folder holding tiny copies of the corpora, once per matrix combination, jobs in
-//! `needs` order, with the workflow's sizes shrunk. Each must exit 0. It also checks what the
-//! workflow promises: every built-in scenario swept nightly, 32 shards, at least 1,000,000 seeds,
-//! and shard counts that match the matrices.
+//! `needs` order, with the workflow's sizes shrunk (the soak at its default quorum). Each must exit
+//! 0. It also checks what the workflow promises: every built-in scenario swept nightly, 32 shards,
+//! at least 1,000,000 seeds, shard counts that match the matrices, failure bundles, the soak's
+//! release quorum nightly and its planted defects on every push.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -29,6 +30,11 @@ fn env_of(doc: &Value) -> BTreeMap<String, String> {
             (k.as_str().expect("env key").to_owned(), value.expect("env value"))
         })
         .collect()
+}
+
+/// Every `run` script of a job, one after another.
+fn scripts(job: &Value) -> String {
+    job["steps"].as_sequence().expect("steps").iter().filter_map(|step| step["run"].as_str()).collect()
 }
 
 fn shards(job: &Value) -> Vec<u64> {
@@ -59,6 +65,19 @@ fn the_workflow_keeps_its_promises() {
         let text = serde_yaml::to_string(&jobs[job]).unwrap();
         assert!(text.contains("merge") && text.contains("--require-coverage"), "{job} requires coverage");
     }
+    // Every sweep bundles its failures; the store soak's release quorum runs nightly, and the soak
+    // must fail on the planted defects on every push.
+    for job in ["sweep", "nightly"] {
+        assert!(scripts(&jobs[job]).contains("--bundle"), "{job} bundles its failures");
+    }
+    assert_eq!(env["SOAK_QUORUM"], "release");
+    let soak = scripts(&jobs["nightly-soak"]);
+    assert!(soak.contains("soak --level store --quorum \"$SOAK_QUORUM\" --writers 5"), "{soak}");
+    let push_soak = scripts(&jobs["soak"]);
+    assert!(
+        push_soak.contains("unfenced-meta non-atomic-fence") && push_soak.contains("expected exit 1"),
+        "{push_soak}"
+    );
     for (name, job) in jobs.as_mapping().unwrap() {
         let text = serde_yaml::to_string(job).unwrap();
         for needed in ["actions/upload-artifact"] {
@@ -79,6 +98,7 @@ fn every_fencesim_command_of_the_workflow_runs_with_tiny_sizes() {
     env.insert("PUSH_SEEDS".into(), env["PUSH_SHARDS"].clone());
     env.insert("NIGHTLY_SEEDS".into(), env["NIGHTLY_SHARDS"].clone());
     env.insert("MUTANT_SEEDS".into(), "10".into());
+    env.insert("SOAK_QUORUM".into(), "default".into());
     env.insert("FENCESIM".into(), env!("CARGO_BIN_EXE_fencesim").into());
     // Tiny corpora under the workflow's paths: the first entries of the real ones.
     std::fs::create_dir_all(scratch.path().join("seeds")).unwrap();
@@ -143,8 +163,9 @@ fn every_fencesim_command_of_the_workflow_runs_with_tiny_sizes() {
             }
         }
     }
-    // 4 push shards, replay, merge, kill matrix, 32 nightly shards, nightly merge.
-    assert_eq!(ran, 40, "ran {ran} steps");
+    // 4 push shards, replay, merge, kill matrix, 2 soak steps, 32 nightly shards, nightly merge,
+    // nightly soak.
+    assert_eq!(ran, 43, "ran {ran} steps");
     // The merges wrote one report each, equal in seed count to the whole.
     let merged: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(scratch.path().join("sweep/merged/sweep.json")).unwrap())
