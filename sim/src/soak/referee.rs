@@ -12,10 +12,13 @@
 //!
 //! Checkpoint policy: SQLite's automatic checkpoints run in the writers as usual (PASSIVE, at
 //! commit), every writer also runs `wal_checkpoint(PASSIVE)` every few tenures, and the referee
-//! runs `wal_checkpoint(TRUNCATE)` on its own connection every tick (busy timeout 0: skipped when
-//! a writer holds a lock, retried next tick). A stopped writer that holds a read snapshot starves
-//! checkpoints only for as long as it is stopped (bounded), after which the next TRUNCATE resets
-//! the WAL.
+//! runs `wal_checkpoint(TRUNCATE)` on its own connection every tick. That connection keeps
+//! rusqlite's default busy timeout (5 s): a TRUNCATE that a writer's lock blocks waits for it, and
+//! the tick (fault draws, SIGCONTs) waits with it. The fault rates were tuned under that cadence;
+//! with a busy timeout of 0 the checkpoint ran every tick, and its lock contention slowed a
+//! default storm about threefold (4,000-7,000 busy retries against 30-110), so it stays until the
+//! rates are retuned. A stopped writer that holds a read snapshot starves checkpoints only for as
+//! long as it is stopped (bounded), after which the next TRUNCATE resets the WAL.
 
 use std::collections::BTreeMap;
 use std::fs::File;
