@@ -1,9 +1,9 @@
 //! `fencesim soak --level store` end to end, with real writer processes: an honest storm meets
 //! the default quorum and passes (its kept folder re-judges clean with `soak-check`, its reports
 //! follow the schema); planted store defects fail naming their checker, a non-atomic fence in
-//! every storm; tampered logs (a dropped
-//! end line, a forged accept, a swapped epoch) fail `soak-check`; bad flags exit 2 with one line;
-//! and a referee killed with SIGKILL leaves no writer and no temporary folder behind.
+//! every storm; tampered logs (a dropped end line, a forged accept, a swapped epoch) fail
+//! `soak-check`; bad flags exit 2 with one line; and a referee killed with SIGKILL leaves no
+//! writer and no temporary folder behind.
 
 mod cli;
 
