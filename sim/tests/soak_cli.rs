@@ -152,13 +152,15 @@ fn an_honest_soak_passes_and_its_kept_folder_rejudges_and_tampering_fails() {
             (v["t"] == "end" && v["granted"]["run"] == "soak-run").then(|| v["granted"]["epoch"].as_i64().unwrap())
         })
     };
-    let (a, b) = (&all[0], all.iter().skip(1).find(|(_, l)| grant_epoch(l).is_some()).unwrap());
-    let (ea, eb) = (grant_epoch(&a.1).unwrap(), grant_epoch(&b.1).unwrap());
+    // Two writers' logs that each hold a grant (a writer SIGKILLed before its first has none).
+    let mut granted = all.iter().filter_map(|(path, lines)| Some((path, lines, grant_epoch(lines)?)));
+    let (path, first, ea) = granted.next().expect("a writer's grant");
+    let (_, _, eb) = granted.next().expect("a second writer's grant");
     assert_ne!(ea, eb);
-    let mut lines = a.1.clone();
+    let mut lines = first.clone();
     let i = lines.iter().position(|l| l.contains("\"granted\"") && l.contains("\"soak-run\"")).unwrap();
     lines[i] = lines[i].replace(&format!("\"epoch\":{ea}"), &format!("\"epoch\":{eb}"));
-    write_lines(&a.0, &lines);
+    write_lines(path, &lines);
     let out = fencesim(&["soak-check".as_ref(), swapped.as_os_str()]);
     assert_exit(&out, 1);
     assert!(
