@@ -230,16 +230,56 @@ fn bad_flags_exit_2_with_one_line() {
 
 /// Writer processes whose command line names `needle`.
 fn writers_naming(needle: &str) -> Vec<String> {
+    children_naming(needle, &["soak-writer"])
+}
+
+/// The command lines of live processes running one of `kinds` whose arguments name `needle`.
+fn children_naming(needle: &str, kinds: &[&str]) -> Vec<String> {
     let mut found = Vec::new();
     for entry in fs::read_dir("/proc").unwrap().flatten() {
         if let Ok(cmdline) = fs::read(entry.path().join("cmdline")) {
             let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if cmdline.contains("soak-writer") && cmdline.contains(needle) {
+            if kinds.iter().any(|k| cmdline.contains(k)) && cmdline.contains(needle) {
                 found.push(cmdline);
             }
         }
     }
     found
+}
+
+/// A SIGKILL of the soak's whole process group (a CI runner's timeout does this) takes the
+/// referee and its children at once; the janitor, in a group of its own, still removes the
+/// temporary folder. Both levels.
+#[test]
+fn a_soak_whose_process_group_is_killed_leaves_nothing_behind() {
+    use std::os::unix::process::CommandExt;
+    const CHILDREN: [&str; 4] = ["soak-writer", "soak-engine-worker", "soak-engine-client", "soak-janitor"];
+    for level in ["store", "engine"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let quorum = if level == "store" { "epochs=100000" } else { "runs_settled=100000" };
+        let mut soak = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+            .args(["soak", "--level", level, "--quorum", quorum, "--cap-s", "60"])
+            .env("TMPDIR", tmp.path())
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let needle = tmp.path().to_str().unwrap().to_owned();
+        let started = Stopwatch::start();
+        while children_naming(&needle, &CHILDREN[..3]).len() < 3 {
+            assert!(started.elapsed_ms() < 20_000, "{level}: the children never started");
+            sleep_ms(50);
+        }
+        sleep_ms(700);
+        let group = nix::unistd::Pid::from_raw(soak.id() as i32);
+        nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
+        soak.wait().unwrap();
+        sleep_ms(2_000);
+        assert_eq!(children_naming(&needle, &CHILDREN), Vec::<String>::new(), "{level}");
+        let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.path()).collect();
+        assert!(left.is_empty(), "{level}: left behind: {left:?}");
+    }
 }
 
 #[test]

@@ -348,6 +348,8 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
         .prefix("fencesim-soak-engine-")
         .tempdir()
         .map_err(killpoints_real::io("create a temporary folder"))?;
+    // Removes the temporary folder if this process is killed before `temp` is dropped.
+    let _janitor = super::referee::Janitor::start(exe, temp.path())?;
     let dir = match &opts.keep {
         Some(keep) => {
             std::fs::create_dir_all(keep).map_err(killpoints_real::io("create the keep folder"))?;

@@ -7,8 +7,9 @@
 //!
 //! No orphans: writers ask for `SIGKILL` when the referee dies (`PR_SET_PDEATHSIG`, then check
 //! their parent); on `SIGINT`/`SIGTERM`, a panic or an error the referee kills and reaps them
-//! (the [`Storm`]'s `Drop`); if the referee itself is killed, a janitor child (reading a pipe only
-//! the referee holds open) removes the temporary folder.
+//! (the [`Storm`]'s `Drop`); if the referee itself is killed, alone or with its process group, a
+//! [`Janitor`] child (in a group of its own, reading a pipe only the referee holds open) removes
+//! the temporary folder.
 //!
 //! Checkpoint policy: SQLite's automatic checkpoints run in the writers as usual (PASSIVE, at
 //! commit), every writer also runs `wal_checkpoint(PASSIVE)` every few tenures, and the referee
@@ -489,22 +490,7 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
             (Some(temp), dir)
         }
     };
-    // The janitor removes the temporary folder if the referee dies without doing so.
-    let janitor = match &temp {
-        Some(_) => {
-            let (reader, writer) = std::io::pipe().map_err(SoakError::io("cannot create the janitor's pipe"))?;
-            let child = Command::new(&opts.exe)
-                .arg("soak-janitor")
-                .arg(&dir)
-                .stdin(Stdio::from(reader))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .map_err(SoakError::io("cannot start the janitor"))?;
-            Some((child, writer))
-        }
-        None => None,
-    };
+    let janitor = temp.as_ref().map(|_| Janitor::start(&opts.exe, &dir)).transpose()?;
     let layout = Layout::new(&dir);
     let start_mono_ns = mono_ns();
     let mut storm = Storm {
@@ -603,11 +589,42 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
     };
     drop(storm);
     drop(temp);
-    if let Some((mut child, writer)) = janitor {
-        drop(writer);
-        let _ = child.wait();
-    }
+    drop(janitor);
     Ok(outcome)
+}
+
+/// A `soak-janitor` child that removes a temporary folder once its parent is gone, however it
+/// went: it waits for EOF on a pipe only the parent holds (close-on-exec, so no writer inherits
+/// it). It runs in a process group of its own, so a SIGKILL of the parent's whole group (a CI
+/// runner's timeout, `kill -9 -PGID`) leaves it standing to clean up.
+pub struct Janitor {
+    child: Child,
+    pipe: Option<std::io::PipeWriter>,
+}
+
+impl Janitor {
+    pub fn start(exe: &Path, dir: &Path) -> SoakResult<Self> {
+        use std::os::unix::process::CommandExt;
+        let (reader, pipe) = std::io::pipe().map_err(SoakError::io("cannot create the janitor's pipe"))?;
+        let child = Command::new(exe)
+            .arg("soak-janitor")
+            .arg(dir)
+            .process_group(0)
+            .stdin(Stdio::from(reader))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(SoakError::io("cannot start the janitor"))?;
+        Ok(Self { child, pipe: Some(pipe) })
+    }
+}
+
+impl Drop for Janitor {
+    /// The parent is done: close the pipe and reap the janitor once it has cleaned up.
+    fn drop(&mut self) {
+        drop(self.pipe.take());
+        let _ = self.child.wait();
+    }
 }
 
 /// The janitor: wait for EOF on stdin (the referee finished or died), give the writers a moment
