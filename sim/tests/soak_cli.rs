@@ -229,10 +229,6 @@ fn bad_flags_exit_2_with_one_line() {
 }
 
 /// Writer processes whose command line names `needle`.
-fn writers_naming(needle: &str) -> Vec<String> {
-    children_naming(needle, &["soak-writer"])
-}
-
 /// The command lines of live processes running one of `kinds` whose arguments name `needle`.
 fn children_naming(needle: &str, kinds: &[&str]) -> Vec<String> {
     let mut found = Vec::new();
@@ -247,64 +243,56 @@ fn children_naming(needle: &str, kinds: &[&str]) -> Vec<String> {
     found
 }
 
+/// Start a soak at `level` that never meets its quorum, SIGKILL it mid-storm (its whole process
+/// group, or the referee alone), then check that within 2 s no child is left and its temporary
+/// folder is gone.
+fn kill_mid_storm_leaves_nothing(level: &str, whole_group: bool) {
+    use std::os::unix::process::CommandExt;
+    const CHILDREN: [&str; 4] = ["soak-writer", "soak-engine-worker", "soak-engine-client", "soak-janitor"];
+    let tmp = tempfile::tempdir().unwrap();
+    let quorum = if level == "store" { "epochs=100000" } else { "runs_settled=100000" };
+    let mut soak = Command::new(env!("CARGO_BIN_EXE_fencesim"));
+    soak.args(["soak", "--level", level, "--quorum", quorum, "--cap-s", "60"])
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if whole_group {
+        soak.process_group(0);
+    }
+    let mut soak = soak.spawn().unwrap();
+    let needle = tmp.path().to_str().unwrap().to_owned();
+    let started = Stopwatch::start();
+    while children_naming(&needle, &CHILDREN[..3]).len() < 3 {
+        assert!(started.elapsed_ms() < 20_000, "{level}: the children never started");
+        sleep_ms(50);
+    }
+    sleep_ms(700);
+    if whole_group {
+        let group = nix::unistd::Pid::from_raw(soak.id() as i32);
+        nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
+    } else {
+        soak.kill().unwrap();
+    }
+    soak.wait().unwrap();
+    sleep_ms(2_000);
+    assert_eq!(children_naming(&needle, &CHILDREN), Vec::<String>::new(), "{level}");
+    let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "{level}: left behind: {left:?}");
+}
+
+#[test]
+fn a_referee_killed_mid_storm_leaves_no_writer_and_no_temporary_folder() {
+    kill_mid_storm_leaves_nothing("store", false);
+}
+
 /// A SIGKILL of the soak's whole process group (a CI runner's timeout does this) takes the
 /// referee and its children at once; the janitor, in a group of its own, still removes the
 /// temporary folder. Both levels.
 #[test]
 fn a_soak_whose_process_group_is_killed_leaves_nothing_behind() {
-    use std::os::unix::process::CommandExt;
-    const CHILDREN: [&str; 4] = ["soak-writer", "soak-engine-worker", "soak-engine-client", "soak-janitor"];
     for level in ["store", "engine"] {
-        let tmp = tempfile::tempdir().unwrap();
-        let quorum = if level == "store" { "epochs=100000" } else { "runs_settled=100000" };
-        let mut soak = Command::new(env!("CARGO_BIN_EXE_fencesim"))
-            .args(["soak", "--level", level, "--quorum", quorum, "--cap-s", "60"])
-            .env("TMPDIR", tmp.path())
-            .process_group(0)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let needle = tmp.path().to_str().unwrap().to_owned();
-        let started = Stopwatch::start();
-        while children_naming(&needle, &CHILDREN[..3]).len() < 3 {
-            assert!(started.elapsed_ms() < 20_000, "{level}: the children never started");
-            sleep_ms(50);
-        }
-        sleep_ms(700);
-        let group = nix::unistd::Pid::from_raw(soak.id() as i32);
-        nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
-        soak.wait().unwrap();
-        sleep_ms(2_000);
-        assert_eq!(children_naming(&needle, &CHILDREN), Vec::<String>::new(), "{level}");
-        let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.path()).collect();
-        assert!(left.is_empty(), "{level}: left behind: {left:?}");
+        kill_mid_storm_leaves_nothing(level, true);
     }
-}
-
-#[test]
-fn a_referee_killed_mid_storm_leaves_no_writer_and_no_temporary_folder() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut referee = Command::new(env!("CARGO_BIN_EXE_fencesim"))
-        .args(["soak", "--level", "store", "--quorum", "epochs=100000", "--cap-s", "60"])
-        .env("TMPDIR", tmp.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let needle = tmp.path().to_str().unwrap().to_owned();
-    let started = Stopwatch::start();
-    while writers_naming(&needle).len() < 3 {
-        assert!(started.elapsed_ms() < 20_000, "the writers never started");
-        sleep_ms(50);
-    }
-    sleep_ms(700);
-    referee.kill().unwrap();
-    referee.wait().unwrap();
-    sleep_ms(2_000);
-    assert_eq!(writers_naming(&needle), Vec::<String>::new());
-    let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.path()).collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 /// The engine level from the command line: an honest soak passes and writes its report; a
