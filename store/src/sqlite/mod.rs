@@ -370,9 +370,7 @@ impl SqliteStore {
                 op,
                 lease.clone(),
                 LeaseRejection::Stale {
-                    live: other.map(|(o, e, _): (Option<String>, i64, i64)| {
-                        (o.unwrap_or_else(|| lease.owner.clone()), Epoch(e))
-                    }),
+                    live: other.map(|(o, e, _)| (o.unwrap_or_else(|| lease.owner.clone()), Epoch(e))),
                 },
             )),
         }
