@@ -15,7 +15,9 @@
 //! Hygiene: every child sets `PR_SET_PDEATHSIG` to `SIGKILL` first thing and then checks that its
 //! parent is still the pid the parent passed in [`PARENT_PID_ENV`] (closing the race with a
 //! parent that died before the prctl); the parent kills and reaps a child it stops waiting for;
-//! each point's folder is a [`tempfile::TempDir`], removed on every return, error and panic. While
+//! each point's folder is a [`tempfile::TempDir`] inside the suite's, each removed on every
+//! return, error and panic, and a [`Janitor`] removes the suite's folder if the parent is
+//! `SIGKILL`ed, alone or with its process group. While
 //! the suite runs, the parent blocks `SIGINT`, `SIGTERM` and `SIGHUP` and polls for them between
 //! waits: on one it kills the child in flight, removes the folder, restores the mask and lets the
 //! signal take its default course.
@@ -45,6 +47,7 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use serde::{Deserialize, Serialize};
 
+use crate::janitor::Janitor;
 use crate::killpoints::{self, Config, Crashed, KillPoint, Matcher, PointReport, RefereeReport, Target, Trigger};
 
 /// The real child's lease ttl: short, so the resume waits at most about this long after a kill.
@@ -481,26 +484,36 @@ fn first_line(path: &Path) -> String {
 pub fn run_points_real(points: &[KillPoint], config: &Config) -> Result<Vec<PointReport>, RealError> {
     let exe = std::env::current_exe().map_err(io("locate the fencesim binary"))?;
     let signals = Deferral::start()?;
+    let suite =
+        tempfile::Builder::new().prefix("fencesim-killpoints-").tempdir().map_err(io("create a temporary folder"))?;
+    let janitor = Janitor::start(&exe, suite.path()).map_err(io("start the janitor"))?;
     let mut clean = killpoints::CleanBills::default();
-    points
+    let reports = points
         .iter()
         .map(|point| {
             let paid = clean.of(&point.workflow, config).map_err(RealError::Harness)?;
-            run_point_real(&signals, &exe, point, config, paid)
+            run_point_real(&signals, &exe, suite.path(), point, config, paid)
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    suite.close().map_err(io("remove the suite's temporary folder"))?;
+    drop(janitor);
+    Ok(reports)
 }
 
-/// One real kill point: child, residue and resume in a fresh folder, removed on every return.
+/// One real kill point: child, residue and resume in a fresh folder inside `suite`, removed on
+/// every return.
 fn run_point_real(
     signals: &Deferral,
     exe: &Path,
+    suite: &Path,
     point: &KillPoint,
     config: &Config,
     clean: Paid,
 ) -> Result<PointReport, RealError> {
-    let dir =
-        tempfile::Builder::new().prefix("fencesim-killpoint-").tempdir().map_err(io("create a temporary folder"))?;
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("{}-", point.id))
+        .tempdir_in(suite)
+        .map_err(io("create a kill point's temporary folder"))?;
     let run = RunId::new(format!("kp-{}", point.id));
     let child = ChildSpec {
         db: dir.path().join("kp.db"),

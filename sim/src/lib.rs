@@ -14,6 +14,7 @@ pub mod env;
 pub mod files;
 pub mod fleet;
 pub mod history;
+pub mod janitor;
 pub mod killpoints;
 pub mod killpoints_real;
 pub mod mutants;

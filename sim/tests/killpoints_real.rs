@@ -85,28 +85,34 @@ fn real_refuses_a_db_choice_with_one_line() {
     assert_eq!(cli::stderr(&out).lines().count(), 1);
 }
 
-/// Live processes whose command line mentions `needle` (the point folders live under it).
+/// Live kill-point children and janitors whose command line mentions `needle` (the point folders
+/// live under it).
 fn processes_mentioning(needle: &str) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.contains(needle) && cmdline.contains("killpoint-") {
+        if cmdline.contains(needle) && (cmdline.contains("killpoint-") || cmdline.contains(" janitor ")) {
             found.push(format!("{}: {cmdline}", entry.file_name().to_string_lossy()));
         }
     }
     found
 }
 
-/// Start the real suite and wait until a point's folder exists (a child is running).
-fn start_suite(tmp: &Path) -> Child {
-    let child = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+/// Start the real suite (in a process group of its own if `group`) and wait until a point's
+/// folder exists (a child is running).
+fn start_suite(tmp: &Path, group: bool) -> Child {
+    use std::os::unix::process::CommandExt;
+    let mut suite = Command::new(env!("CARGO_BIN_EXE_fencesim"));
+    suite
         .args(["killpoints", "--real", "--workflow", "all"])
         .env("TMPDIR", tmp)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start fencesim");
+        .stderr(Stdio::null());
+    if group {
+        suite.process_group(0);
+    }
+    let child = suite.spawn().expect("start fencesim");
     let start = Instant::now();
     while entries(tmp).is_empty() || processes_mentioning(&tmp.to_string_lossy()).is_empty() {
         assert!(start.elapsed() < Duration::from_secs(60), "no kill point started");
@@ -130,7 +136,7 @@ fn wait_for_no_processes(tmp: &Path) -> Vec<String> {
 #[test]
 fn sigint_mid_suite_kills_the_children_and_removes_every_folder() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut suite = start_suite(tmp.path());
+    let mut suite = start_suite(tmp.path(), false);
     let pid = Pid::from_raw(i32::try_from(suite.id()).unwrap());
     kill(pid, Signal::SIGINT).unwrap();
     let status = suite.wait().unwrap();
@@ -139,6 +145,26 @@ fn sigint_mid_suite_kills_the_children_and_removes_every_folder() {
     assert_eq!(status.signal(), Some(Signal::SIGINT as i32), "{status}");
     assert_eq!(wait_for_no_processes(tmp.path()), Vec::<String>::new());
     assert_eq!(entries(tmp.path()), Vec::<String>::new());
+}
+
+/// A SIGKILL gives the suite no chance to clean up: its child dies by its parent-death signal
+/// and the janitor (in a process group of its own) removes the folder, whether the suite alone
+/// was killed or its whole process group (a CI runner's timeout).
+#[test]
+fn a_sigkilled_suite_leaves_no_process_and_no_folder() {
+    for group in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut suite = start_suite(tmp.path(), group);
+        let pid = Pid::from_raw(i32::try_from(suite.id()).unwrap());
+        if group {
+            nix::sys::signal::killpg(pid, Signal::SIGKILL).unwrap();
+        } else {
+            kill(pid, Signal::SIGKILL).unwrap();
+        }
+        suite.wait().unwrap();
+        assert_eq!(wait_for_no_processes(tmp.path()), Vec::<String>::new(), "group {group}");
+        assert_eq!(entries(tmp.path()), Vec::<String>::new(), "group {group}");
+    }
 }
 
 /// A child whose parent is SIGKILLed dies with it (PR_SET_PDEATHSIG). The resume process is made

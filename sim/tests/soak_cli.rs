@@ -248,7 +248,7 @@ fn children_naming(needle: &str, kinds: &[&str]) -> Vec<String> {
 /// folder is gone.
 fn kill_mid_storm_leaves_nothing(level: &str, whole_group: bool) {
     use std::os::unix::process::CommandExt;
-    const CHILDREN: [&str; 4] = ["soak-writer", "soak-engine-worker", "soak-engine-client", "soak-janitor"];
+    const CHILDREN: [&str; 4] = ["soak-writer", "soak-engine-worker", "soak-engine-client", "janitor"];
     let tmp = tempfile::tempdir().unwrap();
     let quorum = if level == "store" { "epochs=100000" } else { "runs_settled=100000" };
     let mut soak = Command::new(env!("CARGO_BIN_EXE_fencesim"));

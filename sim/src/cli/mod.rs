@@ -112,9 +112,16 @@ enum Command {
     /// One writer process of the soak (started by `fencesim soak`).
     #[command(hide = true)]
     SoakWriter(soak::WriterArgs),
-    /// Removes a soak's temporary folder once its referee is gone (started by `fencesim soak`).
+    /// Removes a temporary folder once its parent is gone (started by `soak` and
+    /// `killpoints --real`; `fencesim::janitor`).
     #[command(hide = true)]
-    SoakJanitor(soak::JanitorArgs),
+    Janitor(JanitorArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct JanitorArgs {
+    /// The folder to remove.
+    dir: std::path::PathBuf,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -160,7 +167,10 @@ pub fn main() -> ExitCode {
         Command::Soak(args) => soak::run(&args),
         Command::SoakCheck(args) => soak::check(&args),
         Command::SoakWriter(args) => soak::writer(&args),
-        Command::SoakJanitor(args) => soak::janitor(&args),
+        Command::Janitor(args) => {
+            fencesim::janitor::clean_up_after_parent(&args.dir);
+            Ok(Verdict::Pass)
+        }
     };
     match result {
         Ok(Verdict::Pass) => ExitCode::SUCCESS,

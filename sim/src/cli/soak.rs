@@ -1,6 +1,6 @@
-//! `fencesim soak`, `fencesim soak-check` and the soak's hidden children (`soak-writer`,
-//! `soak-janitor`): flags, the writer's parent check, and the verdict's exit code. The storm,
-//! the judge and the reports live in the library (`fencesim::soak`).
+//! `fencesim soak`, `fencesim soak-check` and the soak's hidden child (`soak-writer`): flags,
+//! the writer's parent check, and the verdict's exit code. The storm, the judge and the reports
+//! live in the library (`fencesim::soak`).
 
 use std::path::PathBuf;
 
@@ -264,16 +264,6 @@ pub fn writer(args: &WriterArgs) -> CmdResult {
         Err(e @ SoakError::Store(_)) => Err(anyhow::Error::new(e).context("writer failed")),
         Err(e) => Err(e.into()),
     }
-}
-
-#[derive(Debug, clap::Args)]
-pub struct JanitorArgs {
-    dir: PathBuf,
-}
-
-pub fn janitor(args: &JanitorArgs) -> CmdResult {
-    referee::janitor(&args.dir);
-    Ok(Verdict::Pass)
 }
 
 #[derive(Debug, clap::Args)]

@@ -46,6 +46,7 @@ use super::log::LogFile;
 use super::wall::mono_ns;
 use super::writer::{LoggedStore, StampClock};
 use crate::history::Snapshot;
+use crate::janitor::Janitor;
 use crate::killpoints::{self, Config};
 use crate::killpoints_real::{self, Deferral, LogLine, RealError, Reaped};
 use crate::oracle::{self, OracleConfig, Scope};
@@ -349,7 +350,7 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
         .tempdir()
         .map_err(killpoints_real::io("create a temporary folder"))?;
     // Removes the temporary folder if this process is killed before `temp` is dropped.
-    let _janitor = super::referee::Janitor::start(exe, temp.path())?;
+    let _janitor = Janitor::start(exe, temp.path()).map_err(killpoints_real::io("start the janitor"))?;
     let dir = match &opts.keep {
         Some(keep) => {
             std::fs::create_dir_all(keep).map_err(killpoints_real::io("create the keep folder"))?;

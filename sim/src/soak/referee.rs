@@ -37,6 +37,8 @@ use serde::Serialize;
 use super::judge::{Judgement, META_SCHEMA, SoakMeta, WriterAccount, judge};
 use super::log::{Line, LogOutcome, Tail};
 use super::quorum::{Activity, Quorum, progress};
+use crate::janitor::Janitor;
+
 use super::wall::{Stopwatch, mono_ns, sleep_ms, unix_ms};
 use super::{Layout, PARENT_ENV, RUN, SoakError, SoakResult};
 use crate::rng::Stream;
@@ -490,7 +492,11 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
             (Some(temp), dir)
         }
     };
-    let janitor = temp.as_ref().map(|_| Janitor::start(&opts.exe, &dir)).transpose()?;
+    let janitor = temp
+        .as_ref()
+        .map(|_| Janitor::start(&opts.exe, &dir))
+        .transpose()
+        .map_err(SoakError::io("cannot start the janitor"))?;
     let layout = Layout::new(&dir);
     let start_mono_ns = mono_ns();
     let mut storm = Storm {
@@ -591,47 +597,4 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
     drop(temp);
     drop(janitor);
     Ok(outcome)
-}
-
-/// A `soak-janitor` child that removes a temporary folder once its parent is gone, however it
-/// went: it waits for EOF on a pipe only the parent holds (close-on-exec, so no writer inherits
-/// it). It runs in a process group of its own, so a SIGKILL of the parent's whole group (a CI
-/// runner's timeout, `kill -9 -PGID`) leaves it standing to clean up.
-pub struct Janitor {
-    child: Child,
-    pipe: Option<std::io::PipeWriter>,
-}
-
-impl Janitor {
-    pub fn start(exe: &Path, dir: &Path) -> SoakResult<Self> {
-        use std::os::unix::process::CommandExt;
-        let (reader, pipe) = std::io::pipe().map_err(SoakError::io("cannot create the janitor's pipe"))?;
-        let child = Command::new(exe)
-            .arg("soak-janitor")
-            .arg(dir)
-            .process_group(0)
-            .stdin(Stdio::from(reader))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(SoakError::io("cannot start the janitor"))?;
-        Ok(Self { child, pipe: Some(pipe) })
-    }
-}
-
-impl Drop for Janitor {
-    /// The parent is done: close the pipe and reap the janitor once it has cleaned up.
-    fn drop(&mut self) {
-        drop(self.pipe.take());
-        let _ = self.child.wait();
-    }
-}
-
-/// The janitor: wait for EOF on stdin (the referee finished or died), give the writers a moment
-/// to die by their parent-death signal, then remove the folder.
-pub fn janitor(dir: &Path) {
-    let mut sink = Vec::new();
-    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
-    sleep_ms(300);
-    let _ = std::fs::remove_dir_all(dir);
 }
