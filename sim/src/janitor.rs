@@ -1,20 +1,30 @@
 //! The janitor: a child process that removes a temporary folder once the process that made it
 //! is gone, however it went, a `SIGKILL` included (which no `Drop` and no signal handler sees).
-//! The soak (both levels) and `killpoints --real` start one beside their temporary folder.
 //!
 //! It waits for EOF on a pipe only its parent holds (close-on-exec, so no other child inherits
 //! the write end): the parent's exit, normal or not, closes it. It runs in a process group of
 //! its own, so a `SIGKILL` of the parent's whole group (a CI runner's timeout, `kill -9 -PGID`)
-//! leaves it standing to clean up. On a normal exit the parent has removed the folder already
-//! and the janitor finds nothing to do.
+//! leaves it standing to clean up. A parent that removed the folder itself dismisses it first
+//! ([`Janitor::dismiss`]), and it exits at once.
+//!
+//! Two uses. The soak (both levels) and `killpoints --real` start one beside the folder they
+//! make. And the `fencesim` binary gives itself a process root ([`enable_process_root`]): the
+//! first temporary folder one of its commands asks for ([`temp_dir`]: a file world's, the
+//! conformance kit's, the mutants' boot race) creates a `fencesim-XXXXXX` folder with a janitor,
+//! every such folder goes inside it, and the binary removes it before it exits
+//! ([`release_process_root`]). Library users (tests, benchmarks) that never enable a root get
+//! plain temporary folders.
 
 #![allow(clippy::disallowed_methods, reason = "the janitor waits in real time, outside any world")]
 
-use std::io::PipeWriter;
+use std::io::{PipeWriter, Write as _};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
+
+use tempfile::TempDir;
 
 /// The hidden subcommand a janitor runs as.
 pub const SUBCOMMAND: &str = "janitor";
@@ -23,8 +33,11 @@ pub const SUBCOMMAND: &str = "janitor";
 /// (and stop writing into the folder) before it removes the folder.
 const GRACE_MS: u64 = 300;
 
+/// What a parent writes to the pipe when it removed the folder itself.
+const DISMISSED: &[u8] = b"dismissed";
+
 /// A running janitor for one folder. Dropping it closes the pipe and reaps the janitor once it
-/// has cleaned up, so drop it after the folder's own `TempDir`.
+/// has cleaned up, so drop it after the folder's own `TempDir`, or [`Janitor::dismiss`] it.
 pub struct Janitor {
     child: Child,
     pipe: Option<PipeWriter>,
@@ -44,6 +57,13 @@ impl Janitor {
             .spawn()?;
         Ok(Self { child, pipe: Some(pipe) })
     }
+
+    /// The folder is gone already: the janitor exits without waiting, and is reaped.
+    pub fn dismiss(mut self) {
+        if let Some(mut pipe) = self.pipe.take() {
+            let _ = pipe.write_all(DISMISSED);
+        }
+    }
 }
 
 impl Drop for Janitor {
@@ -53,11 +73,67 @@ impl Drop for Janitor {
     }
 }
 
-/// The janitor's own body: wait for EOF on stdin (the parent finished or died), give the
-/// parent's other children a moment to die, then remove `dir`.
+/// The janitor's own body: wait for EOF on stdin (the parent finished or died); unless the
+/// parent dismissed it, give the parent's other children a moment to die, then remove `dir`.
 pub fn clean_up_after_parent(dir: &Path) {
-    let mut sink = Vec::new();
-    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+    let mut said = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut said);
+    if said == DISMISSED {
+        return;
+    }
     std::thread::sleep(Duration::from_millis(GRACE_MS));
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The process root: off (library use), enabled (the binary, none made yet) or made.
+enum Root {
+    Off,
+    Enabled(PathBuf),
+    Made { dir: TempDir, janitor: Janitor },
+}
+
+static ROOT: Mutex<Root> = Mutex::new(Root::Off);
+
+fn root() -> std::sync::MutexGuard<'static, Root> {
+    ROOT.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Make later [`temp_dir`]s inside one folder that a janitor started from `exe` (this binary)
+/// removes if the process dies before [`release_process_root`].
+pub fn enable_process_root(exe: PathBuf) {
+    let mut root = root();
+    if matches!(*root, Root::Off) {
+        *root = Root::Enabled(exe);
+    }
+}
+
+/// Remove the process root, if one was made, and dismiss its janitor. Call it once, on the way
+/// out: later [`temp_dir`]s are plain temporary folders again.
+pub fn release_process_root() {
+    let made = std::mem::replace(&mut *root(), Root::Off);
+    if let Root::Made { dir, janitor } = made {
+        let _ = dir.close();
+        janitor.dismiss();
+    }
+}
+
+/// A new temporary folder named `<prefix>XXXXXX`, inside the process root when the binary
+/// enabled one (made, with its janitor, on first use). A folder to `keep` outlives the process,
+/// so it is made beside the root, never inside it.
+pub fn temp_dir(prefix: &str, keep: bool) -> std::io::Result<TempDir> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(prefix).disable_cleanup(keep);
+    if keep {
+        return builder.tempdir();
+    }
+    let mut root = root();
+    if let Root::Enabled(exe) = &*root {
+        let dir = tempfile::Builder::new().prefix("fencesim-").tempdir()?;
+        let janitor = Janitor::start(exe, dir.path())?;
+        *root = Root::Made { dir, janitor };
+    }
+    match &*root {
+        Root::Made { dir, .. } => builder.tempdir_in(dir.path()),
+        _ => builder.tempdir(),
+    }
 }

@@ -496,7 +496,7 @@ pub fn run_points_real(points: &[KillPoint], config: &Config) -> Result<Vec<Poin
         })
         .collect::<Result<Vec<_>, _>>()?;
     suite.close().map_err(io("remove the suite's temporary folder"))?;
-    drop(janitor);
+    janitor.dismiss();
     Ok(reports)
 }
 

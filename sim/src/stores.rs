@@ -89,10 +89,7 @@ impl Db {
                 })
             }
             DbKind::File => {
-                let dir = tempfile::Builder::new()
-                    .prefix("fencesim-world-")
-                    .disable_cleanup(KEEP_TEMP.load(Ordering::Relaxed))
-                    .tempdir()?;
+                let dir = crate::janitor::temp_dir("fencesim-world-", KEEP_TEMP.load(Ordering::Relaxed))?;
                 let path = dir.path().join("world.db");
                 let location = Location::File(path);
                 Ok(Self { location, _dir: Some(dir), spares: None, reused: false, booted: AtomicBool::new(false) })

@@ -1,5 +1,6 @@
 //! `fencesim sweep` end to end: a clean sweep exits 0 with its summary line, a planted defect
-//! exits 1 with one repro command per failing seed, and a sweep of no seeds is refused.
+//! exits 1 with one repro command per failing seed, a sweep of no seeds is refused, and a file
+//! sweep leaves nothing in the temp folder, whether it ends or is SIGKILLed.
 
 mod cli;
 
@@ -78,6 +79,51 @@ fn a_file_sweep_leaves_nothing_in_the_temp_folder() {
         .expect("run fencesim");
     assert_exit(&out, 0);
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 2);
+}
+
+/// A SIGKILL gives a file sweep no chance to remove its worlds' folders: they live under one
+/// root its janitor (a child in a process group of its own) removes, whether the sweep alone was
+/// killed or its whole process group (a CI runner's timeout). Without the root, the folders of
+/// the worlds in flight stay.
+#[test]
+#[allow(clippy::disallowed_methods, reason = "the test watches a real process in wall time")]
+fn a_sigkilled_file_sweep_leaves_nothing_in_the_temp_folder() {
+    use std::os::unix::process::CommandExt;
+    use std::time::{Duration, Instant};
+    for group in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut sweep = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"));
+        sweep
+            .args(["sweep", "--scenario", "swarm", "--seeds", "100000", "--db", "file", "--jobs", "2"])
+            .env("TMPDIR", tmp.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        if group {
+            sweep.process_group(0);
+        }
+        let mut sweep = sweep.spawn().expect("run fencesim");
+        let count = || std::fs::read_dir(tmp.path()).unwrap().count();
+        let worlds = |root: &std::path::Path| std::fs::read_dir(root).map(|d| d.count()).unwrap_or(0);
+        let started = Instant::now();
+        // Wait until the root holds a world's folder.
+        while !std::fs::read_dir(tmp.path()).unwrap().flatten().any(|e| worlds(&e.path()) > 0) {
+            assert!(started.elapsed() < Duration::from_secs(60), "no world started");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(sweep.id()).unwrap());
+        if group {
+            nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+        } else {
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+        }
+        sweep.wait().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while count() > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().path()).collect();
+        assert!(left.is_empty(), "group {group}: left behind {left:?}");
+    }
 }
 
 #[test]

@@ -71,9 +71,7 @@ pub fn run(args: &Args) -> CmdResult {
         StoreKind::Memory => Box::new(MemoryTarget),
         StoreKind::SqliteMemdb => Box::new(SqliteTarget::memdb().defects(defects)),
         StoreKind::SqliteFile => {
-            let dir = tempfile::Builder::new()
-                .prefix("fencesim-conformance-")
-                .tempdir()
+            let dir = fencesim::janitor::temp_dir("fencesim-conformance-", false)
                 .context("cannot create a temporary folder")?;
             remove_on_signal(dir.path().to_path_buf())?;
             let exe = std::env::current_exe().context("cannot locate the fencesim binary for the boot race")?;
@@ -123,6 +121,7 @@ fn remove_on_signal(folder: std::path::PathBuf) -> anyhow::Result<()> {
                     #[allow(clippy::disallowed_methods, reason = "a real process's signal watcher waits in real time")]
                     std::thread::sleep(std::time::Duration::from_millis(10));
                 }
+                fencesim::janitor::release_process_root();
                 std::process::exit(128 + signal as i32);
             }
         })

@@ -147,6 +147,10 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),
     };
+    // Temporary folders go under one root a janitor removes if this process is killed.
+    if let Ok(exe) = std::env::current_exe() {
+        fencesim::janitor::enable_process_root(exe);
+    }
     let result = match cli.command {
         Command::Conformance(args) => conformance::run(&args),
         Command::Boot(args) => boot::run(&args),
@@ -172,6 +176,7 @@ pub fn main() -> ExitCode {
             Ok(Verdict::Pass)
         }
     };
+    fencesim::janitor::release_process_root();
     match result {
         Ok(Verdict::Pass) => ExitCode::SUCCESS,
         Ok(Verdict::Fail) => ExitCode::from(1),

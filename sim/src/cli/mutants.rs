@@ -232,8 +232,7 @@ fn hunt(defect: Defect, args: &Args) -> anyhow::Result<Hunt> {
 
 /// Conformance B2 with the defect planted: OS processes boot one fresh file at the same instant.
 fn boot_race(defect: StoreDefect) -> anyhow::Result<Vec<String>> {
-    let dir =
-        tempfile::Builder::new().prefix("fencesim-mutants-").tempdir().context("cannot create a temporary folder")?;
+    let dir = fencesim::janitor::temp_dir("fencesim-mutants-", false).context("cannot create a temporary folder")?;
     let exe = std::env::current_exe().context("cannot locate the fencesim binary for the boot race")?;
     let target = SqliteTarget::file(dir.path())
         .defects(StoreDefects::of(&[defect]))

@@ -350,7 +350,7 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
         .tempdir()
         .map_err(killpoints_real::io("create a temporary folder"))?;
     // Removes the temporary folder if this process is killed before `temp` is dropped.
-    let _janitor = Janitor::start(exe, temp.path()).map_err(killpoints_real::io("start the janitor"))?;
+    let janitor = Janitor::start(exe, temp.path()).map_err(killpoints_real::io("start the janitor"))?;
     let dir = match &opts.keep {
         Some(keep) => {
             std::fs::create_dir_all(keep).map_err(killpoints_real::io("create the keep folder"))?;
@@ -453,6 +453,7 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
     if opts.keep.is_none() {
         temp.close().map_err(killpoints_real::io("remove the soak's temporary folder"))?;
     }
+    janitor.dismiss();
     Ok(report)
 }
 

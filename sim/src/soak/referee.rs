@@ -595,6 +595,8 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
     };
     drop(storm);
     drop(temp);
-    drop(janitor);
+    if let Some(janitor) = janitor {
+        janitor.dismiss();
+    }
     Ok(outcome)
 }
