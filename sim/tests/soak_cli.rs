@@ -228,7 +228,6 @@ fn bad_flags_exit_2_with_one_line() {
     }
 }
 
-/// Writer processes whose command line names `needle`.
 /// The command lines of live processes running one of `kinds` whose arguments name `needle`.
 fn children_naming(needle: &str, kinds: &[&str]) -> Vec<String> {
     let mut found = Vec::new();
@@ -278,6 +277,43 @@ fn kill_mid_storm_leaves_nothing(level: &str, whole_group: bool) {
     assert_eq!(children_naming(&needle, &CHILDREN), Vec::<String>::new(), "{level}");
     let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.path()).collect();
     assert!(left.is_empty(), "{level}: left behind: {left:?}");
+}
+
+/// A `fencesim` that another starts for a whole command (`mutants --soak`, `shrink`) gets the
+/// hidden `--die-with-parent PID`: when that parent is SIGKILLed the soak goes too, its writers
+/// by their own parent-death signal, its folder by its janitor. A pid that is not the parent
+/// (one that died before the child could ask to die with it) is refused with exit 2.
+#[test]
+fn a_soak_started_to_die_with_its_parent_goes_with_it() {
+    let out = fencesim(&["--die-with-parent", "1", "run", "--scenario", "swarm", "--seed", "1"]);
+    assert_exit(&out, 2);
+    assert_eq!(stderr(&out).lines().count(), 1);
+    assert!(stderr(&out).contains("the parent process 1 is gone"), "{}", stderr(&out));
+
+    let tmp = tempfile::tempdir().unwrap();
+    let mut shell = Command::new("sh")
+        .args(["-c", "\"$0\" --die-with-parent $$ soak --level store --quorum epochs=100000 --cap-s 60 & wait"])
+        .arg(env!("CARGO_BIN_EXE_fencesim"))
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let referee = format!("--die-with-parent {} soak", shell.id());
+    let needle = tmp.path().to_str().unwrap().to_owned();
+    let started = Stopwatch::start();
+    while children_naming(&needle, &["soak-writer"]).is_empty() {
+        assert!(started.elapsed_ms() < 20_000, "the soak's writers never started");
+        sleep_ms(50);
+    }
+    assert_eq!(children_naming(&referee, &["soak"]).len(), 1, "the referee runs with the flag");
+    shell.kill().unwrap();
+    shell.wait().unwrap();
+    sleep_ms(2_000);
+    assert_eq!(children_naming(&referee, &["soak"]), Vec::<String>::new(), "the referee outlived its parent");
+    assert_eq!(children_naming(&needle, &["soak-writer", "janitor"]), Vec::<String>::new());
+    let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 #[test]

@@ -26,8 +26,29 @@ use fencesim_store::StoreDefect;
 #[derive(Debug, Parser)]
 #[command(name = "fencesim", version, propagate_version = true)]
 struct Cli {
+    /// Die with the process of this pid, which must be the parent: set by a `fencesim` that
+    /// starts another for a whole command (`mutants --soak`, `shrink`), so the child goes when
+    /// it does, a `SIGKILL` included. A flag, not an environment variable: grandchildren must
+    /// not inherit it.
+    #[arg(long, hide = true, global = true, value_name = "PID")]
+    die_with_parent: Option<i32>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The flag that makes a child `fencesim` die with its parent ([`Cli::die_with_parent`]).
+pub fn die_with_me() -> [String; 2] {
+    ["--die-with-parent".to_owned(), std::process::id().to_string()]
+}
+
+/// `PR_SET_PDEATHSIG` first, then the check that closes the race with a parent that died
+/// before it was set (our parent is then no longer its pid).
+fn die_with_parent(parent: i32) -> anyhow::Result<()> {
+    use anyhow::Context;
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).context("cannot set the parent-death signal")?;
+    let actual = nix::unistd::getppid().as_raw();
+    anyhow::ensure!(actual == parent, "the parent process {parent} is gone (the parent is now {actual})");
+    Ok(())
 }
 
 #[derive(Debug, Subcommand)]
@@ -151,7 +172,22 @@ pub fn main() -> ExitCode {
     if let Ok(exe) = std::env::current_exe() {
         fencesim::janitor::enable_process_root(exe);
     }
-    let result = match cli.command {
+    let result = cli.die_with_parent.map_or(Ok(()), die_with_parent).and_then(|()| dispatch(cli.command));
+    fencesim::janitor::release_process_root();
+    match result {
+        Ok(Verdict::Pass) => ExitCode::SUCCESS,
+        Ok(Verdict::Fail) => ExitCode::from(1),
+        // A reader that went away (`fencesim runs list | head`): quiet, with SIGPIPE's status.
+        Err(e) if is_broken_pipe(&e) => ExitCode::from(141),
+        Err(e) => {
+            eprintln!("fencesim: error: {}", one_line(&format!("{e:#}")));
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn dispatch(command: Command) -> CmdResult {
+    match command {
         Command::Conformance(args) => conformance::run(&args),
         Command::Boot(args) => boot::run(&args),
         Command::Killpoints(args) => killpoints::run(&args),
@@ -174,17 +210,6 @@ pub fn main() -> ExitCode {
         Command::Janitor(args) => {
             fencesim::janitor::clean_up_after_parent(&args.dir);
             Ok(Verdict::Pass)
-        }
-    };
-    fencesim::janitor::release_process_root();
-    match result {
-        Ok(Verdict::Pass) => ExitCode::SUCCESS,
-        Ok(Verdict::Fail) => ExitCode::from(1),
-        // A reader that went away (`fencesim runs list | head`): quiet, with SIGPIPE's status.
-        Err(e) if is_broken_pipe(&e) => ExitCode::from(141),
-        Err(e) => {
-            eprintln!("fencesim: error: {}", one_line(&format!("{e:#}")));
-            ExitCode::from(2)
         }
     }
 }

@@ -51,6 +51,7 @@ fn soak_hunt(defect: Defect) -> anyhow::Result<Option<u64>> {
     };
     for seed in 1..=SOAK_SEEDS {
         let status = std::process::Command::new(&exe)
+            .args(super::die_with_me())
             .args(["soak", "--level", level, "--seed", &seed.to_string(), "--defect", defect.name()])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())

@@ -139,6 +139,7 @@ fn kill_matrix(args: &Args) -> CmdResult {
         write_atomic(&path, shrunk.minimal.to_toml().as_bytes(), false)?;
         // A fresh process: the minimal plan must fail the same checker there too.
         let out = std::process::Command::new(&exe)
+            .args(super::die_with_me())
             .args(["run", "--plan"])
             .arg(&path)
             .args(["--db", args.db.as_str(), "--format", "json"])
