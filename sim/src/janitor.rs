@@ -1,19 +1,20 @@
-//! The janitor: a child process that removes a temporary folder once the process that made it
-//! is gone, however it went, a `SIGKILL` included (which no `Drop` and no signal handler sees).
+//! Temporary folders that outlive no `fencesim` process, however it ends, a `SIGKILL` included
+//! (which no `Drop` and no signal handler sees; a CI runner's timeout sends it to the whole
+//! process group).
 //!
-//! It waits for EOF on a pipe only its parent holds (close-on-exec, so no other child inherits
-//! the write end): the parent's exit, normal or not, closes it. It runs in a process group of
-//! its own, so a `SIGKILL` of the parent's whole group (a CI runner's timeout, `kill -9 -PGID`)
-//! leaves it standing to clean up. A parent that removed the folder itself dismisses it first
-//! ([`Janitor::dismiss`]), and it exits at once.
-//!
-//! Two uses. The soak (both levels) and `killpoints --real` start one beside the folder they
-//! make. And the `fencesim` binary gives itself a process root ([`enable_process_root`]): the
-//! first temporary folder one of its commands asks for ([`temp_dir`]: a file world's, the
-//! conformance kit's, the mutants' boot race) creates a `fencesim-XXXXXX` folder with a janitor,
-//! every such folder goes inside it, and the binary removes it before it exits
+//! The binary gives itself a process root ([`enable_process_root`]): the first temporary folder
+//! one of its commands asks for ([`temp_dir`]: a file world's, the conformance kit's, the
+//! mutants' boot race, a soak's, the real kill points') creates a `fencesim-XXXXXX` folder with a
+//! janitor, every such folder goes inside it, and the binary removes it before it exits
 //! ([`release_process_root`]). Library users (tests, benchmarks) that never enable a root get
 //! plain temporary folders.
+//!
+//! The janitor is a child process (this binary, hidden subcommand `janitor`) that waits for EOF
+//! on a pipe only its parent holds (close-on-exec, so no other child inherits the write end): the
+//! parent's exit, normal or not, closes it. It then gives the parent's other children a moment
+//! to die of their parent-death signal and removes the root. It runs in a process group of its
+//! own, so a `SIGKILL` of the parent's whole group leaves it standing to clean up. A parent that
+//! removed the root itself dismisses it first, and it exits at once.
 
 #![allow(clippy::disallowed_methods, reason = "the janitor waits in real time, outside any world")]
 
@@ -27,7 +28,7 @@ use std::time::Duration;
 use tempfile::TempDir;
 
 /// The hidden subcommand a janitor runs as.
-pub const SUBCOMMAND: &str = "janitor";
+const SUBCOMMAND: &str = "janitor";
 
 /// How long the janitor gives its parent's other children to die of their parent-death signal
 /// (and stop writing into the folder) before it removes the folder.
@@ -37,15 +38,15 @@ const GRACE_MS: u64 = 300;
 const DISMISSED: &[u8] = b"dismissed";
 
 /// A running janitor for one folder. Dropping it closes the pipe and reaps the janitor once it
-/// has cleaned up, so drop it after the folder's own `TempDir`, or [`Janitor::dismiss`] it.
-pub struct Janitor {
+/// has cleaned up; [`Janitor::dismiss`] it once the folder is gone.
+struct Janitor {
     child: Child,
     pipe: Option<PipeWriter>,
 }
 
 impl Janitor {
     /// Start `exe` (this binary) as the janitor of `dir`.
-    pub fn start(exe: &Path, dir: &Path) -> std::io::Result<Self> {
+    fn start(exe: &Path, dir: &Path) -> std::io::Result<Self> {
         let (reader, pipe) = std::io::pipe()?;
         let child = Command::new(exe)
             .arg(SUBCOMMAND)
@@ -59,7 +60,7 @@ impl Janitor {
     }
 
     /// The folder is gone already: the janitor exits without waiting, and is reaped.
-    pub fn dismiss(mut self) {
+    fn dismiss(mut self) {
         if let Some(mut pipe) = self.pipe.take() {
             let _ = pipe.write_all(DISMISSED);
         }
@@ -136,4 +137,9 @@ pub fn temp_dir(prefix: &str, keep: bool) -> std::io::Result<TempDir> {
         Root::Made { dir, .. } => builder.tempdir_in(dir.path()),
         _ => builder.tempdir(),
     }
+}
+
+/// Whether `dir` is inside the process root, so a janitor removes it if the process dies.
+pub fn watched(dir: &Path) -> bool {
+    matches!(&*root(), Root::Made { dir: made, .. } if dir.starts_with(made.path()))
 }

@@ -16,8 +16,9 @@
 //! parent is still the pid the parent passed in [`PARENT_PID_ENV`] (closing the race with a
 //! parent that died before the prctl); the parent kills and reaps a child it stops waiting for;
 //! each point's folder is a [`tempfile::TempDir`] inside the suite's, each removed on every
-//! return, error and panic, and a [`Janitor`] removes the suite's folder if the parent is
-//! `SIGKILL`ed, alone or with its process group. While
+//! return, error and panic; the suite's lives in the binary's process root, whose janitor
+//! removes it if the parent is `SIGKILL`ed, alone or with its process group
+//! ([`crate::janitor`]). While
 //! the suite runs, the parent blocks `SIGINT`, `SIGTERM` and `SIGHUP` and polls for them between
 //! waits: on one it kills the child in flight, removes the folder, restores the mask and lets the
 //! signal take its default course.
@@ -47,7 +48,6 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use serde::{Deserialize, Serialize};
 
-use crate::janitor::Janitor;
 use crate::killpoints::{self, Config, Crashed, KillPoint, Matcher, PointReport, RefereeReport, Target, Trigger};
 
 /// The real child's lease ttl: short, so the resume waits at most about this long after a kill.
@@ -484,9 +484,7 @@ fn first_line(path: &Path) -> String {
 pub fn run_points_real(points: &[KillPoint], config: &Config) -> Result<Vec<PointReport>, RealError> {
     let exe = std::env::current_exe().map_err(io("locate the fencesim binary"))?;
     let signals = Deferral::start()?;
-    let suite =
-        tempfile::Builder::new().prefix("fencesim-killpoints-").tempdir().map_err(io("create a temporary folder"))?;
-    let janitor = Janitor::start(&exe, suite.path()).map_err(io("start the janitor"))?;
+    let suite = crate::janitor::temp_dir("fencesim-killpoints-", false).map_err(io("create a temporary folder"))?;
     let mut clean = killpoints::CleanBills::default();
     let reports = points
         .iter()
@@ -496,7 +494,6 @@ pub fn run_points_real(points: &[KillPoint], config: &Config) -> Result<Vec<Poin
         })
         .collect::<Result<Vec<_>, _>>()?;
     suite.close().map_err(io("remove the suite's temporary folder"))?;
-    janitor.dismiss();
     Ok(reports)
 }
 

@@ -37,7 +37,7 @@ struct Cli {
 }
 
 /// The flag that makes a child `fencesim` die with its parent ([`Cli::die_with_parent`]).
-pub fn die_with_me() -> [String; 2] {
+fn die_with_me() -> [String; 2] {
     ["--die-with-parent".to_owned(), std::process::id().to_string()]
 }
 
@@ -140,7 +140,7 @@ enum Command {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct JanitorArgs {
+struct JanitorArgs {
     /// The folder to remove.
     dir: std::path::PathBuf,
 }

@@ -46,7 +46,6 @@ use super::log::LogFile;
 use super::wall::mono_ns;
 use super::writer::{LoggedStore, StampClock};
 use crate::history::Snapshot;
-use crate::janitor::Janitor;
 use crate::killpoints::{self, Config};
 use crate::killpoints_real::{self, Deferral, LogLine, RealError, Reaped};
 use crate::oracle::{self, OracleConfig, Scope};
@@ -345,12 +344,9 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
         return Err(SoakError::Options("workers and runs must be positive and the ttl at least 30 ms".into()));
     }
     let signals = Deferral::start()?;
-    let temp = tempfile::Builder::new()
-        .prefix("fencesim-soak-engine-")
-        .tempdir()
+    // In the binary's process root: removed by its janitor if this process is killed.
+    let temp = crate::janitor::temp_dir("fencesim-soak-engine-", false)
         .map_err(killpoints_real::io("create a temporary folder"))?;
-    // Removes the temporary folder if this process is killed before `temp` is dropped.
-    let janitor = Janitor::start(exe, temp.path()).map_err(killpoints_real::io("start the janitor"))?;
     let dir = match &opts.keep {
         Some(keep) => {
             std::fs::create_dir_all(keep).map_err(killpoints_real::io("create the keep folder"))?;
@@ -453,7 +449,6 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
     if opts.keep.is_none() {
         temp.close().map_err(killpoints_real::io("remove the soak's temporary folder"))?;
     }
-    janitor.dismiss();
     Ok(report)
 }
 

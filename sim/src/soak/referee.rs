@@ -7,9 +7,9 @@
 //!
 //! No orphans: writers ask for `SIGKILL` when the referee dies (`PR_SET_PDEATHSIG`, then check
 //! their parent); on `SIGINT`/`SIGTERM`, a panic or an error the referee kills and reaps them
-//! (the [`Storm`]'s `Drop`); if the referee itself is killed, alone or with its process group, a
-//! [`Janitor`] child (in a group of its own, reading a pipe only the referee holds open) removes
-//! the temporary folder.
+//! (the [`Storm`]'s `Drop`); if the referee itself is killed, alone or with its process group,
+//! the janitor of the binary's process root (a child in a group of its own, reading a pipe only
+//! the referee holds open; [`crate::janitor`]) removes the temporary folder.
 //!
 //! Checkpoint policy: SQLite's automatic checkpoints run in the writers as usual (PASSIVE, at
 //! commit), every writer also runs `wal_checkpoint(PASSIVE)` every few tenures, and the referee
@@ -37,8 +37,6 @@ use serde::Serialize;
 use super::judge::{Judgement, META_SCHEMA, SoakMeta, WriterAccount, judge};
 use super::log::{Line, LogOutcome, Tail};
 use super::quorum::{Activity, Quorum, progress};
-use crate::janitor::Janitor;
-
 use super::wall::{Stopwatch, mono_ns, sleep_ms, unix_ms};
 use super::{Layout, PARENT_ENV, RUN, SoakError, SoakResult};
 use crate::rng::Stream;
@@ -484,19 +482,12 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
             (None, dir.clone())
         }
         None => {
-            let temp = tempfile::Builder::new()
-                .prefix("fencesim-soak-")
-                .tempdir()
+            let temp = crate::janitor::temp_dir("fencesim-soak-", false)
                 .map_err(SoakError::io("cannot create a temporary folder"))?;
             let dir = temp.path().to_owned();
             (Some(temp), dir)
         }
     };
-    let janitor = temp
-        .as_ref()
-        .map(|_| Janitor::start(&opts.exe, &dir))
-        .transpose()
-        .map_err(SoakError::io("cannot start the janitor"))?;
     let layout = Layout::new(&dir);
     let start_mono_ns = mono_ns();
     let mut storm = Storm {
@@ -588,15 +579,12 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
         capped,
         wal_peak_bytes: storm.wal_peak,
         referee_rss_kib: vm_hwm_kib(0),
-        processes: storm.spawned + 1 + usize::from(janitor.is_some()),
+        processes: storm.spawned + 1 + usize::from(crate::janitor::watched(&dir)),
         meta,
         judgement,
         kept: opts.keep.clone(),
     };
     drop(storm);
     drop(temp);
-    if let Some(janitor) = janitor {
-        janitor.dismiss();
-    }
     Ok(outcome)
 }
