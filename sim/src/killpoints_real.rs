@@ -230,17 +230,23 @@ impl ResumeSpec {
 /// named in [`PARENT_PID_ENV`] is still ours (it may have died before the prctl). Also unblocks
 /// the signals a parent defers, since a child inherits its signal mask.
 pub fn guard_parent() -> Result<(), RealError> {
-    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
-        .map_err(|source| RealError::Signal { what: "cannot set the parent-death signal", source })?;
-    let expected = std::env::var(PARENT_PID_ENV).unwrap_or_default();
-    let actual = nix::unistd::getppid().as_raw();
-    if expected.parse::<i32>().ok() != Some(actual) {
-        return Err(RealError::Orphaned { expected, actual });
-    }
+    die_with_parent(&std::env::var(PARENT_PID_ENV).unwrap_or_default())?;
     let mut deferred = SigSet::empty();
     DEFERRED.into_iter().for_each(|s| deferred.add(s));
     nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&deferred), None)
         .map_err(|source| RealError::Signal { what: "cannot unblock signals", source })
+}
+
+/// Die with the parent (`PR_SET_PDEATHSIG`), then make sure the parent is still `expected` (a
+/// pid): one that died before the prctl left this process to another parent.
+pub fn die_with_parent(expected: &str) -> Result<(), RealError> {
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+        .map_err(|source| RealError::Signal { what: "cannot set the parent-death signal", source })?;
+    let actual = nix::unistd::getppid().as_raw();
+    if expected.parse::<i32>().ok() != Some(actual) {
+        return Err(RealError::Orphaned { expected: expected.to_owned(), actual });
+    }
+    Ok(())
 }
 
 pub(crate) fn tokio_runtime() -> Result<tokio::runtime::Runtime, RealError> {

@@ -41,16 +41,6 @@ fn die_with_me() -> [String; 2] {
     ["--die-with-parent".to_owned(), std::process::id().to_string()]
 }
 
-/// `PR_SET_PDEATHSIG` first, then the check that closes the race with a parent that died
-/// before it was set (our parent is then no longer its pid).
-fn die_with_parent(parent: i32) -> anyhow::Result<()> {
-    use anyhow::Context;
-    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).context("cannot set the parent-death signal")?;
-    let actual = nix::unistd::getppid().as_raw();
-    anyhow::ensure!(actual == parent, "the parent process {parent} is gone (the parent is now {actual})");
-    Ok(())
-}
-
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the store conformance kit: one line per contract check.
@@ -172,7 +162,11 @@ pub fn main() -> ExitCode {
     if let Ok(exe) = std::env::current_exe() {
         fencesim::janitor::enable_process_root(exe);
     }
-    let result = cli.die_with_parent.map_or(Ok(()), die_with_parent).and_then(|()| dispatch(cli.command));
+    let orphaned = cli.die_with_parent.map(|pid| fencesim::killpoints_real::die_with_parent(&pid.to_string()));
+    let result = match orphaned {
+        Some(Err(e)) => Err(e.into()),
+        _ => dispatch(cli.command),
+    };
     fencesim::janitor::release_process_root();
     match result {
         Ok(Verdict::Pass) => ExitCode::SUCCESS,
