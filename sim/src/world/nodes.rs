@@ -361,7 +361,7 @@ fn drive(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize) {
     let (shared, ctx, id) = (shared.clone(), ctx.clone(), run.id.clone());
     madsim::task::spawn_local(async move {
         let opts = RunOptions { cancel, ..RunOptions::default() };
-        let result = ctx.engine.run(&id, &workflow, opts).await;
+        let result = Box::pin(ctx.engine.run(&id, &workflow, opts)).await;
         ctx.outcome(&id, &result);
         let mut client = lock(&shared.client);
         client.runs[i].driving = false;
@@ -377,7 +377,7 @@ fn reattach(ctx: &Rc<Ctx>, run: &RunPlan) {
     let Some(workflow) = Workflow::builtin(&run.workflow) else { return };
     let (ctx, id) = (ctx.clone(), run.id.clone());
     madsim::task::spawn_local(async move {
-        let result = ctx.engine.resume(&id, &workflow, RunOptions::default()).await;
+        let result = Box::pin(ctx.engine.resume(&id, &workflow, RunOptions::default())).await;
         ctx.outcome(&id, &result);
     });
 }
