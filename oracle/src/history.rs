@@ -77,11 +77,6 @@ impl Surface {
             Surface::ListBlobs => Op::BlobList,
         }
     }
-
-    /// Calls that change the lease table.
-    pub fn is_lease_call(self) -> bool {
-        matches!(self, Surface::Acquire | Surface::Renew | Surface::Release)
-    }
 }
 
 /// How a call ended, by error class (contracts 2.7.7).

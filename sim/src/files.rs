@@ -5,7 +5,7 @@
 //! meant something else); an existing file is refused unless the caller was told `--force`.
 
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Why a file could not be written: one line naming it.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +78,20 @@ pub fn remove_stale(paths: &[&Path]) -> Result<(), WriteError> {
         }
     }
     Ok(())
+}
+
+/// The `*.toml` files of a folder, sorted: an entry that cannot be read fails the listing, so
+/// a corpus or a scenario folder is never replayed with a file silently left out.
+pub fn toml_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut paths = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|x| x == "toml") {
+            paths.push(path);
+        }
+    }
+    paths.sort();
+    Ok(paths)
 }
 
 #[cfg(test)]

@@ -85,7 +85,7 @@ pub struct ShardReport {
 fn shard_of(r: &ShardReport) -> Result<Shard, MergeError> {
     let s = &r.doc["shard"];
     match (s["index"].as_u64(), s["count"].as_u64()) {
-        (Some(index), Some(count)) if index < count => Ok(Shard { index, count }),
+        (Some(index), Some(count)) if index < count && count <= MAX_SHARDS => Ok(Shard { index, count }),
         _ => Err(MergeError::Malformed(r.from.clone(), "no valid shard".into())),
     }
 }
@@ -149,7 +149,7 @@ pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
         "fail"
     });
     // The per-item arrays, concatenated and put back in the unsharded order.
-    let (array, order) = if schema == report::SWEEP_SCHEMA { ("failures", "seed") } else { ("worlds", "line") };
+    let (array, order) = if schema == report::SWEEP_SCHEMA { ("failures", "seed") } else { ("worlds", "index") };
     let mut items: Vec<Value> =
         reports.iter().flat_map(|r| r.doc[array].as_array().cloned().unwrap_or_default()).collect();
     items.sort_by_key(|v| v[order].as_u64().unwrap_or(u64::MAX));
@@ -170,7 +170,6 @@ pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
     Ok((doc, junit))
 }
 
-/// The JUnit text of a sweep or replay report.
 /// The events a (merged) sweep report's scenario aims at that its coverage table never saw. A
 /// report written before sweeps recorded their aims aims at nothing.
 pub fn missing_coverage(doc: &Value) -> Vec<String> {
@@ -186,6 +185,7 @@ pub fn missing_coverage(doc: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The JUnit text of a sweep or replay report.
 pub fn junit_of(doc: &Value) -> String {
     let seconds = |v: &Value| v["seconds"].as_f64().unwrap_or(0.0);
     if doc["schema"] == report::SWEEP_SCHEMA {
@@ -249,6 +249,20 @@ mod tests {
             }
             all.sort_unstable();
             assert_eq!(all, (start..=end).collect::<Vec<_>>(), "{start}..={end} over {n}");
+        }
+    }
+
+    /// A report's shard is held to the bounds of `--shard`: a forged count is refused at once,
+    /// not answered with a list of every shard that is missing.
+    #[test]
+    fn a_report_claiming_more_shards_than_allowed_is_malformed() {
+        let report = |count: u64| ShardReport {
+            from: "r".into(),
+            doc: json!({"schema": report::SWEEP_SCHEMA, "shard": {"index": 0, "count": count}}),
+        };
+        assert!(matches!(merge(&[report(2)]), Err(MergeError::Missing(..))));
+        for count in [MAX_SHARDS + 1, u64::MAX] {
+            assert!(matches!(merge(&[report(count)]), Err(MergeError::Malformed(..))), "{count}");
         }
     }
 }

@@ -139,8 +139,9 @@ pub fn hunting_grounds(defect: Defect) -> Result<Vec<String>, WorldError> {
             grounds.push(name.to_owned());
         }
     }
-    grounds.push("swarm".to_owned());
-    grounds.dedup();
+    if !grounds.iter().any(|g| g == "swarm") {
+        grounds.push("swarm".to_owned());
+    }
     Ok(grounds)
 }
 

@@ -512,12 +512,7 @@ impl Scenario {
             line: None,
             message: format!("cannot list scenarios: {e}"),
         };
-        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(unreadable)?
-            .filter_map(|entry| entry.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-            .collect();
-        paths.sort();
+        let paths = crate::files::toml_files(dir).map_err(unreadable)?;
         paths.iter().map(|p| Scenario::load(dir, &p.to_string_lossy())).collect()
     }
 

@@ -49,7 +49,7 @@ fn read_json(path: &Path) -> Value {
 /// The replay's own fields removed: what remains is a world report.
 fn world_part(world: &Value) -> Value {
     let mut world = world.clone();
-    for key in ["entry", "line", "deterministic", "rerun_fingerprint", "seconds", "failure"] {
+    for key in ["entry", "index", "line", "deterministic", "rerun_fingerprint", "seconds", "failure"] {
         world.as_object_mut().unwrap().remove(key).unwrap_or_else(|| panic!("no {key} in {world}"));
     }
     world
@@ -81,10 +81,10 @@ fn a_small_corpus_replays_deterministically_and_writes_both_reports() {
     assert_eq!((&s["verdict"], &s["db"], &s["jobs"]), (&"pass".into(), &"memdb".into(), &2.into()));
     let worlds = doc["worlds"].as_array().expect("worlds");
     assert_eq!(worlds.len(), 2);
-    for (world, (entry, line)) in worlds.iter().zip([("swarm 1", 3), ("mid-call-takeover 2", 4)]) {
+    for (index, (world, (entry, line))) in worlds.iter().zip([("swarm 1", 3), ("mid-call-takeover 2", 4)]).enumerate() {
         assert_eq!(world["deterministic"], true, "{world}");
         assert_eq!(world["fingerprint"], world["rerun_fingerprint"]);
-        assert_eq!((&world["entry"], &world["line"]), (&entry.into(), &line.into()));
+        assert_eq!((&world["entry"], &world["index"], &world["line"]), (&entry.into(), &index.into(), &line.into()));
         assert_eq!((&world["schema"], &world["verdict"]), (&"fencesim.world/1".into(), &"pass".into()));
         // The same report a separate `fencesim run` process prints.
         let (scenario, seed) = entry.split_once(' ').unwrap();

@@ -263,6 +263,6 @@ fn the_checker_reports_each_kind_of_breakage() {
         "worlds": [good],
     });
     let errors = check(&self::schema("replay.schema.json"), &replay);
-    assert_eq!(errors.len(), 6, "{errors:?}");
+    assert_eq!(errors.len(), 7, "{errors:?}");
     assert!(errors.iter().all(|e| e.starts_with("$.worlds[0]: missing required key")), "{errors:?}");
 }

@@ -200,6 +200,22 @@ fn a_run_leased_by_a_live_owner_is_skipped() {
     db.store().renew(&lease).unwrap();
 }
 
+/// A database another process keeps locked for writing is waited for, then the run is skipped
+/// as busy (exit 1, the run still divergent), not the audit stopped with a harness error.
+#[test]
+fn a_run_whose_database_stays_busy_is_skipped() {
+    let db = Db::new();
+    let before = seed_meta_behind(&db, "busy");
+    let writer = rusqlite::Connection::open(&db.path).unwrap();
+    writer.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let out = fencesim(&["runs", "audit", "--repair"], &db.path);
+    writer.execute_batch("ROLLBACK").unwrap();
+    assert_exit(&out, 1);
+    assert!(stdout(&out).starts_with("busy meta-behind: "), "{}", stdout(&out));
+    assert!(stdout(&out).trim_end().ends_with("(database busy, skipped)"), "{}", stdout(&out));
+    assert_eq!(db.meta("busy"), before);
+}
+
 #[test]
 fn list_prints_every_run_and_filters_by_status() {
     let db = Db::new();
@@ -376,15 +392,19 @@ fn reading_never_changes_a_byte_of_any_database() {
     }
 }
 
+/// Every fixture with a journal keeps every entry through a repair (the others have no
+/// `entries` table to count: they are refused before anything is read).
 #[test]
 fn repair_never_loses_a_journal_entry() {
+    let mut counted = Vec::new();
     for (name, db) in fixtures() {
-        let Ok(conn) = rusqlite::Connection::open(&db.path) else { continue };
+        let conn = rusqlite::Connection::open(&db.path).unwrap();
         let before: Option<i64> = conn.query_row("SELECT count(*) FROM entries", [], |r| r.get(0)).ok();
         drop(conn);
         let out = fencesim(&["runs", "audit", "--repair"], &db.path);
         assert!(!stderr(&out).contains("panic"), "{name}: {}", stderr(&out));
         if let Some(before) = before {
+            counted.push(name);
             assert_eq!(
                 entry_count(&db),
                 before,
@@ -394,6 +414,9 @@ fn repair_never_loses_a_journal_entry() {
             );
         }
     }
+    let journal_less = ["foreign", "blank"];
+    let expected: Vec<&str> = fixtures().into_iter().map(|(n, _)| n).filter(|n| !journal_less.contains(n)).collect();
+    assert_eq!(counted, expected, "every fixture with a journal was compared");
 }
 
 #[test]
@@ -457,8 +480,11 @@ fn list_escapes_control_characters_in_run_ids_and_names() {
     entries.push(run_settle(Seq(3), RunStatus::Ok, 1));
     let behind = RunMeta::new("bad\nid", RunStatus::Running).with_segments(1);
     db.seed(&behind, &entries);
+    // A run id holding a backslash and an `n` must not read as the one holding a line break.
+    let lookalike = RunMeta::new("bad\\nid", RunStatus::Running).with_segments(1);
+    db.seed(&lookalike, &entries);
     let audit = fencesim(&["runs", "audit"], &db.path);
     let text = stdout(&audit);
-    assert!(text.contains("bad\\nid"), "{text:?}");
+    assert!(text.contains("bad\\nid meta-behind") && text.contains("bad\\\\nid meta-behind"), "{text:?}");
     assert!(!text.lines().any(|l| l.starts_with("id")), "a forged line: {text:?}");
 }

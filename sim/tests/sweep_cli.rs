@@ -299,6 +299,60 @@ fn a_scenario_with_its_faults_off_fails_its_coverage_requirement() {
     }
 }
 
+/// Replay shards merge like sweep shards, in corpus order, also for a folder of plans (whose
+/// entries have no line to order by): the merged report equals the unsharded replay apart from
+/// wall-clock fields. A refused merge removes the reports an earlier merge left in `--out`, and
+/// `--out` may not be one of the shard folders (merging would replace a shard's report).
+#[test]
+fn replay_shards_of_a_plan_folder_merge_into_the_unsharded_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name);
+    let plans = path("plans");
+    std::fs::create_dir(&plans).unwrap();
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../seeds/regressions");
+    let mut names: Vec<_> = std::fs::read_dir(&source).unwrap().map(|e| e.unwrap().file_name()).collect();
+    names.sort();
+    for name in names.iter().take(4) {
+        std::fs::copy(source.join(name), plans.join(name)).unwrap();
+    }
+    let replay = |extra: &[&str], report: &str| {
+        let report = path(report);
+        fencesim(&[&["replay", plans.to_str().unwrap(), "--report", report.to_str().unwrap()][..], extra].concat())
+    };
+    let merge = |names: &[&str], out: &str| {
+        let dirs: Vec<String> = names.iter().map(|n| path(n).to_str().unwrap().to_owned()).collect();
+        let out = path(out);
+        fencesim(
+            &[&["merge"][..], &dirs.iter().map(String::as_str).collect::<Vec<_>>(), &["--out", out.to_str().unwrap()]]
+                .concat(),
+        )
+    };
+    // Without wall-clock fields, also each world's.
+    let timeless_replay = |report: &str| {
+        let mut doc = timeless(read_json(&path(report).join("replay.json")));
+        doc["worlds"].as_array_mut().unwrap().iter_mut().for_each(|w| w["seconds"] = serde_json::Value::Null);
+        doc
+    };
+    assert_exit(&replay(&[], "whole"), 0);
+    for i in 0..2 {
+        assert_exit(&replay(&["--shard", &format!("{i}/2")], &format!("s{i}")), 0);
+    }
+    assert_exit(&merge(&["s1", "s0"], "merged"), 0);
+    let whole = timeless_replay("whole");
+    assert_eq!(whole["worlds"].as_array().unwrap().len(), 4);
+    assert_eq!(timeless_replay("merged"), whole);
+    assert_eq!(junit_cases(&path("merged/junit.xml")), junit_cases(&path("whole/junit.xml")));
+
+    let out = merge(&["s0"], "merged");
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("missing shards: 1/2 (of 2)"), "{}", stderr(&out));
+    assert!(!path("merged/replay.json").exists() && !path("merged/junit.xml").exists(), "stale reports left");
+    let out = merge(&["s0", "s1"], "s0");
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("is one of the shard folders"), "{}", stderr(&out));
+    assert!(path("s0/replay.json").is_file(), "the shard's report was lost");
+}
+
 /// `merge --require-coverage` judges the fleet, not a shard: the merged coverage table must hold
 /// every event the scenario aims at. The same scenario with its faults switched off fails,
 /// naming the events no shard produced; the aims travel in the reports.

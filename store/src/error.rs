@@ -156,7 +156,11 @@ impl StoreError {
         matches!(self, StoreError::JournalOrder { .. })
     }
 
-    /// The reference's error code for this class.
+    /// Every [`code`](Self::code), for readers that get a code back as text (the soak's logs).
+    pub const CODES: &'static [&'static str] =
+        &["lease_held", "journal_order_violation", "invalid_payload", "busy", "config", "storage", "overflow"];
+
+    /// The reference's error code for this class; one of [`CODES`](Self::CODES).
     pub fn code(&self) -> &'static str {
         match self {
             StoreError::LeaseHeld(_) => "lease_held",
@@ -171,3 +175,30 @@ impl StoreError {
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `CODES` lists every variant's code once (a new variant adds its code there: this test
+    /// builds one of each, and the `code` match makes a missing arm a compile error).
+    #[test]
+    fn codes_lists_every_variants_code_once() {
+        let run = RunId::new("r");
+        let every = [
+            StoreError::lease_held(
+                Op::Append,
+                Lease { run: run.clone(), owner: "o".into(), epoch: Epoch(1) },
+                LeaseRejection::Stale { live: None },
+            ),
+            StoreError::JournalOrder { run: run.clone(), seq: Seq(1), tail: None },
+            StoreError::InvalidPayload { op: Op::PutMeta, run: run.clone(), reason: "x".into() },
+            StoreError::Busy { op: Op::Append, run: None },
+            StoreError::Config("x".into()),
+            StoreError::storage(Op::Load, "x"),
+            StoreError::Overflow { op: Op::Acquire, run, what: "epoch".into() },
+        ];
+        let codes: Vec<&str> = every.iter().map(StoreError::code).collect();
+        assert_eq!(codes, StoreError::CODES);
+    }
+}

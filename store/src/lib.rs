@@ -30,7 +30,8 @@ pub use spi::{JournalStore, LeasableStore, Store, TranscriptStore};
 pub use sqlite::{IntegrityFinding, Location, SqliteOptions, SqliteStore};
 pub use types::{Epoch, JournalEntry, Lease, RunFilter, RunId, RunMeta, RunStatus, Seq};
 
-/// Wall-clock helpers for callers outside the deterministic core (the CLI's boot probe).
+/// Wall-clock helpers for callers outside the deterministic core: the engine's real environment,
+/// the CLI and the soak.
 pub mod real_time {
     pub use crate::wall::{sleep_ms, unix_ms};
 }

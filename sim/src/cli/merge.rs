@@ -28,7 +28,12 @@ pub struct Args {
 
 pub fn run(args: &Args) -> CmdResult {
     let mut reports = Vec::with_capacity(args.dirs.len());
+    // The merged report replaces whatever report --out holds, so --out may not be a shard's folder.
+    let out = std::fs::canonicalize(&args.out).ok();
     for dir in &args.dirs {
+        if out.is_some() && std::fs::canonicalize(dir).ok() == out {
+            anyhow::bail!("--out {}: is one of the shard folders; merge into another folder", args.out.display());
+        }
         let found: Vec<PathBuf> =
             ["sweep.json", "replay.json"].iter().map(|n| dir.join(n)).filter(|p| p.is_file()).collect();
         let path = match found.as_slice() {
@@ -40,6 +45,9 @@ pub fn run(args: &Args) -> CmdResult {
         let doc = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
         reports.push(ShardReport { from: path.display().to_string(), doc });
     }
+    // An earlier merge's reports go now: a refused merge must not leave them looking current.
+    let stale = ["sweep.json", "replay.json", "junit.xml"].map(|name| args.out.join(name));
+    fencesim::files::remove_stale(&stale.iter().map(PathBuf::as_path).collect::<Vec<_>>())?;
     let (doc, junit) = fleet::merge(&reports)?;
     let missing = match (args.require_coverage, doc["schema"] == fencesim::report::SWEEP_SCHEMA) {
         (false, _) => Vec::new(),

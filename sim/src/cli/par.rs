@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
-use std::time::Instant;
 
 use fencesim::history::lock;
+pub use fencesim::soak::wall::Stopwatch;
 
 /// The most worlds one command may run at once: more threads than this only thrash.
 pub const MAX_JOBS: usize = 256;
@@ -141,19 +141,6 @@ impl Progress {
         if self.shown {
             eprint!("\r{}\r", " ".repeat(self.label.len() + 50));
         }
-    }
-}
-
-/// Wall-clock seconds since creation.
-pub struct Stopwatch(Instant);
-
-impl Stopwatch {
-    pub fn start() -> Self {
-        Self(Instant::now())
-    }
-
-    pub fn seconds(&self) -> f64 {
-        self.0.elapsed().as_secs_f64()
     }
 }
 

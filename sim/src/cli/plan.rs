@@ -65,12 +65,8 @@ pub fn entry(line: usize, path: &str) -> Result<super::replay::Entry, fencesim::
 
 /// Every plan file (`*.toml`) of a folder, sorted by name, as corpus entries (line 0).
 pub fn corpus_dir(dir: &std::path::Path) -> anyhow::Result<Vec<super::replay::Entry>> {
-    let mut paths: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| anyhow::anyhow!("cannot list plan folder {}: {e}", dir.display()))?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    paths.sort();
+    let paths = fencesim::files::toml_files(dir)
+        .map_err(|e| anyhow::anyhow!("cannot list plan folder {}: {e}", dir.display()))?;
     paths.iter().map(|p| Ok(entry(0, &p.display().to_string())?)).collect()
 }
 

@@ -195,8 +195,8 @@ pub fn run(args: &Args) -> CmdResult {
     anyhow::ensure!(!entries.is_empty(), "{file}: the corpus has no entries");
     let shard = args.shard.unwrap_or(Shard::ALL);
     let total = entries.len();
-    let entries: Vec<Entry> =
-        entries.into_iter().enumerate().filter(|(i, _)| shard.owns(*i as u64)).map(|(_, e)| e).collect();
+    // Each entry with its 0-based index in the corpus: its shard, and its place in a merge.
+    let entries: Vec<(usize, Entry)> = entries.into_iter().enumerate().filter(|(i, _)| shard.owns(*i as u64)).collect();
     // Refuse an unwritable report folder before the worlds run, not after.
     std::fs::create_dir_all(&args.report)
         .with_context(|| format!("cannot create the report folder {}", args.report.display()))?;
@@ -219,7 +219,7 @@ pub fn run(args: &Args) -> CmdResult {
         jobs,
         &progress,
         |i| {
-            let entry = &entries[(i / 2) as usize];
+            let (_, entry) = &entries[(i / 2) as usize];
             let (engine_defects, store_defects) = fencesim::catalogue::Defect::split(&entry.defects);
             let cfg = WorldConfig {
                 scenario: entry.scenario.clone(),
@@ -233,7 +233,7 @@ pub fn run(args: &Args) -> CmdResult {
             world::run(&cfg).map(|report| reduce(report, watch.seconds(), entry.scenario.world.ttl_ms))
         },
         |i, outcome| {
-            let entry = &entries[(i / 2) as usize];
+            let (index, entry) = &entries[(i / 2) as usize];
             let run = match outcome {
                 Ok(run) => run,
                 Err(e) => {
@@ -270,6 +270,7 @@ pub fn run(args: &Args) -> CmdResult {
             cases += 1;
             let mut doc = first.doc;
             doc["entry"] = json!(name);
+            doc["index"] = json!(index);
             doc["line"] = json!(entry.line);
             doc["deterministic"] = json!(judge(&first.report, &second.report) != Judgement::Nondeterministic);
             doc["rerun_fingerprint"] = json!(format!("{:016x}", second.report.fingerprint));

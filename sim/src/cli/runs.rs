@@ -86,9 +86,13 @@ fn open_existing(db: &Path) -> anyhow::Result<SqliteStore> {
     open_file(db, SqliteOptions::file(db, Arc::new(SystemClock)).read_only())
 }
 
-/// Open an existing database file for repair: read-write, after the same refusals.
+/// How long a repair waits for a database another process is writing before it skips the run.
+const REPAIR_BUSY_TIMEOUT_MS: u32 = 5_000;
+
+/// Open an existing database file for repair: read-write, after the same refusals, waiting up to
+/// [`REPAIR_BUSY_TIMEOUT_MS`] for a lock another process holds.
 fn open_for_repair(db: &Path) -> anyhow::Result<SqliteStore> {
-    open_file(db, SqliteOptions::file(db, Arc::new(SystemClock)))
+    open_file(db, SqliteOptions::file(db, Arc::new(SystemClock)).busy_timeout_ms(REPAIR_BUSY_TIMEOUT_MS))
 }
 
 fn open_file(db: &Path, options: SqliteOptions) -> anyhow::Result<SqliteStore> {
@@ -108,6 +112,8 @@ enum Repair {
     Repaired(RunStatus),
     NotRepaired,
     SkippedLiveOwner,
+    /// The database stayed locked by another process for the whole busy timeout.
+    SkippedBusy,
 }
 
 impl Repair {
@@ -116,6 +122,7 @@ impl Repair {
             Repair::Repaired(to) => format!(" (repaired to '{to}')"),
             Repair::NotRepaired => " (not repaired)".to_owned(),
             Repair::SkippedLiveOwner => " (leased by a live owner, skipped)".to_owned(),
+            Repair::SkippedBusy => " (database busy, skipped)".to_owned(),
         }
     }
 
@@ -124,6 +131,7 @@ impl Repair {
             Repair::Repaired(_) => "repaired",
             Repair::NotRepaired => "not-repaired",
             Repair::SkippedLiveOwner => "skipped-live-owner",
+            Repair::SkippedBusy => "skipped-busy",
         }
     }
 }
@@ -156,7 +164,7 @@ fn run_audit(args: &AuditArgs) -> CmdResult {
     for finding in &corrupt {
         let suffix = if args.repair { " (rows not trusted, not repaired)" } else { "" };
         match args.format {
-            Format::Text => writeln!(out, "{}", controls_escaped(&format!("{finding}{suffix}")))?,
+            Format::Text => writeln!(out, "{}", shown(&format!("{finding}{suffix}")))?,
             Format::Json => rows.push(json!({
                 "run": finding.run.as_ref().map(RunId::as_str),
                 "verdict": "corrupt",
@@ -177,7 +185,7 @@ fn run_audit(args: &AuditArgs) -> CmdResult {
         }
         match args.format {
             Format::Text => {
-                writeln!(out, "{}", controls_escaped(&format!("{a}{}", repair.map_or(String::new(), Repair::suffix))))?;
+                writeln!(out, "{}", shown(&format!("{a}{}", repair.map_or(String::new(), Repair::suffix))))?;
             }
             Format::Json => rows.push(json_row(a, repair)),
         }
@@ -202,18 +210,29 @@ fn run_ids(store: &SqliteStore) -> anyhow::Result<Vec<RunId>> {
 }
 
 /// Take a brief lease on the run, reconcile under it, release it (contracts 4.5). The acquire
-/// bumps the run's epoch like any takeover. A live owner means skip; a release error propagates.
+/// bumps the run's epoch like any takeover. A live owner means skip (also one that took the run
+/// over mid-repair), and so does a database that stays busy (the repair's one write is a single
+/// meta put, which a busy store refuses whole); any other error, and a failed release, propagates.
 fn repair_one(store: &SqliteStore, a: &RunAudit, owner: &str) -> anyhow::Result<Repair> {
     let lease = match store.acquire(&a.run, owner) {
         Ok(lease) => lease,
         Err(e) if e.is_lease_held() => return Ok(Repair::SkippedLiveOwner),
+        Err(e) if e.is_busy() => return Ok(Repair::SkippedBusy),
         Err(e) => return Err(e).with_context(|| format!("cannot lease the run for repair run={}", a.run)),
     };
     let reconciled = audit::reconcile_run_meta(store, &a.run, Some(&lease), SystemClock.now_ms());
     let released = store.release(&lease);
-    let reconciled = reconciled.with_context(|| format!("cannot repair the run run={}", a.run))?;
-    released.with_context(|| format!("cannot release the audit lease {lease}"))?;
-    Ok(reconciled.repaired.map_or(Repair::NotRepaired, Repair::Repaired))
+    let repair = match reconciled {
+        Ok(r) => r.repaired.map_or(Repair::NotRepaired, Repair::Repaired),
+        Err(e) if e.is_busy() => Repair::SkippedBusy,
+        Err(e) if e.is_lease_held() => Repair::SkippedLiveOwner,
+        Err(e) => return Err(e).with_context(|| format!("cannot repair the run run={}", a.run)),
+    };
+    // A release refused busy leaves a lease that expires within the store's ttl.
+    match released {
+        Err(e) if !e.is_busy() => Err(e).with_context(|| format!("cannot release the audit lease {lease}")),
+        _ => Ok(repair),
+    }
 }
 
 fn json_row(a: &RunAudit, repair: Option<Repair>) -> Value {
@@ -237,12 +256,6 @@ fn shown(text: &str) -> String {
     text.chars()
         .map(|c| if c.is_control() || c == '\\' { c.escape_default().to_string() } else { c.to_string() })
         .collect()
-}
-
-/// A line of the audit for a terminal: its control characters (a stored run id's escape
-/// sequence or line break) written out as Rust escapes, everything else as it is.
-fn controls_escaped(line: &str) -> String {
-    line.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
 fn run_list(args: &ListArgs) -> CmdResult {

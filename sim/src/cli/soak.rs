@@ -140,10 +140,11 @@ fn run_engine(args: &Args) -> CmdResult {
         bail!("quorum {} needs at least {} workers, got {}", quorum.name, quorum.min_writers, args.writers);
     }
     let ttl_ms = args.ttl_ms.unwrap_or(DEFAULT_TTL_MS);
+    let max = fencesim_store::sqlite::MAX_LEASE_TTL_MS;
     let ttl_ms = u32::try_from(ttl_ms)
         .ok()
-        .filter(|t| *t >= 30)
-        .with_context(|| format!("--ttl-ms must be in 30..=4294967295 at the engine level, got {ttl_ms}"))?;
+        .filter(|t| *t >= 30 && i64::from(*t) <= max)
+        .with_context(|| format!("--ttl-ms must be in 30..={max} at the engine level, got {ttl_ms}"))?;
     let workers = u32::try_from(args.writers).ok().filter(|w| (1..=64).contains(w));
     let workers = workers.with_context(|| format!("--writers must be in 1..=64, got {}", args.writers))?;
     anyhow::ensure!((1..=10_000).contains(&args.runs), "--runs must be in 1..=10000, got {}", args.runs);

@@ -102,10 +102,7 @@ fn surface_of(name: &str) -> Option<Surface> {
 }
 
 fn error_code(code: &str) -> &'static str {
-    ["lease_held", "journal_order_violation", "invalid_payload", "busy", "config", "storage"]
-        .into_iter()
-        .find(|c| *c == code)
-        .unwrap_or("unknown")
+    fencesim_store::StoreError::CODES.iter().copied().find(|c| *c == code).unwrap_or("unknown")
 }
 
 fn outcome_of(outcome: &LogOutcome) -> CallOutcome {

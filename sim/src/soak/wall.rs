@@ -1,17 +1,12 @@
-//! The soak's real time, in one place: the soak runs outside any simulated world, so it reads the
-//! wall clock, the system-wide monotonic clock (comparable across processes, which orders the
-//! writers' calls) and sleeps for real. Each function is a marked exception to `sim/clippy.toml`.
+//! Real time for what runs outside any simulated world (the soak, the CLI's sweeps), in one
+//! place: the wall clock and real sleeps (the store's [`real_time`](fencesim_store::real_time)),
+//! the system-wide monotonic clock (comparable across processes, which orders the soak writers'
+//! calls) and a stopwatch. Each reading of the clock is a marked exception to `sim/clippy.toml`.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
+pub use fencesim_store::real_time::{sleep_ms, unix_ms};
 use nix::time::{ClockId, clock_gettime};
-
-/// Milliseconds since the Unix epoch.
-#[allow(clippy::disallowed_methods, reason = "the soak runs in real time")]
-pub fn unix_ms() -> i64 {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
-}
 
 /// CLOCK_MONOTONIC in nanoseconds: one system-wide timeline every process of the soak shares.
 pub fn mono_ns() -> u64 {
@@ -25,22 +20,21 @@ pub fn mono_ns() -> u64 {
     }
 }
 
-#[allow(clippy::disallowed_methods, reason = "the soak runs in real time")]
-pub fn sleep_ms(ms: u64) {
-    std::thread::sleep(Duration::from_millis(ms));
-}
-
 /// Wall time elapsed since it was started.
 #[derive(Clone, Copy, Debug)]
 pub struct Stopwatch(Instant);
 
 impl Stopwatch {
-    #[allow(clippy::disallowed_methods, reason = "the soak runs in real time")]
+    #[allow(clippy::disallowed_methods, reason = "it runs in real time")]
     pub fn start() -> Self {
         Self(Instant::now())
     }
 
     pub fn elapsed_ms(&self) -> u64 {
         u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    pub fn seconds(&self) -> f64 {
+        self.0.elapsed().as_secs_f64()
     }
 }

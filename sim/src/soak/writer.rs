@@ -63,6 +63,15 @@ impl Clock for StampClock {
     }
 }
 
+/// Log a line the judge or the quorum needs; a writer that cannot log it stops (exit 3) rather
+/// than go on with its evidence incomplete.
+fn put_or_die(log: &LogFile, line: &Line) {
+    if let Err(e) = log.put(line) {
+        eprintln!("fencesim soak-writer: {e}");
+        std::process::exit(3);
+    }
+}
+
 fn outcome_of<T>(result: &StoreResult<T>) -> LogOutcome {
     match result {
         Ok(_) => LogOutcome::Ok,
@@ -140,10 +149,7 @@ impl LoggedStore {
 
     /// A writer that cannot log cannot be judged: stop it at once (the referee sees the exit).
     fn log_or_die(&self, line: &Line) {
-        if let Err(e) = self.log.put(line) {
-            eprintln!("fencesim soak-writer: {e}");
-            std::process::exit(3);
-        }
+        put_or_die(&self.log, line);
     }
 
     fn plain<T>(
@@ -392,6 +398,10 @@ impl Writer {
     }
 
     fn event(&self, kind: &str, fill: impl FnOnce(Ev) -> Ev) -> SoakResult<()> {
+        self.log.put(&self.ev(kind, fill))
+    }
+
+    fn ev(&self, kind: &str, fill: impl FnOnce(Ev) -> Ev) -> Line {
         let ev = Ev {
             node: self.owner.clone(),
             w: self.cfg.index,
@@ -400,7 +410,7 @@ impl Writer {
             mono_ns: mono_ns(),
             ..Ev::default()
         };
-        self.log.put(&Line::Ev(fill(ev)))
+        Line::Ev(fill(ev))
     }
 
     fn ev_at(&self, kind: &str, surface: &str, epoch: i64) -> SoakResult<()> {
@@ -417,7 +427,7 @@ impl Writer {
             match result {
                 Ok(v) => return (Out::Ok, Some(v)),
                 Err(StoreError::Busy { .. }) => {
-                    let _ = self.event("busy", |e| Ev { surface: Some(surface.to_owned()), ..e });
+                    put_or_die(&self.log, &self.ev("busy", |e| Ev { surface: Some(surface.to_owned()), ..e }));
                     sleep_ms(self.rng.range(1, 3));
                 }
                 Err(StoreError::LeaseHeld(_)) => return (Out::Lease, None),
@@ -440,7 +450,10 @@ impl Writer {
             Ok(_) => "ok".to_owned(),
             Err(e) => e.to_string(),
         };
-        let _ = self.event("mid-call-landed", |e| Ev { surface: Some(surface.to_owned()), detail: Some(outcome), ..e });
+        put_or_die(
+            &self.log,
+            &self.ev("mid-call-landed", |e| Ev { surface: Some(surface.to_owned()), detail: Some(outcome), ..e }),
+        );
     }
 
     fn error(&self, surface: &str, message: &str) -> SoakResult<()> {

@@ -142,7 +142,8 @@ pub fn run(cfg: &WorldConfig) -> Result<WorldReport, WorldError> {
 
 /// Run one world inside the current madsim runtime (which the caller seeded with `cfg.seed`):
 /// what [`run`] does inside the runtime it makes, exposed so that a test can wrap it in
-/// `Runtime::check_determinism`.
+/// `Runtime::check_determinism`. Unlike [`run`], it makes the database inside the runtime, which
+/// shifts a file world's scheduling (see [`run`]): its traces equal [`run`]'s on memdb only.
 pub async fn run_in_runtime(cfg: WorldConfig) -> Result<WorldReport, String> {
     let mut db = Db::new(cfg.db).map_err(|e| format!("cannot create the world's database: {e}"))?;
     let folder = db.detach_folder();

@@ -114,7 +114,6 @@ impl Ctx {
     }
 }
 
-/// What a node's engine reported: a settled status, or `err:<class>`.
 /// What the oracle is told a segment returned.
 fn segment_result(result: &EngineResult<Outcome>) -> SegmentResult {
     match result {
