@@ -39,12 +39,13 @@ pub fn sh_quote(word: &str) -> String {
 
 /// The folder name of a world's bundle.
 pub fn name(report: &WorldReport) -> String {
-    let clean: String = report
-        .scenario
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
-        .collect();
-    format!("{clean}-{}", report.seed)
+    format!("{}-{}", file_name_part(&report.scenario), report.seed)
+}
+
+/// Text made safe as part of one file name: anything but ASCII letters, digits, `-` and `_`
+/// (a path separator, a dot of `..`, a control character) becomes `_`.
+pub fn file_name_part(text: &str) -> String {
+    text.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
 }
 
 fn repro_sh(cfg: &WorldConfig, report: &WorldReport, defects: &[Defect]) -> String {
@@ -63,6 +64,18 @@ fn repro_sh(cfg: &WorldConfig, report: &WorldReport, defects: &[Defect]) -> Stri
          exec \"${{FENCESIM:-fencesim}}\" run --plan \"$here/plan.toml\"{db} --trace \"$@\"\n",
         original
     )
+}
+
+/// Whether `root` can hold bundles: a folder, or nothing yet (it is created with its parents).
+/// Checked before any world runs, so a `--bundle` naming a file costs nothing.
+pub fn check_root(root: &Path) -> Result<(), BundleError> {
+    let fail = |message: &str| Err(BundleError::Io { path: root.display().to_string(), message: message.to_owned() });
+    match std::fs::metadata(root) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => fail(&format!("cannot inspect it: {e}")),
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => fail("is not a folder; bundles are written into a folder"),
+    }
 }
 
 /// Write the bundle of a failing world under `root`; returns its folder. `seen` is the

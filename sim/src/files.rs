@@ -48,11 +48,15 @@ pub fn parent(path: &Path) -> &Path {
     }
 }
 
-/// Whether `path` may be written: never a directory or a symbolic link (dangling or not), and an
-/// existing file only with `overwrite`. Checked before any work so a refusal costs nothing.
+/// Whether `path` may be written: into a folder that exists, never over a directory or a
+/// symbolic link (dangling or not), and over an existing file only with `overwrite`. Checked
+/// before any work so a refusal costs nothing.
 pub fn check_target(path: &Path, overwrite: bool) -> Result<(), WriteError> {
     let fail = |message: &str| Err(WriteError { path: path.display().to_string(), message: message.to_owned() });
     match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !parent(path).is_dir() => {
+            fail("its folder does not exist")
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(WriteError { path: path.display().to_string(), message: format!("cannot inspect it: {e}") }),
         Ok(m) if m.file_type().is_symlink() => fail("is a symbolic link; refusing to write through it"),
@@ -126,5 +130,13 @@ mod tests {
         assert_eq!(std::fs::read(&target).expect("read"), b"keep", "the link's target is untouched");
         remove_stale(&[&link]).expect("a stale link is removed");
         assert!(!link.exists() && target.exists(), "the link went, its target stayed");
+    }
+
+    #[test]
+    fn refuses_a_file_in_a_folder_that_does_not_exist() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = check_target(&dir.path().join("missing/a.txt"), true).expect_err("no folder");
+        assert!(e.to_string().contains("its folder does not exist"), "{e}");
+        check_target(&dir.path().join("a.txt"), false).expect("a new file in a folder that exists");
     }
 }

@@ -44,6 +44,17 @@ fn invalid_ttl_touches_nothing() {
     }
 }
 
+/// A start instant more than a minute ahead is refused at once, never slept on.
+#[test]
+fn a_start_instant_far_ahead_is_refused_not_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    for at in ["99999999999999", "9223372036854775807"] {
+        assert_refused(&boot(&db, &["--start-at-ms", at]), "is more than a minute ahead");
+    }
+    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none(), "a file was created");
+}
+
 #[test]
 fn missing_folder_and_folder_paths_are_refused() {
     let dir = tempfile::tempdir().unwrap();

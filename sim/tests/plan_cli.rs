@@ -86,6 +86,13 @@ fn shrink_promote_replay() {
     let hurried = fencesim(&[&["shrink"][..], &world, &["--budget-s", "0"]].concat());
     assert_exit(&hurried, 0);
     assert!(stdout(&hurried).contains("stopped early: the 0 s budget ran out"), "{}", stdout(&hurried));
+    let unbounded = fencesim(&[&["shrink"][..], &world, &["--budget-s", "18446744073709551615"]].concat());
+    assert_exit(&unbounded, 2);
+    assert!(
+        stderr(&unbounded).contains("--budget-s") && !stderr(&unbounded).contains("panic"),
+        "{}",
+        stderr(&unbounded)
+    );
     let again = fencesim(&[&["shrink"][..], &world, &["--out", min_s]].concat());
     assert_exit(&again, 2);
     assert!(stderr(&again).contains("refusing to overwrite"), "{}", stderr(&again));
@@ -111,6 +118,26 @@ fn shrink_promote_replay() {
     let missed = fencesim(&["replay", kept_s, "--report", report.to_str().unwrap()]);
     assert_exit(&missed, 1);
     assert!(stdout(&missed).contains("expected no-stale-acceptance to fail, got a pass"), "{}", stdout(&missed));
+
+    // The same plan, which now passes, is not promoted: it would fail the replay that keeps it.
+    let passing = dir.path().join("passing.toml");
+    std::fs::copy(&plan, &passing).unwrap();
+    let refused =
+        fencesim(&["promote", "--plan", passing.to_str().unwrap(), "--story", "x", "--dir", kept_s, "--force"]);
+    assert_exit(&refused, 2);
+    assert!(
+        stderr(&refused).contains("does not fail no-stale-acceptance, its `expect` (it passes)"),
+        "{}",
+        stderr(&refused)
+    );
+    // A scenario name is a name, never a path: the kept file stays in --dir.
+    let text = std::fs::read_to_string(&min).unwrap();
+    let scenario = text.lines().find(|l| l.starts_with("scenario = ")).unwrap();
+    let escaping = dir.path().join("escaping.toml");
+    std::fs::write(&escaping, text.replace(scenario, "scenario = \"../../escaped\"")).unwrap();
+    let out = fencesim(&["promote", "--plan", escaping.to_str().unwrap(), "--story", "x", "--dir", kept_s]);
+    assert_exit(&out, 0);
+    assert!(kept.join("non-atomic-fence-______escaped-seed1.toml").is_file(), "{}", stdout(&out));
 }
 
 /// Every shipped regression plan parses and names the checker it must keep failing.

@@ -23,14 +23,17 @@ pub struct Args {
     /// Lease ttl in milliseconds, 1..=2147483647.
     #[arg(long, default_value_t = i64::from(DEFAULT_LEASE_TTL_MS), allow_hyphen_values = true)]
     ttl_ms: i64,
-    /// Wait until this wall-clock instant (Unix milliseconds) before opening, so that many
-    /// processes open at once.
+    /// Wait until this wall-clock instant (Unix milliseconds, at most a minute ahead) before
+    /// opening, so that many processes open at once.
     #[arg(long)]
     start_at_ms: Option<i64>,
     /// Plant a store defect (repeatable); only `no-boot-retry` acts at boot.
     #[arg(long = "defect", value_name = "NAME", value_parser = super::parse_defect)]
     defects: Vec<StoreDefect>,
 }
+
+/// The longest `--start-at-ms` may make a boot wait.
+const MAX_WAIT_MS: i64 = 60_000;
 
 /// Set by `conformance` on its boot children: the parent's pid.
 pub const PARENT_ENV: &str = "FENCESIM_BOOT_PARENT";
@@ -45,8 +48,9 @@ pub fn run(args: &Args) -> CmdResult {
     }
     if let Some(start_at) = args.start_at_ms {
         let wait = start_at.saturating_sub(unix_ms());
+        anyhow::ensure!(wait <= MAX_WAIT_MS, "--start-at-ms {start_at} is more than a minute ahead of now");
         if wait > 0 {
-            sleep_ms(wait.unsigned_abs().min(60_000));
+            sleep_ms(wait.unsigned_abs());
         }
     }
     let options = SqliteOptions::file(&args.db, Arc::new(SystemClock))

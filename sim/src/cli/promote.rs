@@ -1,11 +1,17 @@
 //! `fencesim promote --plan FILE --story "..."`: keep a minimal plan as a regression under
 //! `seeds/regressions/` (named after its scenario, checker and seed), with its story and the
 //! checker it must keep failing; `fencesim replay seeds/regressions/` replays every plan there.
+//! The plan's world is run first: a plan that does not fail its checker is refused (exit 2), as
+//! it would fail the replay that keeps it.
 
 use std::path::PathBuf;
 
+use fencesim::bundle::file_name_part;
+use fencesim::catalogue::Defect;
 use fencesim::files::write_atomic;
 use fencesim::planfile::PlanFile;
+use fencesim::stores::DbKind;
+use fencesim::world::{self, WorldConfig};
 
 use super::{CmdResult, Verdict};
 
@@ -36,9 +42,25 @@ pub fn run(args: &Args) -> CmdResult {
     };
     file.story = Some(args.story.split_whitespace().collect::<Vec<_>>().join(" "));
     let defects = file.defects.iter().map(|d| d.name()).collect::<Vec<_>>().join("+");
-    let stem = if defects.is_empty() { format!("{}-{checker}", file.scenario) } else { defects };
+    let scenario = file_name_part(&file.scenario);
+    let stem = if defects.is_empty() { format!("{scenario}-{}", file_name_part(&checker)) } else { defects };
+    let path = args.dir.join(format!("{stem}-{scenario}-seed{}.toml", file.seed));
+    if args.dir.is_dir() {
+        fencesim::files::check_target(&path, args.force)?;
+    }
+    let (scenario, seed, defects) = super::plan::resolve(None, None, Some(&args.plan), &[])?;
+    let (engine_defects, store_defects) = Defect::split(&defects);
+    let world =
+        world::run(&WorldConfig { scenario, seed, db: DbKind::Memdb, store_defects, engine_defects, keep_db: None })?;
+    if !world.violations.iter().any(|v| v.checker == checker) {
+        let got =
+            world.violations.first().map_or("it passes".to_owned(), |v| format!("it fails {} instead", v.checker));
+        anyhow::bail!(
+            "{}: the plan does not fail {checker}, its `expect` ({got}); only a failing plan is kept",
+            args.plan.display()
+        );
+    }
     std::fs::create_dir_all(&args.dir).map_err(|e| anyhow::anyhow!("{}: {e}", args.dir.display()))?;
-    let path = args.dir.join(format!("{stem}-{}-seed{}.toml", file.scenario, file.seed));
     write_atomic(&path, file.to_toml().as_bytes(), args.force)?;
     println!("kept {} (fails {checker}); replayed by `fencesim replay {}`", path.display(), args.dir.display());
     Ok(Verdict::Pass)

@@ -197,6 +197,9 @@ pub fn run(args: &Args) -> CmdResult {
     let total = entries.len();
     // Each entry with its 0-based index in the corpus: its shard, and its place in a merge.
     let entries: Vec<(usize, Entry)> = entries.into_iter().enumerate().filter(|(i, _)| shard.owns(*i as u64)).collect();
+    if let Some(dir) = &args.bundle {
+        fencesim::bundle::check_root(dir)?;
+    }
     // Refuse an unwritable report folder before the worlds run, not after.
     std::fs::create_dir_all(&args.report)
         .with_context(|| format!("cannot create the report folder {}", args.report.display()))?;

@@ -63,6 +63,14 @@ pub fn run(args: &Args) -> CmdResult {
     }
     if let Some(html) = &args.html {
         fencesim::files::check_target(html, args.force).map_err(|e| anyhow::anyhow!("--html {e}"))?;
+        anyhow::ensure!(
+            args.keep_db.as_ref() != Some(html),
+            "--keep-db and --html name the same file {}",
+            html.display()
+        );
+    }
+    if let Some(dir) = &args.bundle {
+        fencesim::bundle::check_root(dir)?;
     }
     let cfg_ttl = cfg.scenario.world.ttl_ms;
     let outcome = world::run(&cfg)?;

@@ -40,8 +40,8 @@ pub struct Args {
     out: Option<PathBuf>,
     #[arg(long)]
     force: bool,
-    /// Wall-clock seconds to spend (per world shrunk, with --kill-matrix).
-    #[arg(long, default_value_t = 60)]
+    /// Wall-clock seconds to spend (per world shrunk, with --kill-matrix), at most a day.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(0..=86_400))]
     budget_s: u64,
     /// Measure: shrink every planted defect's first catching world (seeds 1..=--seeds) and
     /// replay each minimal plan in a fresh process; print the table and the medians.
@@ -88,7 +88,9 @@ pub fn run(args: &Args) -> CmdResult {
     println!(
         "  {} worlds run; {}",
         shrunk.worlds,
-        if shrunk.stopped_early {
+        if shrunk.stopped_early && shrunk.after == shrunk.before {
+            format!("stopped early: the {} s budget ran out before anything was removed", args.budget_s)
+        } else if shrunk.stopped_early {
             format!("stopped early: the {} s budget ran out (the plan is smaller, maybe not minimal)", args.budget_s)
         } else {
             "every pass finished".to_owned()

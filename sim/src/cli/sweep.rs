@@ -73,6 +73,9 @@ pub fn run(args: &Args) -> CmdResult {
     let scenario = catalogue::scenario(&args.scenario)?;
     let shard = args.shard.unwrap_or(Shard::ALL);
     let (first_seed, count) = shard.seeds(args.start, end);
+    if let Some(dir) = &args.bundle {
+        fencesim::bundle::check_root(dir)?;
+    }
     if let Some(dir) = &args.report {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create the report folder {}", dir.display()))?;
         // An earlier run's reports go now: a harness error below must not leave its verdict.
@@ -84,6 +87,8 @@ pub fn run(args: &Args) -> CmdResult {
     let clock = Stopwatch::start();
     let progress = Progress::new(format!("sweep {}", scenario.name), usize::try_from(count).unwrap_or(usize::MAX));
     let (mut failed, mut errors, mut first_error, mut virtual_ms) = (0u64, 0u64, None::<WorldError>, 0i64);
+    // Bundles that could not be written: a harness error, though their worlds ran and failed.
+    let mut unbundled = Vec::new();
     par::stream(
         count,
         jobs,
@@ -142,7 +147,7 @@ pub fn run(args: &Args) -> CmdResult {
                                 Ok(path) => println!("  bundle: {}", path.display()),
                                 Err(e) => {
                                     println!("ERROR seed {}: bundle not written: {e}", s.seed);
-                                    errors += 1;
+                                    unbundled.push(format!("seed {}: {e}", s.seed));
                                 }
                             }
                         }
@@ -179,7 +184,7 @@ pub fn run(args: &Args) -> CmdResult {
             "shard": shard.json(),
             "summary": {
                 // A world that could not run is a harness error, never mistaken for a verdict.
-                "verdict": if errors > 0 { "error" } else if failed == 0 { "pass" } else { "fail" },
+                "verdict": if errors > 0 || !unbundled.is_empty() { "error" } else if failed == 0 { "pass" } else { "fail" },
                 "worlds": n,
                 "passed": n - failed - errors,
                 "failed": failed,
@@ -196,6 +201,9 @@ pub fn run(args: &Args) -> CmdResult {
     }
     if let Some(first) = first_error {
         anyhow::bail!("{errors} world(s) could not run; the first: {first}");
+    }
+    if let Some(first) = unbundled.first() {
+        anyhow::bail!("{} bundle(s) could not be written; the first, {first}", unbundled.len());
     }
     if args.require_coverage && !missing.is_empty() {
         println!("COVERAGE: {} aimed-at event(s) never happened: {}", missing.len(), missing.join(", "));
