@@ -90,6 +90,46 @@ fn shard_of(r: &ShardReport) -> Result<Shard, MergeError> {
     }
 }
 
+/// A shard's summary, held to what a real sweep or replay writes: every count a whole number,
+/// the counts adding up to its worlds, one line per failing or erring world, and a verdict its
+/// counts allow. A report edited by hand (or written by something else) is refused, not summed.
+fn check_summary(r: &ShardReport, schema: &str) -> Result<(), MergeError> {
+    let malformed = |why: String| Err(MergeError::Malformed(r.from.clone(), why));
+    let s = &r.doc["summary"];
+    let mut counts = [0u64; 5];
+    for (n, key) in counts.iter_mut().zip(["worlds", "passed", "failed", "nondeterministic", "errors"]) {
+        *n = match &s[key] {
+            Value::Null if key != "worlds" => 0,
+            v => match v.as_u64() {
+                Some(n) => n,
+                None => return malformed(format!("summary.{key} is not a count")),
+            },
+        };
+    }
+    let [worlds, passed, failed, nondeterministic, errors] = counts;
+    let bad = failed.checked_add(nondeterministic);
+    let judged =
+        passed.checked_add(failed).and_then(|n| n.checked_add(nondeterministic)).and_then(|n| n.checked_add(errors));
+    if judged != Some(worlds) {
+        return malformed(format!("its summary's counts do not add up to its {worlds} worlds"));
+    }
+    let (array, lines) =
+        if schema == report::SWEEP_SCHEMA { ("failures", failed + errors) } else { ("worlds", worlds) };
+    if r.doc[array].as_array().map(Vec::len) != usize::try_from(lines).ok() {
+        return malformed(format!("{array} does not hold the {lines} line(s) its summary counts"));
+    }
+    let allowed = match s["verdict"].as_str() {
+        Some("pass") => errors == 0 && bad == Some(0),
+        Some("fail") => errors == 0 && bad != Some(0),
+        Some("error") => true,
+        _ => false,
+    };
+    if !allowed {
+        return malformed(format!("its verdict {} does not match its counts", s["verdict"]));
+    }
+    Ok(())
+}
+
 /// Merge shard reports (all sweeps or all replays of the same run) into one report and its
 /// JUnit text.
 pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
@@ -112,6 +152,7 @@ pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
                 return Err(MergeError::Mismatch(first.from.clone(), r.from.clone(), key.into()));
             }
         }
+        check_summary(r, &schema)?;
         let shard = shard_of(r)?;
         if shard.count != count {
             return Err(MergeError::Mismatch(first.from.clone(), r.from.clone(), "shard count".into()));
@@ -129,7 +170,9 @@ pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
     }
     let mut doc = first.doc.clone();
     doc["shard"] = Shard::ALL.json();
-    let sum = |path: &str| -> u64 { reports.iter().filter_map(|r| r.doc["summary"][path].as_u64()).sum() };
+    let sum = |path: &str| -> u64 {
+        reports.iter().filter_map(|r| r.doc["summary"][path].as_u64()).fold(0, u64::saturating_add)
+    };
     let seconds: f64 = reports.iter().filter_map(|r| r.doc["summary"]["seconds"].as_f64()).sum();
     let jobs = reports.iter().filter_map(|r| r.doc["summary"]["jobs"].as_u64()).max().unwrap_or(1);
     let summary = &mut doc["summary"];
@@ -141,7 +184,10 @@ pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
         }
     }
     let bad = sum("failed") + sum("nondeterministic");
-    summary["verdict"] = json!(if sum("errors") > 0 {
+    // A shard's harness error (a world that could not run, a bundle that could not be written)
+    // makes the whole run's verdict an error.
+    let erred = reports.iter().any(|r| r.doc["summary"]["verdict"] == "error");
+    summary["verdict"] = json!(if erred {
         "error"
     } else if bad == 0 {
         "pass"
@@ -252,13 +298,46 @@ mod tests {
         }
     }
 
+    /// A shard whose summary was edited (a count that is not a whole number, counts that do not
+    /// add up, a failure line missing, a verdict its counts forbid) is refused, not summed.
+    #[test]
+    fn a_tampered_summary_is_malformed() {
+        let good = json!({
+            "schema": report::SWEEP_SCHEMA,
+            "shard": {"index": 0, "count": 1},
+            "summary": {"verdict": "fail", "worlds": 3, "passed": 2, "failed": 1, "errors": 0},
+            "failures": [{"seed": 7}],
+        });
+        let merged = |doc: &Value| merge(&[ShardReport { from: "r".into(), doc: doc.clone() }]);
+        assert!(merged(&good).is_ok());
+        let edits: [(&str, Value); 7] = [
+            ("/summary/passed", json!(-1)),
+            ("/summary/passed", json!(1.5)),
+            ("/summary/passed", json!(u64::MAX)),
+            ("/summary/worlds", json!(4)),
+            ("/summary/verdict", json!("pass")),
+            ("/summary/verdict", json!("maybe")),
+            ("/failures", json!([])),
+        ];
+        for (pointer, value) in edits {
+            let mut doc = good.clone();
+            *doc.pointer_mut(pointer).unwrap() = value.clone();
+            assert!(matches!(merged(&doc), Err(MergeError::Malformed(..))), "{pointer} = {value}");
+        }
+    }
+
     /// A report's shard is held to the bounds of `--shard`: a forged count is refused at once,
     /// not answered with a list of every shard that is missing.
     #[test]
     fn a_report_claiming_more_shards_than_allowed_is_malformed() {
         let report = |count: u64| ShardReport {
             from: "r".into(),
-            doc: json!({"schema": report::SWEEP_SCHEMA, "shard": {"index": 0, "count": count}}),
+            doc: json!({
+                "schema": report::SWEEP_SCHEMA,
+                "shard": {"index": 0, "count": count},
+                "summary": {"verdict": "pass", "worlds": 0, "passed": 0, "failed": 0, "errors": 0},
+                "failures": [],
+            }),
         };
         assert!(matches!(merge(&[report(2)]), Err(MergeError::Missing(..))));
         for count in [MAX_SHARDS + 1, u64::MAX] {
