@@ -19,7 +19,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::catalogue::Defect;
-use crate::node::NodeTarget;
+use crate::node::{Node, NodeTarget};
 use crate::scenario::{
     FaultKind, FaultRanges, FaultSpec, Range, Ratio, Scenario, ScenarioError, SiteTarget, Span, WorldShape,
 };
@@ -483,6 +483,23 @@ impl Doc {
             if spec.max_ms > 86_400_000 {
                 return Err(bad(format!("max_ms at most a day, got {}", spec.max_ms)));
             }
+            // As in a scenario: a fault that is on must be able to fire in this world.
+            if f.on {
+                if spec.sites.is_empty() || spec.nodes.is_empty() {
+                    return Err(bad("sites and nodes may not be empty: the fault could never fire".into()));
+                }
+                let exists = |n: &NodeTarget| match n {
+                    NodeTarget::Node(node @ Node::Worker(_)) => workers.contains(&node.to_string()),
+                    NodeTarget::Node(Node::Sweeper) => settings.retention_ms > 0,
+                    NodeTarget::Node(Node::Operator) => settings.operator_ms > 0,
+                    NodeTarget::Any | NodeTarget::Workers | NodeTarget::Node(_) => true,
+                };
+                // A drawn plan may list workers its world drew too few of; it fires at the rest.
+                if !spec.nodes.iter().any(exists) {
+                    let listed: Vec<String> = spec.nodes.iter().map(ToString::to_string).collect();
+                    return Err(bad(format!("none of its nodes ({}) exists in this world", listed.join(", "))));
+                }
+            }
             faults.push(Applied { kind, on: f.on, rate: f.rate, spec });
         }
 
@@ -492,6 +509,10 @@ impl Doc {
             let run = r.get_ref();
             if run.id.is_empty() || run.id.contains(char::is_whitespace) || !ids.insert(run.id.clone()) {
                 return Err((at(r), format!("runs: id '{}' is empty, has spaces or repeats", run.id)));
+            }
+            let window = crate::scenario::LIMITS.window_ms;
+            if run.start_ms > window || run.cancel_ms.is_some_and(|ms| ms > window) {
+                return Err((at(r), format!("runs: '{}' starts or is cancelled later than {window} ms", run.id)));
             }
             if !WORKFLOWS.contains(&run.workflow.as_str()) {
                 return Err((
@@ -590,5 +611,32 @@ mod tests {
         .expect_err("unknown node");
         assert!(e.to_string().contains("node 'w99' is not a worker"), "{e}");
         assert_eq!(e.line, Some(text.lines().count() + 2), "{e}");
+    }
+
+    /// As in a scenario, a fault that is on must be able to fire (a node of its world, a site),
+    /// and a run must start within the world's window; a world of no runs stays legal (a shrunk
+    /// plan of a store defect may need none).
+    #[test]
+    fn a_plan_whose_fault_can_never_fire_or_whose_run_never_starts_is_refused() {
+        let scenario = catalogue::scenario("mid-call-takeover").expect("built in");
+        let text = PlanFile::draw(&scenario, 1, &[]).to_toml();
+        let (head, takeover) = text.split_once("[faults.takeover]").expect("a takeover section");
+        let takeover_with = |line: &str, to: &str| format!("{head}[faults.takeover]{}", takeover.replacen(line, to, 1));
+        let cases = [
+            (takeover_with("nodes = [\"any\"]", "nodes = [\"w9\"]"), "none of its nodes (w9) exists"),
+            (takeover_with("nodes = [\"any\"]", "nodes = [\"sweeper\"]"), "none of its nodes (sweeper) exists"),
+            (takeover_with("nodes = [\"any\"]", "nodes = []"), "the fault could never fire"),
+            (takeover_with("sites = [\"any\"]", "sites = []"), "the fault could never fire"),
+            (text.replacen("\nstart_ms = ", "\nstart_ms = 99999999 #", 1), "starts or is cancelled later than"),
+        ];
+        for (edited, says) in cases {
+            let e = PlanFile::parse(Path::new("p.toml"), &edited).expect_err(says);
+            assert!(e.to_string().contains(says), "{e}");
+        }
+        let fired_elsewhere = takeover_with("nodes = [\"any\"]", "nodes = [\"w1\", \"w9\"]");
+        PlanFile::parse(Path::new("p.toml"), &fired_elsewhere).expect("w1 exists");
+        let no_runs: String = text.split("\n[[runs]]").next().unwrap_or_default().to_owned();
+        let empty = PlanFile::parse(Path::new("p.toml"), &no_runs).expect("no runs is a legal plan");
+        assert!(empty.plan.runs.is_empty());
     }
 }

@@ -245,7 +245,8 @@ impl Shrinker<'_> {
         ddmin(base.plan.runs.len(), &mut test);
     }
 
-    /// Fewer workers: drop one at a time (the last first), with its events and skew.
+    /// Fewer workers: drop one at a time (the last first), with its events, its skew and its
+    /// place in the faults' node lists (a fault left aiming at nobody is switched off).
     fn workers(&mut self) {
         let mut i = self.best.plan.workers.len();
         while i > 0 && self.best.plan.workers.len() > 1 && !self.stopped {
@@ -258,6 +259,12 @@ impl Shrinker<'_> {
                 Scheduled::Jump { node, .. } | Scheduled::Restart { node, .. } => *node != name,
                 Scheduled::Zombie => true,
             });
+            for fault in &mut c.plan.faults {
+                fault.spec.nodes.retain(|n| !matches!(n, NodeTarget::Node(node) if node.to_string() == name));
+                if fault.spec.nodes.is_empty() {
+                    fault.on = false;
+                }
+            }
             self.try_plan(c);
         }
     }
