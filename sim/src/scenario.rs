@@ -526,6 +526,10 @@ impl Scenario {
         if w.ttl_ms < 3 || w.ttl_ms > TIMER_MAX {
             return world("ttl_ms", format!("must be 3..={TIMER_MAX} (leases renew every ttl/3 ms), got {}", w.ttl_ms));
         }
+        // Before poll_ms, which must stay below it: a zero here is liveness_ms's fault.
+        if w.liveness_ms == 0 {
+            return world("liveness_ms", "must be positive, got 0".into());
+        }
         if w.poll_ms.1 > TIMER_MAX / 3 || w.poll_ms.1 >= w.liveness_ms {
             let bound = (TIMER_MAX / 3).min(w.liveness_ms.saturating_sub(1));
             return world(
@@ -550,9 +554,6 @@ impl Scenario {
         }
         if let Some(bad) = w.workflows.iter().find(|name| !["happy", "limit", "approval"].contains(&name.as_str())) {
             return world("workflows", format!("unknown workflow '{bad}' (known: happy, limit, approval)"));
-        }
-        if w.liveness_ms == 0 {
-            return world("liveness_ms", "must be positive, got 0".into());
         }
         if w.runs.1 == 0 {
             return world("runs", format!("must be at least 1 (a world with no runs does nothing), got {}", w.runs));
@@ -876,6 +877,7 @@ mod tests {
             ("[world]\nboot_storm = 4000000000\n", 3, "world.boot_storm: at most 256"),
             ("[world]\nfault_ms = 4000000000\n", 3, "world.fault_ms: at most 600000"),
             ("[world]\nliveness_ms = 4000000\n", 3, "world.liveness_ms: at most 600000"),
+            ("[world]\nliveness_ms = 0\n", 3, "world.liveness_ms: must be positive, got 0"),
             ("[world]\ncall_ms = 4000000000\n", 3, "world.call_ms: at most 60000"),
             ("[world]\nttl_ms = 2000000000\n", 3, "world.ttl_ms: at most 60000"),
             ("[world]\nstart_ms = 500000\n", 3, "world.start_ms: at most fault_ms + liveness_ms / 2"),

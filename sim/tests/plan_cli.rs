@@ -140,6 +140,24 @@ fn shrink_promote_replay() {
     assert!(kept.join("non-atomic-fence-______escaped-seed1.toml").is_file(), "{}", stdout(&out));
 }
 
+/// An error quoting a file's contents stays one line of plain text: a run id holding an escape
+/// sequence and a line break is shown escaped, never sent to the terminal.
+#[test]
+fn an_error_quoting_control_characters_shows_them_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = fencesim(&["plan", "--scenario", "swarm", "--seed", "3"]);
+    assert_exit(&plan, 0);
+    let text = stdout(&plan).replacen("id = \"r01\"", "id = \"r\\u001b[31m 01\\n\"", 1);
+    let path = dir.path().join("evil.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = fencesim(&["run", "--plan", path.to_str().unwrap()]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err:?}");
+    assert!(!err.trim_end().chars().any(char::is_control), "a raw control character: {err:?}");
+    assert!(err.contains("r\\u{1b}[31m 01"), "{err:?}");
+}
+
 /// Every shipped regression plan parses and names the checker it must keep failing.
 #[test]
 fn the_shipped_regression_plans_parse() {
