@@ -365,6 +365,16 @@ fn fixtures() -> Vec<(&'static str, Db)> {
     let dropped = Db::new();
     seed_meta_behind(&dropped, "x");
     raw(&dropped, "DROP TABLE blobs;");
+    let text_seq = Db::new();
+    seed_meta_behind(&text_seq, "ts");
+    raw(&text_seq, "UPDATE entries SET seq = 'two' WHERE seq = 2;");
+    let blob_payload = Db::new();
+    seed_meta_behind(&blob_payload, "bp");
+    raw(&blob_payload, "UPDATE meta SET payload = CAST(payload AS BLOB);");
+    // A number would be stored as text (the column's affinity); a blob stays a blob.
+    let blob_id = Db::new();
+    seed_meta_behind(&blob_id, "n");
+    raw(&blob_id, "UPDATE meta SET run_id = CAST(run_id AS BLOB);");
     vec![
         ("healthy", healthy),
         ("meta-behind", behind),
@@ -377,6 +387,9 @@ fn fixtures() -> Vec<(&'static str, Db)> {
         ("payload-seq-mismatch", mismatch),
         ("entries-without-meta", orphan),
         ("dropped-table", dropped),
+        ("text-seq", text_seq),
+        ("blob-payload", blob_payload),
+        ("blob-run-id", blob_id),
     ]
 }
 
@@ -439,6 +452,9 @@ fn corruption_is_reported_with_the_run_and_never_repaired() {
         ("payload-seq-mismatch", "m corrupt: entry row 3 is stored at seq 7 but its payload says seq 3"),
         ("entries-without-meta", "o corrupt: journal entries without a meta row"),
         ("dropped-table", "database corrupt: schema objects missing (dropped?): blobs"),
+        ("text-seq", "ts corrupt: entries.seq holds a text value, not integer"),
+        ("blob-payload", "bp corrupt: meta.payload holds a blob value, not text"),
+        ("blob-run-id", "database corrupt: meta.run_id holds a blob value, not text"),
     ];
     for (name, says) in expected {
         let db = fixtures().into_iter().find(|(n, _)| *n == name).unwrap().1;

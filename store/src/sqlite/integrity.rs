@@ -3,7 +3,8 @@
 //! fencesim's tables: a journal
 //! whose seqs repeat, skip or do not start at 1; an entry whose payload disagrees with its row;
 //! entries of a run that has no meta row; an undecodable payload; an epoch or lease that is not
-//! positive. It reads only, so it runs over a read-only store.
+//! positive; a value of another type than its column's (text in a seq). It reads only, so it runs
+//! over a read-only store.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,6 +18,16 @@ use super::{schema, sql_error};
 
 /// Findings of `quick_check` reported at most (SQLite lists every damaged page).
 const MAX_QUICK_CHECK: usize = 10;
+
+/// The storage class (`typeof`) each column must hold, table by table. SQLite keeps any value in
+/// any column, so a row written by another tool can hold text where fencesim reads a number.
+const TYPES: [(&str, &[(&str, &str)]); 5] = [
+    ("entries", &[("run_id", "text"), ("seq", "integer"), ("payload", "text")]),
+    ("meta", &[("run_id", "text"), ("status", "text"), ("payload", "text")]),
+    ("leases", &[("run_id", "text"), ("owner", "text"), ("epoch", "integer"), ("expires_at", "integer")]),
+    ("epochs", &[("run_id", "text"), ("epoch", "integer")]),
+    ("blobs", &[("run_id", "text"), ("ref", "text"), ("data", "blob")]),
+];
 
 /// One thing wrong with a database's rows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,6 +81,11 @@ pub(super) fn scan(conn: &Connection) -> StoreResult<Vec<IntegrityFinding>> {
     if !missing.is_empty() {
         let reason = format!("schema objects missing (dropped?): {}", missing.join(", "));
         return Ok(vec![IntegrityFinding { run: None, reason }]);
+    }
+    let mistyped = mistyped(conn)?;
+    if !mistyped.is_empty() {
+        // A row of the wrong types cannot be read as fencesim's; the rows' own checks wait.
+        return Ok(mistyped);
     }
     let mut journals: BTreeMap<String, Option<String>> = BTreeMap::new();
     let mut statement =
@@ -142,6 +158,39 @@ pub(super) fn scan(conn: &Connection) -> StoreResult<Vec<IntegrityFinding>> {
             found.push(IntegrityFinding::run(&run, reasons.join("; ")));
         }
     }
+    Ok(found)
+}
+
+/// Rows holding a value of another storage class than their column's ([`TYPES`]), one finding
+/// per run and table (the first such column). A run id that is not text names no run fencesim
+/// could list: the file is damaged.
+fn mistyped(conn: &Connection) -> StoreResult<Vec<IntegrityFinding>> {
+    let sql = |e| sql_error(Op::Load, None, e);
+    let mut found = Vec::new();
+    let mut per_run: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (table, columns) in TYPES {
+        for (column, class) in columns {
+            // Names from the constant above, never from the file.
+            let text = format!(
+                "SELECT CAST(run_id AS TEXT), typeof(run_id), typeof({column}) FROM {table} \
+                 WHERE typeof({column}) != '{class}' GROUP BY run_id ORDER BY run_id"
+            );
+            let mut statement = conn.prepare(&text).map_err(sql)?;
+            let rows: Vec<(Option<String>, String, String)> = statement
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .map_err(sql)?
+                .collect::<Result<_, _>>()
+                .map_err(sql)?;
+            for (run, run_class, got) in rows {
+                let reason = format!("{table}.{column} holds a {got} value, not {class}");
+                match run {
+                    Some(run) if run_class == "text" => per_run.entry(run).or_default().push(reason),
+                    _ => found.push(IntegrityFinding { run: None, reason }),
+                }
+            }
+        }
+    }
+    found.extend(per_run.into_iter().map(|(run, reasons)| IntegrityFinding::run(&run, reasons.join("; "))));
     Ok(found)
 }
 
