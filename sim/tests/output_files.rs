@@ -125,3 +125,94 @@ fn a_bundle_that_cannot_be_written_is_a_harness_error_with_whole_counts() {
     let failed = s["failed"].as_u64().unwrap();
     assert!(failed > 0 && s["passed"].as_u64().unwrap() + failed == 3, "{doc}");
 }
+
+/// A sweep that ends in a harness error (its file worlds cannot make a temporary folder) leaves
+/// no earlier `sweep.json` saying "pass"; a report file that is a symbolic link is replaced by a
+/// file, never written through.
+#[test]
+fn a_report_folder_never_keeps_a_stale_verdict_or_writes_through_a_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let reports = dir.path().join("reports");
+    let reports_arg = reports.to_str().unwrap();
+    let sweep = ["sweep", "--scenario", "boot-storm", "--seeds", "2", "--jobs", "1", "--report", reports_arg];
+    let outside = dir.path().join("outside.xml");
+    std::fs::write(&outside, "not yours").unwrap();
+    std::fs::create_dir(&reports).unwrap();
+    std::os::unix::fs::symlink(&outside, reports.join("junit.xml")).unwrap();
+    assert_exit(&fencesim_in(dir.path(), &sweep), 0);
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "not yours", "written through the link");
+    assert!(!std::fs::symlink_metadata(reports.join("junit.xml")).unwrap().file_type().is_symlink());
+    assert!(reports.join("sweep.json").is_file());
+
+    let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .current_dir(dir.path())
+        .env("TMPDIR", dir.path().join("no-such-folder"))
+        .args([&sweep[..], &["--db", "file"]].concat())
+        .output()
+        .unwrap();
+    assert_exit(&out, 2);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(reports.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(doc["summary"]["verdict"], "error", "{doc}");
+    assert_eq!(doc["summary"]["errors"], 2, "{doc}");
+
+    // A harness error before any report is written (the scenario refused after the folder was
+    // cleared is the same path) leaves no earlier verdict: replay clears its folder first.
+    std::fs::write(reports.join("replay.json"), "{\"summary\":{\"verdict\":\"pass\"}}").unwrap();
+    std::fs::write(dir.path().join("corpus.txt"), "boot-storm 1\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .current_dir(dir.path())
+        .env("TMPDIR", dir.path().join("no-such-folder"))
+        .args(["replay", "corpus.txt", "--db", "file", "--report", reports_arg])
+        .output()
+        .unwrap();
+    assert_exit(&out, 2);
+    assert!(!reports.join("replay.json").exists(), "an earlier replay's pass is left looking current");
+
+    // Refused input goes the same way: an unknown scenario, a malformed corpus.
+    assert_exit(&fencesim_in(dir.path(), &sweep), 0);
+    let out = fencesim_in(dir.path(), &["sweep", "--scenario", "no-such", "--report", reports_arg]);
+    assert_exit(&out, 2);
+    assert!(!reports.join("sweep.json").exists(), "an earlier sweep's pass is left looking current");
+    std::fs::write(reports.join("replay.json"), "{\"summary\":{\"verdict\":\"pass\"}}").unwrap();
+    std::fs::write(dir.path().join("bad.txt"), "boot-storm one\n").unwrap();
+    assert_exit(&fencesim_in(dir.path(), &["replay", "bad.txt", "--report", reports_arg]), 2);
+    assert!(!reports.join("replay.json").exists(), "an earlier replay's pass is left looking current");
+}
+
+/// A failing world read from a scenario file whose path has a space and a quote prints a repro
+/// that `sh` runs as the same world (exit 1, the same fingerprint).
+#[test]
+fn a_printed_repro_is_shell_quoted() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("my scenarios");
+    std::fs::create_dir(&folder).unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/mid-call-takeover.toml");
+    let scenario = folder.join("it's here.toml");
+    std::fs::copy(source, &scenario).unwrap();
+    let scenario_arg = scenario.to_str().unwrap();
+    let (out, repro) = (1..=8)
+        .find_map(|seed| {
+            let seed = seed.to_string();
+            let out = fencesim_in(
+                dir.path(),
+                &["run", "--scenario", scenario_arg, "--seed", &seed, "--defect", "non-atomic-fence"],
+            );
+            let text = stdout(&out);
+            let repro = text.lines().find_map(|l| l.trim().strip_prefix("repro: ").map(str::to_owned))?;
+            Some((out, repro))
+        })
+        .expect("a failing seed in 1..=8");
+    assert_exit(&out, 1);
+    assert!(repro.contains("/it'\\''s here.toml' --seed"), "{repro}");
+    let rerun = Command::new("sh")
+        .current_dir(dir.path())
+        .env("FENCESIM", env!("CARGO_BIN_EXE_fencesim"))
+        .arg("-c")
+        .arg(format!("fencesim() {{ \"$FENCESIM\" \"$@\"; }}; {repro}"))
+        .output()
+        .unwrap();
+    assert_exit(&rerun, 1);
+    let fingerprint = |text: &str| text.split("(fingerprint ").nth(1).map(|s| s[..16].to_owned());
+    assert_eq!(fingerprint(&stdout(&rerun)), fingerprint(&stdout(&out)), "{}", stdout(&rerun));
+}

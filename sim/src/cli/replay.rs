@@ -184,6 +184,8 @@ fn reduce(mut report: WorldReport, seconds: f64, ttl_ms: u32) -> Reduced {
 }
 
 pub fn run(args: &Args) -> CmdResult {
+    // An earlier run's reports go first: no refusal or harness error below may leave its verdict.
+    fencesim::files::remove_stale(&[&args.report.join("replay.json"), &args.report.join("junit.xml")])?;
     let jobs = par::jobs(args.jobs)?;
     let file = args.corpus.display().to_string();
     let entries = if args.corpus.is_dir() {
@@ -203,8 +205,6 @@ pub fn run(args: &Args) -> CmdResult {
     // Refuse an unwritable report folder before the worlds run, not after.
     std::fs::create_dir_all(&args.report)
         .with_context(|| format!("cannot create the report folder {}", args.report.display()))?;
-    // An earlier run's reports go now: a harness error below must not leave its verdict.
-    fencesim::files::remove_stale(&[&args.report.join("replay.json"), &args.report.join("junit.xml")])?;
 
     let clock = Stopwatch::start();
     // Both runs of an entry are separate items (2i and 2i + 1), so with two jobs or more they run

@@ -64,6 +64,10 @@ struct Summary {
 }
 
 pub fn run(args: &Args) -> CmdResult {
+    if let Some(dir) = &args.report {
+        // An earlier run's reports go first: no refusal or harness error below may leave its verdict.
+        fencesim::files::remove_stale(&[&dir.join("sweep.json"), &dir.join("junit.xml")])?;
+    }
     anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
     anyhow::ensure!(args.seeds <= MAX_SEEDS, "--seeds {} is more than the limit of {MAX_SEEDS}", args.seeds);
     let jobs = par::jobs(args.jobs)?;
@@ -78,8 +82,6 @@ pub fn run(args: &Args) -> CmdResult {
     }
     if let Some(dir) = &args.report {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create the report folder {}", dir.display()))?;
-        // An earlier run's reports go now: a harness error below must not leave its verdict.
-        fencesim::files::remove_stale(&[&dir.join("sweep.json"), &dir.join("junit.xml")])?;
     }
     let mut failures = Vec::new();
     let mut table = coverage::Table::default();
