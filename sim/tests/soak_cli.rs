@@ -2,7 +2,10 @@
 //! the default quorum and passes (its kept folder re-judges clean with `soak-check`, its reports
 //! follow the schema); planted store defects fail naming their checker, a non-atomic fence in
 //! every storm; tampered logs (a dropped end line, a forged accept, a swapped epoch) fail
-//! `soak-check`; bad flags exit 2 with one line; and a referee killed with SIGKILL leaves no
+//! `soak-check`, and a folder that is not what the referee left (a log missing or added, a
+//! malformed line before a log's last, an invalid record, a junk database) is refused with exit 2
+//! while a torn last line is not; bad flags exit 2 with one line before anything starts; the
+//! repro line carries every flag that changes a run; and a referee killed with SIGKILL leaves no
 //! writer and no temporary folder behind.
 
 mod cli;
@@ -226,6 +229,178 @@ fn bad_flags_exit_2_with_one_line() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(mentions), "{args:?}: expected {mentions:?} in {err}");
     }
+}
+
+/// Flags out of their bounds are refused with exit 2 and one line naming the bound, before
+/// anything is created or started: no `--keep` folder, no temporary folder, no writer. Without
+/// the bounds these storms ran (65 writers; a skew past the clock's range; a cap or an exit
+/// deadline of 0 failed the soak with exit 1; the engine level's cap of 0 panicked).
+#[test]
+fn out_of_bound_flags_are_refused_before_anything_starts() {
+    // A cap of 1 s keeps a storm short should a bound ever be missing.
+    for (args, message) in [
+        (&["--writers", "65", "--cap-s", "1"][..], "--writers must be in 1..=64, got 65"),
+        (
+            &["--skew-ms", "9223372036854775807", "--cap-s", "1"],
+            "--skew-ms must be in 0..=3600000, got 9223372036854775807",
+        ),
+        (&["--skew-ms", "3600001", "--cap-s", "1"], "--skew-ms must be in 0..=3600000, got 3600001"),
+        (&["--cap-s", "0"], "--cap-s must be at least 1, got 0"),
+        (&["--exit-deadline-s", "0", "--cap-s", "1"], "--exit-deadline-s must be at least 1, got 0"),
+        (&["--level", "engine", "--cap-s", "0"], "--cap-s must be at least 1, got 0"),
+        (&["--level", "engine", "--writers", "65", "--cap-s", "1"], "--writers must be in 1..=64, got 65"),
+    ] {
+        let root = tempfile::tempdir().unwrap();
+        let (keep, tmp) = (root.path().join("keep"), root.path().join("tmp"));
+        fs::create_dir(&tmp).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+            .arg("soak")
+            .args(args)
+            .arg("--keep")
+            .arg(&keep)
+            .env("TMPDIR", &tmp)
+            .output()
+            .unwrap();
+        assert_exit(&out, 2);
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(message), "{args:?}: expected {message:?} in {err}");
+        assert!(!keep.exists(), "{args:?}: the keep folder was created");
+        assert_eq!(fs::read_dir(&tmp).unwrap().count(), 0, "{args:?}: a temporary folder was created");
+    }
+}
+
+/// The repro line, words after `repro: ` up to its closing remark.
+fn repro_words(out: &std::process::Output) -> Vec<String> {
+    let text = stdout(out);
+    let line = text.lines().find_map(|l| l.trim().strip_prefix("repro: ")).unwrap_or_else(|| panic!("{text}"));
+    let command = line.split(" (").next().unwrap();
+    command.split_whitespace().map(str::to_owned).collect()
+}
+
+/// The repro line carries every flag that changes a run, at either level (it dropped
+/// `--skew-ms`, the quorum, the cap and the exit deadline), and running it prints the same line.
+#[test]
+fn the_repro_line_carries_every_flag_that_changes_the_run() {
+    let store = [
+        "--seed",
+        "3",
+        "--writers",
+        "2",
+        "--ttl-ms",
+        "300",
+        "--skew-ms",
+        "20",
+        "--exit-deadline-s",
+        "9",
+        "--cap-s",
+        "30",
+        "--quorum",
+        "epochs=2",
+    ];
+    let engine = ["--seed", "2", "--writers", "3", "--ttl-ms", "300", "--runs", "10", "--cap-s", "40"];
+    for (level, flags) in [("store", &store[..]), ("engine", &engine[..])] {
+        let out = fencesim(&[&["soak", "--level", level][..], flags].concat());
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{level}: {}", stderr(&out));
+        let words = repro_words(&out);
+        assert_eq!(words[..4], ["fencesim", "soak", "--level", level]);
+        let repro = words.join(" ");
+        for pair in flags.chunks(2) {
+            assert!(repro.contains(&pair.join(" ")), "{level}: the repro lacks {pair:?}: {repro}");
+        }
+        if level == "store" {
+            let again = fencesim(&words[1..]);
+            assert_exit(&again, 0);
+            assert_eq!(repro_words(&again), words, "the repro's own repro differs");
+        }
+    }
+}
+
+/// Run `soak-check` on `dir`: exit 2 with one line that names each of `mentions`.
+fn check_refused(dir: &Path, mentions: &[&str]) -> String {
+    let out = fencesim(&["soak-check".as_ref(), dir.as_os_str()]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    for m in mentions {
+        assert!(err.contains(m), "expected {m:?} in {err}");
+    }
+    err
+}
+
+/// Rewrite one field of a kept folder's `soak-meta.json`.
+fn set_meta(dir: &Path, key: &str, value: Value) {
+    let path = dir.join("soak-meta.json");
+    let mut meta: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+    meta[key] = value;
+    fs::write(&path, serde_json::to_vec_pretty(&meta).unwrap()).unwrap();
+}
+
+/// `soak-check` judges only a folder the referee could have left: a writer log missing or added,
+/// a malformed line before a log's last, an invalid record or an unreadable database is exit 2
+/// with one line naming it (each once). A torn last line, all a SIGKILL can leave, still passes.
+#[test]
+fn soak_check_refuses_a_folder_the_referee_did_not_leave() {
+    let root = tempfile::tempdir().unwrap();
+    let keep = root.path().join("keep");
+    let out = fencesim(&[
+        "soak".as_ref(),
+        "--seed".as_ref(),
+        "5".as_ref(),
+        "--quorum".as_ref(),
+        "epochs=2,appends=4".as_ref(),
+        "--keep".as_ref(),
+        keep.as_os_str(),
+    ]);
+    assert_exit(&out, 0);
+    let copy = |name: &str| {
+        let dir = root.path().join(name);
+        copy_dir(&keep, &dir);
+        dir
+    };
+
+    let missing = copy("missing");
+    fs::remove_file(missing.join("writer-w1-g0.jsonl")).unwrap();
+    check_refused(&missing, &["writer-w1-g0.jsonl", "missing"]);
+
+    let extra = copy("extra");
+    fs::copy(extra.join("writer-w0-g0.jsonl"), extra.join("writer-w9-g0.jsonl")).unwrap();
+    check_refused(&extra, &["writer-w9-g0.jsonl"]);
+
+    // An end line before the last turned to garbage: a kill cannot do that.
+    let garbage = copy("garbage");
+    let (path, mut lines) = logs(&garbage).into_iter().next().unwrap();
+    let i = lines.iter().position(|l| l.contains("\"t\":\"end\"")).unwrap();
+    assert!(i + 1 < lines.len());
+    lines[i] = "GARBAGE{{".to_owned();
+    write_lines(&path, &lines);
+    check_refused(&garbage, &[&format!("{}:{}", path.display(), i + 1)]);
+
+    // A torn last line (a writer SIGKILLed mid-write) is forgiven.
+    let torn = copy("torn");
+    let (path, _) = logs(&torn).into_iter().next().unwrap();
+    let mut file = fs::OpenOptions::new().append(true).open(&path).unwrap();
+    std::io::Write::write_all(&mut file, b"{\"t\":\"end\",\"id\":").unwrap();
+    assert_exit(&fencesim(&["soak-check".as_ref(), torn.as_os_str()]), 0);
+
+    for (key, value, mention) in
+        [("defects", serde_json::json!(["nope"]), "'nope'"), ("ttl_ms", serde_json::json!(0), "ttl_ms")]
+    {
+        let bad = copy(&format!("meta-{key}"));
+        set_meta(&bad, key, value);
+        check_refused(&bad, &["invalid soak record", "soak-meta.json", mention]);
+    }
+
+    // The database's message once, not once more as its own cause.
+    let junk = copy("junk-db");
+    for name in ["soak.db", "soak.db-wal", "soak.db-shm"] {
+        let _ = fs::remove_file(junk.join(name));
+    }
+    let err = check_refused(&junk, &["soak.db"]);
+    assert_eq!(err.matches("soak.db").count(), 1, "{err}");
+    fs::write(junk.join("soak.db"), "junk").unwrap();
+    let err = check_refused(&junk, &["not a SQLite database"]);
+    assert_eq!(err.matches("soak.db").count(), 1, "{err}");
 }
 
 /// The command lines of live processes running one of `kinds` whose arguments name `needle`.

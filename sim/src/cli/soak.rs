@@ -7,12 +7,13 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use clap::ValueEnum;
 use fencesim::catalogue::Defect;
+use fencesim::report::sh_quote;
 use fencesim::soak::engine::{self as soak_engine, EngineSoakOptions};
 use fencesim::soak::judge::{SoakMeta, judge};
 use fencesim::soak::quorum::{Counters, ENGINE_COUNTERS, Quorum};
 use fencesim::soak::referee::{self, SoakOptions};
 use fencesim::soak::writer::{self, WriterConfig};
-use fencesim::soak::{Layout, PARENT_ENV, SoakError, report};
+use fencesim::soak::{Layout, MAX_WRITERS, PARENT_ENV, SoakError, report, within};
 use fencesim_store::{StoreDefect, StoreDefects};
 use nix::sys::prctl::set_pdeathsig;
 use nix::sys::signal::Signal;
@@ -42,7 +43,7 @@ pub struct Args {
     /// What the writers exercise.
     #[arg(long, value_enum, default_value = "store")]
     level: Level,
-    /// Concurrent writer processes (queue workers at the engine level).
+    /// Concurrent writer processes (queue workers at the engine level), 1..=64.
     #[arg(long, default_value_t = 3)]
     writers: usize,
     /// Engine level: runs the client submits.
@@ -59,7 +60,7 @@ pub struct Args {
     #[arg(long, default_value_t = 60)]
     cap_s: u64,
     /// Give each writer a seeded clock offset in [-MAX, MAX] ms (the store judges leases by the
-    /// caller's clock).
+    /// caller's clock), MAX in 0..=3600000.
     #[arg(long, value_name = "MAX", default_value_t = 0)]
     skew_ms: i64,
     /// `default` (contracts 5.7 plus one SIGKILL, one SIGSTOP zombie and one landed mid-call
@@ -95,19 +96,6 @@ pub fn run(args: &Args) -> CmdResult {
         })
         .collect::<anyhow::Result<_>>()?;
     let ttl_ms = args.ttl_ms.unwrap_or(if quorum.name == "release" { RELEASE_TTL_MS } else { DEFAULT_TTL_MS });
-    if ttl_ms < 1 {
-        bail!("--ttl-ms must be at least 1, got {ttl_ms}");
-    }
-    if args.skew_ms < 0 {
-        bail!("--skew-ms is a bound and must not be negative, got {}", args.skew_ms);
-    }
-    if let Some(dir) = &args.keep {
-        referee::prepare_keep(dir)?;
-    }
-    if let Some(dir) = &args.report {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        fencesim::files::remove_stale(&[&dir.join("soak.json"), &dir.join("junit.xml")])?;
-    }
     let exe = std::env::current_exe().context("cannot locate the fencesim binary")?;
     let opts = SoakOptions {
         writers: args.writers,
@@ -122,8 +110,18 @@ pub fn run(args: &Args) -> CmdResult {
         exe,
         progress: true,
     };
+    // Every bound before anything is created or started.
+    opts.validate()?;
+    if let Some(dir) = &args.keep {
+        referee::prepare_keep(dir)?;
+    }
+    if let Some(dir) = &args.report {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        fencesim::files::remove_stale(&[&dir.join("soak.json"), &dir.join("junit.xml")])?;
+    }
     let outcome = referee::run(opts)?;
     print!("{}", report::text(&outcome, &quorum));
+    println!("  repro: {} (the OS scheduler is not deterministic)", repro(args, ttl_ms));
     if let Some(dir) = &args.report {
         report::write_atomic(&dir.join("soak.json"), &report::json(&outcome, &quorum, args.skew_ms)?)?;
         report::write_atomic(&dir.join("junit.xml"), &report::junit(&outcome))?;
@@ -145,10 +143,11 @@ fn run_engine(args: &Args) -> CmdResult {
         .ok()
         .filter(|t| *t >= 30 && i64::from(*t) <= max)
         .with_context(|| format!("--ttl-ms must be in 30..={max} at the engine level, got {ttl_ms}"))?;
-    let workers = u32::try_from(args.writers).ok().filter(|w| (1..=64).contains(w));
-    let workers = workers.with_context(|| format!("--writers must be in 1..=64, got {}", args.writers))?;
-    anyhow::ensure!((1..=10_000).contains(&args.runs), "--runs must be in 1..=10000, got {}", args.runs);
+    let workers = within("--writers", args.writers, 1..=MAX_WRITERS).map_err(anyhow::Error::msg)?;
+    let workers = u32::try_from(workers).context("--writers is too large")?;
+    within("--runs", args.runs, 1..=10_000).map_err(anyhow::Error::msg)?;
     let (engine_defects, store_defects) = Defect::split(&args.defects);
+    anyhow::ensure!(args.cap_s >= 1, "--cap-s must be at least 1, got 0");
     let cap_ms = args.cap_s.checked_mul(1000).context("--cap-s is too large")?;
     let base = EngineSoakOptions::tiny(args.seed);
     // Faults for as long as the runs take to submit, a tenth of the cap at least.
@@ -189,6 +188,7 @@ fn run_engine(args: &Args) -> CmdResult {
     for v in &report.violations {
         println!("  VIOLATION {v}");
     }
+    println!("  repro: {} (the OS scheduler is not deterministic)", repro(args, i64::from(ttl_ms)));
     if let Some(dir) = &args.report {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         fencesim::files::remove_stale(&[&dir.join("soak-engine.json")])?;
@@ -207,6 +207,27 @@ fn run_engine(args: &Args) -> CmdResult {
         report::write_atomic(&dir.join("soak-engine.json"), format!("{doc}\n").as_bytes())?;
     }
     Ok(if passed { Verdict::Pass } else { Verdict::Fail })
+}
+
+/// The command that runs the same soak again: every flag that changes a run at `args.level`,
+/// with the ttl in force (a quorum's default made explicit); the report and keep folders only
+/// say where results go.
+fn repro(args: &Args, ttl_ms: i64) -> String {
+    let (level, only) = match args.level {
+        Level::Store => ("store", format!("--skew-ms {} --exit-deadline-s {}", args.skew_ms, args.exit_deadline_s)),
+        Level::Engine => ("engine", format!("--runs {}", args.runs)),
+    };
+    let mut command = format!(
+        "fencesim soak --level {level} --seed {} --writers {} --ttl-ms {ttl_ms} {only} --cap-s {} --quorum {}",
+        args.seed,
+        args.writers,
+        args.cap_s,
+        sh_quote(&args.quorum)
+    );
+    for d in &args.defects {
+        command.push_str(&format!(" --defect {}", d.name()));
+    }
+    command
 }
 
 #[derive(Debug, clap::Args)]

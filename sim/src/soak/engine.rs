@@ -123,7 +123,7 @@ impl EngineSoakReport {
 pub enum SoakError {
     #[error(transparent)]
     Real(#[from] RealError),
-    #[error("store: {0}")]
+    #[error(transparent)]
     Store(#[from] fencesim_store::StoreError),
     #[error("invalid soak options: {0}")]
     Options(String),

@@ -11,11 +11,12 @@ use std::path::Path;
 
 use std::sync::Arc;
 
-use fencesim_store::{Epoch, RunId, SqliteOptions, SqliteStore, SystemClock};
+use fencesim_store::sqlite::MAX_LEASE_TTL_MS;
+use fencesim_store::{Epoch, RunId, SqliteOptions, SqliteStore, StoreDefect, SystemClock};
 use serde::{Deserialize, Serialize};
 
 use super::log::{Begin, End, Ev, Line, LogOutcome, LogPayload, from_hex, read_all};
-use super::{Layout, OTHER, RUN, SoakError, SoakResult};
+use super::{Layout, MAX_WRITERS, META_FILE, OTHER, RUN, SoakError, SoakResult, log_name, within};
 use crate::history::{Call, CallOutcome, Event, Payload, Row, Snapshot, Surface};
 use crate::oracle::{OracleConfig, Scope, check};
 
@@ -61,6 +62,23 @@ pub struct SoakMeta {
 
 pub const META_SCHEMA: &str = "fencesim.soak-meta/1";
 
+impl SoakMeta {
+    /// Refuse a record the referee could not have written (a hand-edited or foreign
+    /// `soak-meta.json`): the judge would otherwise judge nonsense.
+    pub fn check(&self) -> SoakResult<()> {
+        let record = |problem: String| SoakError::Record(format!("{META_FILE}: {problem}"));
+        if self.schema != META_SCHEMA {
+            return Err(record(format!("schema is '{}', expected {META_SCHEMA}", self.schema)));
+        }
+        within("ttl_ms", self.ttl_ms, 1..=MAX_LEASE_TTL_MS).map_err(record)?;
+        within("writers", self.writers, 1..=MAX_WRITERS).map_err(record)?;
+        match self.defects.iter().find(|d| StoreDefect::parse(d).is_none()) {
+            Some(d) => Err(record(format!("unknown store defect '{d}'"))),
+            None => Ok(()),
+        }
+    }
+}
+
 /// One broken invariant, from the oracle or the soak's own checks.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Finding {
@@ -78,7 +96,7 @@ pub struct Judgement {
     pub journal_entries: usize,
     pub integrity: String,
     pub findings: Vec<Finding>,
-    /// Log lines that did not parse, torn last lines included.
+    /// Logs whose last line is torn (a writer killed mid-write).
     pub torn_lines: usize,
 }
 
@@ -120,7 +138,30 @@ fn outcome_of(outcome: &LogOutcome) -> CallOutcome {
 /// Every writer's parsed log, by file name.
 pub struct Logs {
     pub per_writer: BTreeMap<String, Vec<Line>>,
+    /// Logs whose last line is torn.
     pub torn: usize,
+}
+
+impl Logs {
+    /// The logs are exactly those of the writers the record accounts for: a writer's log is
+    /// created before the writer starts, so a missing one was removed, and one nobody accounts
+    /// for was added.
+    fn match_accounts(&self, layout: &Layout, meta: &SoakMeta) -> SoakResult<()> {
+        let listed: BTreeSet<String> = meta.accounts.iter().map(|a| log_name(a.index, a.generation)).collect();
+        if let Some(missing) = listed.iter().find(|name| !self.per_writer.contains_key(*name)) {
+            return Err(SoakError::Record(format!(
+                "writer log {} is missing ({META_FILE} accounts for its writer)",
+                layout.dir.join(missing).display()
+            )));
+        }
+        if let Some(extra) = self.per_writer.keys().find(|name| !listed.contains(*name)) {
+            return Err(SoakError::Record(format!(
+                "writer log {} belongs to no writer {META_FILE} accounts for",
+                layout.dir.join(extra).display()
+            )));
+        }
+        Ok(())
+    }
 }
 
 pub fn read_logs(layout: &Layout) -> SoakResult<Logs> {
@@ -132,8 +173,8 @@ pub fn read_logs(layout: &Layout) -> SoakResult<Logs> {
         let entry = entry.map_err(SoakError::io("cannot list the soak folder"))?;
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.starts_with("writer-") && name.ends_with(".jsonl") {
-            let (lines, skipped) = read_all(&entry.path())?;
-            torn += skipped;
+            let (lines, torn_last) = read_all(&entry.path())?;
+            torn += usize::from(torn_last);
             per_writer.insert(name, lines);
         }
     }
@@ -268,7 +309,9 @@ fn cap_per_checker(findings: Vec<Finding>) -> Vec<Finding> {
 
 /// Judge a finished soak folder.
 pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row>)> {
+    meta.check()?;
     let logs = read_logs(layout)?;
+    logs.match_accounts(layout, meta)?;
     let merged = merge(&logs, meta.start_mono_ns);
     let rows = merged.rows;
     let store = open_read_only(&layout.db())?;

@@ -5,7 +5,8 @@
 //! acquire, the clock the store compared against, the in-lock monotonic stamp). Protocol events
 //! (`grant`, `accept`, `stale-reject`, `stall`, `victim`, `done`, ...) are lines of their own.
 //!
-//! [`Tail`] reads a log incrementally and skips what does not parse (a line being written).
+//! [`Tail`] reads a log incrementally, keeping an unterminated last line (one being written) for
+//! its next read; [`read_all`] reads a finished log, where only that last line may be torn.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -154,13 +155,16 @@ pub struct Tail {
     path: PathBuf,
     offset: u64,
     partial: Vec<u8>,
-    /// Complete lines that did not parse.
-    pub skipped: usize,
+    /// Complete lines read so far.
+    lines: usize,
+    /// The first complete line that did not parse: its number (from 1) and why. The referee's
+    /// live view reads past it; [`read_all`] refuses the log.
+    pub malformed: Option<(usize, serde_json::Error)>,
 }
 
 impl Tail {
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into(), offset: 0, partial: Vec::new(), skipped: 0 }
+        Self { path: path.into(), offset: 0, partial: Vec::new(), lines: 0, malformed: None }
     }
 
     /// The complete lines appended since the last call, parsed. A missing file reads as empty.
@@ -179,10 +183,13 @@ impl Tail {
         let rest = self.partial.split_off(last_newline + 1);
         let complete = std::mem::replace(&mut self.partial, rest);
         let mut lines = Vec::new();
-        for raw in complete.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        for raw in complete[..last_newline].split(|b| *b == b'\n') {
+            self.lines += 1;
             match serde_json::from_slice::<Line>(raw) {
                 Ok(line) => lines.push(line),
-                Err(_) => self.skipped += 1,
+                Err(e) => {
+                    self.malformed.get_or_insert((self.lines, e));
+                }
             }
         }
         Ok(lines)
@@ -194,11 +201,16 @@ impl Tail {
     }
 }
 
-/// Every complete line of a finished log (a torn last line is ignored).
-pub fn read_all(path: &Path) -> SoakResult<(Vec<Line>, usize)> {
+/// Every line of a finished log, and whether its last line is torn (unterminated: its writer was
+/// killed mid-write) and so ignored. Any complete line that does not parse is an error naming
+/// the file and line: a kill cuts only the line being written, the last.
+pub fn read_all(path: &Path) -> SoakResult<(Vec<Line>, bool)> {
     let mut tail = Tail::new(path);
     let lines = tail.read_new()?;
-    Ok((lines, tail.skipped + usize::from(tail.torn())))
+    match tail.malformed {
+        Some((line, source)) => Err(SoakError::Malformed { path: path.display().to_string(), line, source }),
+        None => Ok((lines, tail.torn())),
+    }
 }
 
 #[cfg(test)]
@@ -206,7 +218,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_torn_line_waits_and_garbage_is_skipped() {
+    fn a_torn_line_waits_and_garbage_is_noted() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w.jsonl");
         let log = LogFile::open(&path).unwrap();
@@ -220,7 +232,27 @@ mod tests {
         (&std::fs::OpenOptions::new().append(true).open(&path).unwrap()).write_all(b"pe\n").unwrap();
         log.put(&ev).unwrap();
         assert_eq!(tail.read_new().unwrap(), vec![ev]);
-        assert_eq!(tail.skipped, 1);
+        assert_eq!(tail.malformed.as_ref().map(|(line, _)| *line), Some(2));
         assert_eq!(from_hex(&to_hex(b"\x00\xffab")).unwrap(), b"\x00\xffab");
+    }
+
+    /// Only an unterminated last line is forgiven: a bad complete line anywhere, the last one
+    /// included, is refused naming the file and line.
+    #[test]
+    fn a_finished_log_forgives_only_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.jsonl");
+        let ev =
+            serde_json::to_string(&Line::Ev(Ev { node: "n".into(), kind: "grant".into(), ..Ev::default() })).unwrap();
+        std::fs::write(&path, format!("{ev}\n{ev}\n{{\"t\":\"ev\",\"no")).unwrap();
+        assert_eq!(read_all(&path).unwrap().0.len(), 2);
+        assert!(read_all(&path).unwrap().1, "the torn last line is reported");
+        for (text, line) in
+            [(format!("{ev}\nGARBAGE{{{{\n{ev}\n"), 2), (format!("{ev}\n\n{ev}\n"), 2), (format!("{ev}\nGARBAGE\n"), 2)]
+        {
+            std::fs::write(&path, text).unwrap();
+            let err = read_all(&path).unwrap_err().to_string();
+            assert_eq!(err, format!("{}:{line}: not a log line", path.display()));
+        }
     }
 }

@@ -36,6 +36,25 @@ pub const STOP_FILE: &str = "soak-stop";
 pub const META_FILE: &str = "soak-meta.json";
 /// The environment variable naming the referee's pid to its writers.
 pub const PARENT_ENV: &str = "FENCESIM_SOAK_PARENT";
+/// The most writer processes (queue workers at the engine level) a soak starts: each is a real
+/// process contending for one write lock, and the first generation boots staggered by 20 ms each.
+pub const MAX_WRITERS: usize = 64;
+/// The widest clock skew a writer may get (`--skew-ms`): one hour, far past any lease ttl a
+/// storm uses, and far from the wrap-around of a skewed wall clock.
+pub const MAX_SKEW_MS: i64 = 3_600_000;
+
+/// `value` if it lies in `range`, else a message naming `what`, the range and the value.
+pub fn within<T: PartialOrd + std::fmt::Display>(
+    what: &str,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<T, String> {
+    if range.contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!("{what} must be in {}..={}, got {value}", range.start(), range.end()))
+    }
+}
 
 /// The log file of writer `index`, generation `generation`.
 pub fn log_name(index: usize, generation: u32) -> String {
@@ -47,30 +66,31 @@ pub fn owner_name(index: usize, generation: u32) -> String {
     format!("soak-w{index}-g{generation}")
 }
 
-/// A soak harness error: never a pass (exit 2).
+/// A soak harness error: never a pass (exit 2). A variant's message leaves its cause to
+/// [`std::error::Error::source`], so a printed chain names each cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum SoakError {
-    #[error("io: {what}: {source}")]
+    #[error("io: {what}")]
     Io {
         what: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("store: {0}")]
+    #[error(transparent)]
     Store(#[from] fencesim_store::StoreError),
-    #[error("sqlite: {what}: {source}")]
+    #[error("sqlite: {what}")]
     Sqlite {
         what: String,
         #[source]
         source: rusqlite::Error,
     },
-    #[error("os: {what}: {source}")]
+    #[error("os: {what}")]
     Os {
         what: String,
         #[source]
         source: nix::Error,
     },
-    #[error("json: {what}: {source}")]
+    #[error("json: {what}")]
     Json {
         what: String,
         #[source]
@@ -82,6 +102,19 @@ pub enum SoakError {
     Interrupted(String),
     #[error("writer protocol: {0}")]
     Protocol(String),
+    /// A complete log line that does not parse: only a log's unterminated last line (a writer
+    /// killed mid-write) may be cut, so anything else is a damaged or tampered log.
+    #[error("{path}:{line}: not a log line")]
+    Malformed {
+        path: String,
+        line: usize,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A kept soak whose record (`soak-meta.json`) or files do not describe a storm the referee
+    /// could have left.
+    #[error("invalid soak record: {0}")]
+    Record(String),
 }
 
 impl SoakError {

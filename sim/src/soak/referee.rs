@@ -29,16 +29,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use fencesim_store::StoreDefect;
+use fencesim_store::sqlite::MAX_LEASE_TTL_MS;
 use nix::sys::signal::{Signal, kill};
 use nix::sys::signalfd::{SfdFlags, SigSet, SignalFd};
 use nix::unistd::Pid;
 use serde::Serialize;
 
 use super::judge::{Judgement, META_SCHEMA, SoakMeta, WriterAccount, judge};
-use super::log::{Line, LogOutcome, Tail};
+use super::log::{Line, LogFile, LogOutcome, Tail};
 use super::quorum::{Activity, Quorum, progress};
 use super::wall::{Stopwatch, mono_ns, sleep_ms, unix_ms};
-use super::{Layout, PARENT_ENV, RUN, SoakError, SoakResult};
+use super::{Layout, MAX_SKEW_MS, MAX_WRITERS, PARENT_ENV, RUN, SoakError, SoakResult, within};
 use crate::rng::Stream;
 
 /// What a storm is asked to do.
@@ -59,6 +60,31 @@ pub struct SoakOptions {
     pub exe: PathBuf,
     /// Draw a progress line (only ever on a terminal).
     pub progress: bool,
+}
+
+impl SoakOptions {
+    /// Refuse options no storm should run with, before anything is created or started: every
+    /// bound names its flag.
+    pub fn validate(&self) -> SoakResult<()> {
+        let usage = SoakError::Usage;
+        within("--writers", self.writers, 1..=MAX_WRITERS).map_err(usage)?;
+        within("--ttl-ms", self.ttl_ms, 1..=MAX_LEASE_TTL_MS).map_err(usage)?;
+        within("--skew-ms", self.skew_ms, 0..=MAX_SKEW_MS).map_err(usage)?;
+        if self.cap_s == 0 {
+            return Err(usage("--cap-s must be at least 1, got 0".into()));
+        }
+        if self.exit_deadline_ms == 0 {
+            return Err(usage("--exit-deadline-s must be at least 1, got 0".into()));
+        }
+        let least = self.quorum.min_writers.max(1);
+        if self.writers < least {
+            return Err(usage(format!(
+                "the {} quorum needs at least {least} writers, got {}",
+                self.quorum.name, self.writers
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// What a storm measured and concluded.
@@ -172,6 +198,9 @@ impl Storm {
         let skew = i64::try_from(skew_rng.range(0, 2 * max)).unwrap_or(0) - i64::try_from(max).unwrap_or(0);
         let stderr = File::create(self.layout.stderr(index, generation))
             .map_err(SoakError::io("cannot create a writer's stderr file"))?;
+        // Its log exists before it starts, so every writer accounted for has one, whenever it
+        // ended: the judge refuses a folder that lacks one.
+        LogFile::open(&self.layout.log(index, generation))?;
         let mut cmd = Command::new(&self.opts.exe);
         cmd.arg("soak-writer")
             .arg("--db")
@@ -456,17 +485,7 @@ pub fn prepare_keep(dir: &Path) -> SoakResult<()> {
 
 /// Run one storm and judge it.
 pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
-    if opts.ttl_ms < 1 || opts.ttl_ms > 2_147_483_647 {
-        return Err(SoakError::Usage(format!("--ttl-ms {} is outside 1..=2147483647", opts.ttl_ms)));
-    }
-    if opts.writers < opts.quorum.min_writers.max(1) {
-        return Err(SoakError::Usage(format!(
-            "the {} quorum needs at least {} writers, got {}",
-            opts.quorum.name,
-            opts.quorum.min_writers.max(1),
-            opts.writers
-        )));
-    }
+    opts.validate()?;
     // SIGINT and SIGTERM become readable events instead of killing the referee mid-storm; the
     // mask is inherited by the writers, which the referee stops itself.
     let mut mask = SigSet::empty();

@@ -230,12 +230,5 @@ pub fn text(outcome: &SoakOutcome, quorum: &Quorum) -> String {
     if let Some(dir) = &outcome.kept {
         out += &format!("  kept: {} (re-judge with fencesim soak-check {})\n", dir.display(), dir.display());
     }
-    out += &format!(
-        "  repro: fencesim soak --level store --seed {} --writers {} --ttl-ms {}{} (the OS scheduler is not deterministic)\n",
-        outcome.meta.seed,
-        outcome.meta.writers,
-        outcome.meta.ttl_ms,
-        outcome.meta.defects.iter().map(|d| format!(" --defect {d}")).collect::<String>()
-    );
     out
 }

@@ -67,7 +67,7 @@ impl Clock for StampClock {
 /// than go on with its evidence incomplete.
 fn put_or_die(log: &LogFile, line: &Line) {
     if let Err(e) = log.put(line) {
-        eprintln!("fencesim soak-writer: {e}");
+        eprintln!("fencesim soak-writer: {:#}", anyhow::Error::new(e));
         std::process::exit(3);
     }
 }
