@@ -48,10 +48,15 @@ pub fn run(args: &Args) -> CmdResult {
     if args.dir.is_dir() {
         fencesim::files::check_target(&path, args.force)?;
     }
-    let (scenario, seed, defects) = super::plan::resolve(None, None, Some(&args.plan), &[])?;
-    let (engine_defects, store_defects) = Defect::split(&defects);
-    let world =
-        world::run(&WorldConfig { scenario, seed, db: DbKind::Memdb, store_defects, engine_defects, keep_db: None })?;
+    let (engine_defects, store_defects) = Defect::split(&file.defects);
+    let world = world::run(&WorldConfig {
+        scenario: file.scenario(&args.plan.display().to_string()),
+        seed: file.seed,
+        db: DbKind::Memdb,
+        store_defects,
+        engine_defects,
+        keep_db: None,
+    })?;
     if !world.violations.iter().any(|v| v.checker == checker) {
         let got =
             world.violations.first().map_or("it passes".to_owned(), |v| format!("it fails {} instead", v.checker));
