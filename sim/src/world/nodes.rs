@@ -360,6 +360,7 @@ fn drive(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize) {
     let (shared, ctx, id) = (shared.clone(), ctx.clone(), run.id.clone());
     madsim::task::spawn_local(async move {
         let opts = RunOptions { cancel, ..RunOptions::default() };
+        // Boxed: the engine's future is kilobytes, and a spawned task is copied whole.
         let result = Box::pin(ctx.engine.run(&id, &workflow, opts)).await;
         ctx.outcome(&id, &result);
         let mut client = lock(&shared.client);
