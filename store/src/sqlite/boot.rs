@@ -165,6 +165,9 @@ fn boot_once(options: &SqliteOptions) -> Result<Connection, Failure> {
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(Failure::Refused(format!("cannot switch the database to WAL journal_mode={mode}")));
         }
+        if let Some(frames) = options.checkpoint_frames {
+            conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {frames}"))?;
+        }
     }
     // A database that already holds every object needs no write transaction: a new connection
     // under a storm of writers would otherwise queue for the write lock just to create nothing
