@@ -1,16 +1,20 @@
 //! Where a simulated world keeps its data: one SQLite database per world, either a named `memdb`
-//! (fast, the default) or a WAL file in a fresh temporary folder (what production runs). Every
-//! node opens its own connection to it with its own clock. A file world's folder is removed when
-//! the world ends, pass or fail, unless the process was told to keep temporary folders
-//! ([`keep_temp_folders`], the CLI's `FENCESIM_KEEP_TEMP=1`).
+//! (fast, the default) or a WAL file in a temporary folder (what production runs). Every
+//! node opens its own connection to it with its own clock. A file world's folder is removed, pass
+//! or fail, when the next world on its thread cannot reuse it or the thread ends, unless the
+//! process was told to keep temporary folders ([`keep_temp_folders`], the CLI's
+//! `FENCESIM_KEEP_TEMP=1`): then every file world has a folder of its own, kept.
 //!
-//! A memdb and its connections outlive the world: when a world ends, its memdb's [`Spares`] (the
+//! A database and its connections outlive the world: when a world ends, its [`Spares`] (the
 //! connections its nodes gave back, their statements still prepared) wait on the thread for the
-//! next world, which empties the database and takes them instead of opening and booting ten
-//! connections of its own. An emptied database answers as a fresh one would: the store's spares
-//! tests check the emptying, and `sim/tests/run_cli.rs` that a world on a reused memdb has the
-//! fingerprint of one on a fresh memdb. A memdb still held by a store of an earlier world is
-//! never reused ([`Spares::clear`]).
+//! next world of the same kind, which empties the database and takes them instead of opening and
+//! booting ten connections of its own. A file world's folder waits with them, and the file's WAL
+//! is emptied too: a file world still has a file of its own, real locks between its connections,
+//! its WAL and its checkpoints. An emptied database answers as a fresh one would: the store's
+//! spares tests check the emptying, and `sim/tests/run_cli.rs` that a world on a reused database
+//! has the fingerprint of one on a fresh database, memdb and file. A database still held by a
+//! store of an earlier world is never reused ([`Spares::clear`]), nor a folder the process was
+//! told to keep.
 
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -20,6 +24,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use fencesim_store::sqlite::Spares;
 use fencesim_store::{Clock, Location, SqliteOptions, SqliteStore, Store, StoreDefects, StoreResult};
+
+use tempfile::TempDir;
 
 use crate::env::{SimClock, SimEnv};
 
@@ -62,15 +68,22 @@ pub fn keep_temp_folders(keep: bool) {
 thread_local! {
     /// The last ended world's memdb spares on this thread, for the next world.
     static SPARES: RefCell<Option<Arc<Spares>>> = const { RefCell::new(None) };
+    /// The last ended file world's spares on this thread, with the folder of their file, for the
+    /// next file world. Dropped at the thread's end: the connections close, then the folder goes.
+    static FILE_SPARES: RefCell<Option<(Arc<Spares>, TempDir)>> = const { RefCell::new(None) };
+    /// A file world's spares given back by its `Db` while its [`Folder`] was detached: the
+    /// folder's drop pairs them again.
+    static RETURNED: RefCell<Option<Arc<Spares>>> = const { RefCell::new(None) };
 }
 
-/// One world's database. A file database lives in a temporary folder removed on drop; a memdb
-/// lives while at least one connection to it is open, and its spares go back to the thread when
-/// the `Db` drops.
+/// One world's database. A file database lives in a temporary folder; a memdb lives while at
+/// least one connection to it is open. The spares go back to the thread when the `Db` drops (a
+/// file's with its folder), unless the process keeps its temporary folders: then each file world
+/// has a folder of its own, kept, and no spares.
 #[derive(Debug)]
 pub struct Db {
     location: Location,
-    _dir: Option<tempfile::TempDir>,
+    dir: Option<TempDir>,
     spares: Option<Arc<Spares>>,
     reused: bool,
     /// A store of this `Db` booted its file: later stores skip the read-only probe.
@@ -79,40 +92,46 @@ pub struct Db {
 
 impl Db {
     pub fn new(kind: DbKind) -> std::io::Result<Self> {
-        match kind {
-            DbKind::Memdb => {
-                let reused = reused_spares()?;
-                let spares = reused.clone().unwrap_or_else(|| {
+        let (location, dir, spares, reused) = match kind {
+            DbKind::Memdb => match reused(&SPARES, |spares| spares)? {
+                Some(spares) => (spares.location().clone(), None, spares, true),
+                None => {
                     let n = NEXT_MEMDB.fetch_add(1, Ordering::Relaxed);
-                    Arc::new(Spares::memdb(format!("fencesim-world-{n}")))
-                });
-                Ok(Self {
-                    location: spares.location().clone(),
-                    _dir: None,
-                    spares: Some(spares),
-                    reused: reused.is_some(),
-                    booted: AtomicBool::new(false),
-                })
+                    let spares = Arc::new(Spares::memdb(format!("fencesim-world-{n}")));
+                    (spares.location().clone(), None, spares, false)
+                }
+            },
+            DbKind::File if KEEP_TEMP.load(Ordering::Relaxed) => {
+                let dir = crate::janitor::temp_dir("fencesim-world-", true)?;
+                let location = Location::File(dir.path().join("world.db"));
+                return Ok(Self { location, dir: Some(dir), spares: None, reused: false, booted: false.into() });
             }
-            DbKind::File => {
-                let dir = crate::janitor::temp_dir("fencesim-world-", KEEP_TEMP.load(Ordering::Relaxed))?;
-                let path = dir.path().join("world.db");
-                let location = Location::File(path);
-                Ok(Self { location, _dir: Some(dir), spares: None, reused: false, booted: AtomicBool::new(false) })
-            }
-        }
+            DbKind::File => match reused(&FILE_SPARES, |(spares, _)| spares)? {
+                Some((spares, dir)) => (spares.location().clone(), Some(dir), spares, true),
+                None => {
+                    let dir = crate::janitor::temp_dir("fencesim-world-", false)?;
+                    let location = Location::File(dir.path().join("world.db"));
+                    let spares = Spares::file(&options(location.clone(), Arc::new(SimClock::new(0))))
+                        .map_err(std::io::Error::other)?;
+                    (location, Some(dir), Arc::new(spares), false)
+                }
+            },
+        };
+        // A reused database was booted in full by an earlier world's first store.
+        Ok(Self { location, dir, spares: Some(spares), reused, booted: reused.into() })
     }
 
-    /// Whether this memdb is an earlier world's, emptied, with its connections.
+    /// Whether this database is an earlier world's, emptied, with its connections.
     pub fn reused(&self) -> bool {
         self.reused
     }
 
-    /// Take the guard of a file world's folder: the folder is removed when the returned guard
-    /// drops, whatever becomes of this `Db` (a madsim runtime may hold a killed node's
-    /// connection, and with it the `Db`, past the world's end). `None` for a memdb.
-    pub fn detach_folder(&mut self) -> Option<tempfile::TempDir> {
-        self._dir.take()
+    /// Take the guard of a file world's folder. Whatever becomes of this `Db` (a madsim runtime
+    /// may hold a killed node's connection, and with it the `Db`, past the world's end), the
+    /// folder is removed when the guard drops, unless the `Db` dropped first and gave its spares
+    /// back: then the folder waits on the thread with them. `None` for a memdb.
+    pub fn detach_folder(&mut self) -> Option<Folder> {
+        self.dir.take().map(|dir| Folder(Some(dir)))
     }
 
     /// The database file, for a file world.
@@ -134,12 +153,7 @@ impl Db {
     /// The first store boots the world's file in full; the file is the world's own, in a folder
     /// only this `Db` knows, so later stores skip the read-only probe ([`SqliteOptions::booted`]).
     pub fn open(&self, clock: Arc<dyn Clock>, ttl_ms: i64, defects: StoreDefects) -> StoreResult<SqliteStore> {
-        let mut options = SqliteOptions::new(self.location.clone(), clock)
-            .lease_ttl_ms(ttl_ms)
-            .busy_timeout_ms(0)
-            .defects(defects)
-            .without_fsync()
-            .checkpoint_every(CHECKPOINT_FRAMES);
+        let mut options = options(self.location.clone(), clock).lease_ttl_ms(ttl_ms).defects(defects);
         if let Some(spares) = &self.spares {
             options = options.spares(spares.clone());
         }
@@ -160,24 +174,58 @@ impl Db {
     }
 }
 
+/// What every connection of a world is opened with (see [`Db::open`]).
+fn options(location: Location, clock: Arc<dyn Clock>) -> SqliteOptions {
+    SqliteOptions::new(location, clock).busy_timeout_ms(0).without_fsync().checkpoint_every(CHECKPOINT_FRAMES)
+}
+
 impl Drop for Db {
     fn drop(&mut self) {
-        if let Some(spares) = self.spares.take() {
-            // A thread still holding another world's spares keeps those; these close.
-            let _ = SPARES.try_with(|slot| {
-                slot.borrow_mut().get_or_insert(spares);
-            });
+        let Some(spares) = self.spares.take() else { return };
+        // A thread still holding another world's spares keeps those; these close (and a file's
+        // folder goes with its guard).
+        match (&self.location, self.dir.take()) {
+            (Location::Memdb(_), _) => park(&SPARES, spares),
+            (Location::File(_), Some(dir)) => park(&FILE_SPARES, (spares, dir)),
+            // Its folder's guard, dropped next, pairs them again (an older world's left here
+            // lost its folder already).
+            (Location::File(_), None) => drop(RETURNED.try_with(|slot| slot.borrow_mut().replace(spares))),
         }
     }
 }
 
-/// The thread's spares, emptied for a new world; `None` when there are none or a store still
-/// holds one of their connections (then the world gets a memdb of its own). A database that
-/// fails to empty is an error: it would hide a broken memdb behind a slower fresh one.
-fn reused_spares() -> std::io::Result<Option<Arc<Spares>>> {
-    let Some(spares) = SPARES.try_with(|slot| slot.borrow_mut().take()).ok().flatten() else { return Ok(None) };
-    match spares.clear() {
-        Ok(cleared) => Ok(cleared.then_some(spares)),
-        Err(e) => Err(std::io::Error::other(format!("cannot empty the last world's memdb: {e}"))),
+/// A file world's folder, detached from its [`Db`] ([`Db::detach_folder`]).
+#[derive(Debug)]
+pub struct Folder(Option<TempDir>);
+
+impl Drop for Folder {
+    fn drop(&mut self) {
+        let Some(dir) = self.0.take() else { return };
+        let mine = Location::File(dir.path().join("world.db"));
+        if let Ok(Some(spares)) = RETURNED.try_with(|slot| slot.borrow_mut().take_if(|s| *s.location() == mine)) {
+            park(&FILE_SPARES, (spares, dir));
+        }
+    }
+}
+
+/// Leave `held` in the thread's `slot` for the next world, unless the slot is taken (or the
+/// thread is ending): then it drops.
+fn park<T>(slot: &'static std::thread::LocalKey<RefCell<Option<T>>>, held: T) {
+    let _ = slot.try_with(|slot| {
+        slot.borrow_mut().get_or_insert(held);
+    });
+}
+
+/// The thread's spares in `slot`, emptied for a new world; `None` when there are none or a store
+/// still holds one of their connections (then the world gets a database of its own). A database
+/// that fails to empty is an error: it would hide a broken database behind a slower fresh one.
+fn reused<T>(
+    slot: &'static std::thread::LocalKey<RefCell<Option<T>>>,
+    spares: impl Fn(&T) -> &Arc<Spares>,
+) -> std::io::Result<Option<T>> {
+    let Some(held) = slot.try_with(|slot| slot.borrow_mut().take()).ok().flatten() else { return Ok(None) };
+    match spares(&held).clear() {
+        Ok(cleared) => Ok(cleared.then_some(held)),
+        Err(e) => Err(std::io::Error::other(format!("cannot empty the last world's database: {e}"))),
     }
 }

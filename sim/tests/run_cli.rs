@@ -1,6 +1,6 @@
 //! `fencesim run` end to end: two processes print the same bytes (text, JSON, a file database);
-//! madsim's own determinism check passes over a whole world, and a world on a reused memdb
-//! matches one on a fresh memdb; bad input exits 2 with one line; a
+//! madsim's own determinism check passes over a whole world, and a world on a reused memdb or
+//! file matches one on a fresh one; bad input exits 2 with one line; a
 //! planted defect exits 1 with a repro command that reproduces the run; `--keep-db` saves a
 //! database `fencesim runs audit` can open, and never overwrites; a reader closing the pipe early
 //! ends the run quietly with 141.
@@ -69,27 +69,37 @@ fn madsim_finds_the_world_deterministic() {
     assert_eq!(fingerprint, world::run(&config()).expect("the world runs").fingerprint);
 }
 
-/// A memdb world takes the last world's connections on its thread (sim/src/stores.rs), with the
+/// A world takes the last world's connections on its thread (sim/src/stores.rs), with the
 /// database emptied: it must answer as a fresh database would. The first run is on a new thread
-/// (a fresh memdb), the second on this one after another world filled and left its database.
+/// (a fresh database), the second on this one after another world filled and left its database.
 /// Its kept database holds its own rows and nothing of the earlier world's (byte for byte).
-#[test]
-fn a_world_on_a_reused_memdb_matches_one_on_a_fresh_memdb() {
+fn a_world_on_a_reused_database_matches_one_on_a_fresh_database(db: DbKind) {
     let dir = tempfile::tempdir().unwrap();
     let kept = |name: &str| WorldConfig {
+        db,
         keep_db: Some(fencesim::files::Output { path: dir.path().join(name), overwrite: false }),
         ..config()
     };
     let fresh = std::thread::scope(|s| s.spawn(|| world::run(&kept("fresh.db")).expect("the world runs")).join())
         .expect("the thread ends")
         .fingerprint;
-    let other = WorldConfig { seed: SEED + 1, ..config() };
+    let other = WorldConfig { seed: SEED + 1, db, ..config() };
     assert!(world::run(&other).expect("the world runs").counters.rows > 100, "the other world left rows behind");
     assert_eq!(world::run(&kept("reused.db")).expect("the world runs").fingerprint, fresh);
     let bytes = |name: &str| std::fs::read(dir.path().join(name)).expect("the kept database");
     assert!(bytes("fresh.db") == bytes("reused.db"), "the kept databases differ");
-    // And the memdb was in fact reused: no store of the worlds above still holds a connection.
-    assert!(fencesim::stores::Db::new(DbKind::Memdb).expect("a memdb").reused(), "the next world opens its own");
+    // And the database was in fact reused: no store of the worlds above still holds a connection.
+    assert!(fencesim::stores::Db::new(db).expect("a database").reused(), "the next world opens its own");
+}
+
+#[test]
+fn a_world_on_a_reused_memdb_matches_one_on_a_fresh_memdb() {
+    a_world_on_a_reused_database_matches_one_on_a_fresh_database(DbKind::Memdb);
+}
+
+#[test]
+fn a_world_on_a_reused_file_matches_one_on_a_fresh_file() {
+    a_world_on_a_reused_database_matches_one_on_a_fresh_database(DbKind::File);
 }
 
 #[test]

@@ -32,7 +32,8 @@ pub struct Args {
     /// Worlds run at once (default: the machine's cores).
     #[arg(long)]
     jobs: Option<usize>,
-    /// Every world's database: memdb (fast) or file (a WAL file in a fresh temporary folder).
+    /// Every world's database: memdb (fast) or file (a WAL file in a temporary folder, emptied
+    /// for each world).
     #[arg(long, default_value = "memdb", value_parser = super::parse_db)]
     db: DbKind,
     /// Write a failure bundle per failing entry under DIR (see `fencesim run --bundle`).

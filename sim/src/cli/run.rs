@@ -20,7 +20,8 @@ pub struct Args {
     /// Run the world of a plan file (`fencesim plan`, `fencesim shrink`) instead of a seed.
     #[arg(long, value_name = "FILE")]
     plan: Option<PathBuf>,
-    /// The world's database: memdb (fast) or file (a WAL file in a fresh temporary folder).
+    /// The world's database: memdb (fast) or file (a WAL file in a temporary folder, emptied for
+    /// each world).
     #[arg(long, default_value = "memdb", value_parser = super::parse_db)]
     db: DbKind,
     /// Print the applied configuration and every history row, stamped with virtual time.

@@ -98,7 +98,8 @@ pub struct SqliteOptions {
     pub power_safe: bool,
     pub defects: StoreDefects,
     /// Take an idle connection from these spares instead of opening one, and give it back when
-    /// the store drops ([`Spares`]). Memdbs only; the location must be the spares'.
+    /// the store drops ([`Spares`]). The location must be the spares', and a file's settings the
+    /// ones its spares were made with.
     pub spares: Option<Arc<Spares>>,
     /// The caller vouches that an earlier store of this process booted this database file
     /// completely, and that nothing outside it touches the file: the read-only probe that keeps
@@ -253,7 +254,7 @@ impl SqliteStore {
     pub fn open(options: SqliteOptions) -> StoreResult<SqliteStore> {
         let spare = match &options.spares {
             Some(spares) => {
-                spares.check(&options.location, options.read_only)?;
+                spares.check(&options)?;
                 let ttl_ms = boot::validate_ttl(options.lease_ttl_ms)?;
                 spares.take_for(options.busy_timeout_ms)?.map(|conn| (conn, ttl_ms))
             }

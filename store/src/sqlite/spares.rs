@@ -1,14 +1,17 @@
-//! Spare connections to one memdb, for a process that opens many short-lived stores over a
-//! database in turn and empties it between them (the simulator opens about ten connections per
-//! world, thousands of worlds a minute). A store opened with [`SqliteOptions::spares`] takes an
-//! idle connection instead of opening and booting one, and gives it back when it drops, with its
-//! prepared statements: opening, schema parsing and first preparation were a fifth of a simulated
-//! world's time.
+//! Spare connections to one database, a memdb or a file only this process uses, for a process
+//! that opens many short-lived stores over a database in turn and empties it between them (the
+//! simulator opens about ten connections per world, thousands of worlds a minute). A store opened
+//! with [`SqliteOptions::spares`] takes an idle connection instead of opening and booting one, and
+//! gives it back when it drops, with its prepared statements: opening, schema parsing and first
+//! preparation were a fifth of a simulated memdb world's time, and a tenth of a file world's.
 //!
 //! A connection carries nothing of a store's own: the clock, ttl, defects and fault hook live in
-//! the `SqliteStore`, and a connection is only given back outside a transaction. [`Spares::clear`]
-//! empties every table and the AUTOINCREMENT counter, so what a cleared database answers is what
-//! a freshly booted one would: same rows (none), same ids from 1.
+//! the `SqliteStore`, and a connection is only given back outside a transaction. What a file
+//! connection does keep (its `synchronous` and `wal_autocheckpoint` settings) is fixed for the
+//! spares when they are made, and a store that asks for other settings is refused.
+//! [`Spares::clear`] empties every table and the AUTOINCREMENT counter, so what a cleared database
+//! answers is what a freshly booted one would: same rows (none), same ids from 1; a file's WAL is
+//! then checkpointed and truncated, so it starts empty as a fresh file's does.
 //!
 //! [`SqliteOptions::spares`]: super::SqliteOptions::spares
 
@@ -20,12 +23,16 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 use super::schema::TABLES;
-use super::{Location, sql_error};
+use super::{Location, SqliteOptions, sql_error};
 use crate::error::{Op, StoreError, StoreResult};
 
-/// Idle connections to one memdb. Shared by `Arc` between the stores that give connections back.
+/// Idle connections to one database. Shared by `Arc` between the stores that give connections
+/// back.
 pub struct Spares {
     location: Location,
+    /// What every connection of a file's spares was opened with: `(power_safe, checkpoint_frames)`
+    /// of [`SqliteOptions`]. `None` for a memdb, where neither has an effect.
+    settings: Option<(bool, Option<u32>)>,
     idle: Mutex<Vec<Connection>>,
     /// Connections stores hold right now (taken or opened with these spares, not yet dropped).
     lent: AtomicUsize,
@@ -38,10 +45,26 @@ impl fmt::Debug for Spares {
 }
 
 impl Spares {
-    /// Spares of a memdb. A file keeps its own page cache and locks per connection, and the
-    /// simulator gives each file world a folder of its own: only memdbs are pooled.
+    /// Spares of a memdb.
     pub fn memdb(name: impl Into<String>) -> Self {
-        Self { location: Location::Memdb(name.into()), idle: Mutex::new(Vec::new()), lent: AtomicUsize::new(0) }
+        Self::new(Location::Memdb(name.into()), None)
+    }
+
+    /// Spares of the database file `options` name, for stores opened with the same `synchronous`
+    /// and autocheckpoint settings as `options` (each connection keeps its own). The caller
+    /// vouches that nothing outside this process touches the file, as with
+    /// [`SqliteOptions::booted`]: a cleared file is taken for a fresh one.
+    pub fn file(options: &SqliteOptions) -> StoreResult<Self> {
+        match &options.location {
+            Location::File(_) => {
+                Ok(Self::new(options.location.clone(), Some((options.power_safe, options.checkpoint_frames))))
+            }
+            Location::Memdb(_) => Err(StoreError::Config("file spares need a database file".to_owned())),
+        }
+    }
+
+    fn new(location: Location, settings: Option<(bool, Option<u32>)>) -> Self {
+        Self { location, settings, idle: Mutex::new(Vec::new()), lent: AtomicUsize::new(0) }
     }
 
     pub fn location(&self) -> &Location {
@@ -54,9 +77,11 @@ impl Spares {
     }
 
     /// Empty every table and the AUTOINCREMENT counter through an idle connection, in one
-    /// transaction. `Ok(false)`, with nothing done, while a store still holds a connection (it
-    /// could write into what comes next) or when no connection is idle (a memdb no connection
-    /// holds is gone): the caller then starts over with a database of its own.
+    /// transaction; then, for a file, checkpoint the WAL into the database and truncate it.
+    /// `Ok(false)`, with nothing done, while a store still holds a connection (it could write
+    /// into what comes next) or when no connection is idle (a memdb no connection holds is gone),
+    /// and `Ok(false)` when the checkpoint could not finish: the caller then starts over with a
+    /// database of its own.
     pub fn clear(&self) -> StoreResult<bool> {
         if self.lent.load(Ordering::SeqCst) > 0 {
             return Ok(false);
@@ -67,10 +92,14 @@ impl Spares {
             sql.push_str(&format!("DELETE FROM {table};"));
         }
         sql.push_str("DELETE FROM sqlite_sequence; COMMIT;");
-        let result = conn.execute_batch(&sql).map_err(|e| StoreError::storage(Op::Clear, e.to_string()));
+        let result = conn.execute_batch(&sql).and_then(|()| match self.location {
+            // (busy, frames in the WAL, frames checkpointed): busy 0 is a WAL now empty.
+            Location::File(_) => conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0)),
+            Location::Memdb(_) => Ok(0),
+        });
         // A failed batch may leave its transaction open; `give_back` closes such a connection.
         self.give_back(conn);
-        result.map(|()| true)
+        result.map(|busy| busy == 0).map_err(|e| StoreError::storage(Op::Clear, e.to_string()))
     }
 
     /// A store took or opened a connection of these spares.
@@ -103,17 +132,26 @@ impl Spares {
         }
     }
 
-    /// Refuse spares of another database than the store's, and to a read-only store (a spare
-    /// connection writes).
-    pub(super) fn check(&self, location: &Location, read_only: bool) -> StoreResult<()> {
-        if &self.location != location {
+    /// Refuse spares of another database than the store's, to a read-only store (a spare
+    /// connection writes), and file spares to a store that asks for other connection settings.
+    pub(super) fn check(&self, options: &SqliteOptions) -> StoreResult<()> {
+        if self.location != options.location {
             return Err(StoreError::Config(format!(
-                "spare connections of {} cannot serve a store of {location}",
-                self.location
+                "spare connections of {} cannot serve a store of {}",
+                self.location, options.location
             )));
         }
-        if read_only {
+        if options.read_only {
             return Err(StoreError::Config("a read-only store never takes a spare connection".to_owned()));
+        }
+        if let Some((power_safe, frames)) = self.settings
+            && (power_safe, frames) != (options.power_safe, options.checkpoint_frames)
+        {
+            return Err(StoreError::Config(format!(
+                "spare connections of {} were opened with power_safe={power_safe} checkpoint_frames={frames:?}, \
+                 not power_safe={} checkpoint_frames={:?}",
+                self.location, options.power_safe, options.checkpoint_frames
+            )));
         }
         Ok(())
     }
@@ -205,6 +243,54 @@ mod tests {
         store.raw_connection().execute_batch("BEGIN").expect("begin");
         drop(store);
         assert_eq!(spares.idle_count(), 0);
+    }
+
+    /// A file world's options: no fsync, a checkpoint every 100 frames.
+    fn file_options(path: &std::path::Path) -> SqliteOptions {
+        SqliteOptions::file(path, Arc::new(ManualClock::new(0))).without_fsync().checkpoint_every(100)
+    }
+
+    #[test]
+    fn a_cleared_file_answers_like_a_fresh_one_with_an_empty_wal() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("world.db");
+        let spares = Arc::new(Spares::file(&file_options(&path)).expect("file spares"));
+        let open = || SqliteStore::open(file_options(&path).spares(spares.clone())).expect("open");
+        let run = RunId::new("r");
+        let first = |store: &SqliteStore| {
+            let lease = store.acquire(&run, "n").expect("acquire");
+            store.append(&run, &JournalEntry::new(1, "step", "ok"), Some(&lease)).expect("append");
+            let id: i64 = store.raw_connection().query_row("SELECT id FROM entries", [], |r| r.get(0)).expect("id");
+            (lease.epoch, id)
+        };
+        let (store, other) = (open(), open());
+        let fresh = first(&store);
+        other.append(&run, &JournalEntry::new(2, "step", "ok"), None).ok();
+        drop((store, other));
+        let wal = dir.path().join("world.db-wal");
+        assert!(std::fs::metadata(&wal).expect("the WAL").len() > 0, "the writes above are in the WAL");
+        assert!(spares.clear().expect("clear"), "an idle connection cleared it");
+        assert_eq!(std::fs::metadata(&wal).expect("the WAL").len(), 0, "the WAL starts empty, as a fresh file's");
+        let store = open();
+        assert_eq!(spares.idle_count(), 1, "a spare was taken");
+        assert_eq!(store.load(&run).expect("load").len(), 0);
+        assert_eq!(first(&store), fresh, "the epoch tombstone and the AUTOINCREMENT counter start over");
+    }
+
+    #[test]
+    fn file_spares_serve_only_stores_of_their_connection_settings() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("world.db");
+        let spares = Arc::new(Spares::file(&file_options(&path)).expect("file spares"));
+        drop(SqliteStore::open(file_options(&path).spares(spares.clone())).expect("open"));
+        let power_safe = SqliteOptions::file(&path, Arc::new(ManualClock::new(0))).checkpoint_every(100);
+        let err = SqliteStore::open(power_safe.spares(spares.clone())).expect_err("refused");
+        assert!(matches!(&err, StoreError::Config(m) if m.contains("power_safe=false")), "{err}");
+        let other_frames = file_options(&path).checkpoint_every(1000);
+        assert!(matches!(SqliteStore::open(other_frames.spares(spares.clone())), Err(StoreError::Config(_))));
+        assert_eq!(spares.idle_count(), 1, "the spare stays for a store that matches");
+        let memdb = SqliteOptions::memdb("spares-not-a-file", Arc::new(ManualClock::new(0)));
+        assert!(matches!(Spares::file(&memdb), Err(StoreError::Config(_))));
     }
 
     #[test]
