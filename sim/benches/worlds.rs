@@ -215,6 +215,9 @@ fn main() {
     let corpus = arg("--corpus", 1000);
     let scenario = swarm();
     let storm = catalogue::scenario("boot-storm").expect("the built-in boot-storm scenario");
+    // File worlds on this thread reuse the last one's folder and connections, as on a worker
+    // thread of `fencesim sweep`.
+    let _reuse = fencesim::stores::FileReuse::on_this_thread();
     let (mut one, mut two, mut accel, mut base, mut boot, mut file) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // Per round, so that each ratio is taken within one round (same machine speed).

@@ -1,26 +1,28 @@
 //! Where a simulated world keeps its data: one SQLite database per world, either a named `memdb`
-//! (fast, the default) or a WAL file in a temporary folder (what production runs). Every
-//! node opens its own connection to it with its own clock. A file world's folder is removed, pass
-//! or fail, when the next world on its thread cannot reuse it or the thread ends, unless the
-//! process was told to keep temporary folders ([`keep_temp_folders`], the CLI's
-//! `FENCESIM_KEEP_TEMP=1`): then every file world has a folder of its own, kept.
+//! (fast, the default) or a WAL file in a temporary folder (what production runs). Every node
+//! opens its own connection to it with its own clock. A file world's folder is removed, pass or
+//! fail, when the world ends, or on a thread that holds a [`FileReuse`] guard when the next file
+//! world cannot reuse it or the guard drops; unless the process was told to keep temporary folders
+//! ([`keep_temp_folders`], the CLI's `FENCESIM_KEEP_TEMP=1`): then every file world has a folder
+//! of its own, kept.
 //!
 //! A database and its connections outlive the world: when a world ends, its [`Spares`] (the
 //! connections its nodes gave back, their statements still prepared) wait on the thread for the
 //! next world of the same kind, which empties the database and takes them instead of opening and
-//! booting ten connections of its own. A file world's folder waits with them, and the file's WAL
-//! is emptied too: a file world still has a file of its own, real locks between its connections,
-//! its WAL and its checkpoints. An emptied database answers as a fresh one would: the store's
-//! spares tests check the emptying, and `sim/tests/run_cli.rs` that a world on a reused database
-//! has the fingerprint of one on a fresh database, memdb and file. A database still held by a
-//! store of an earlier world is never reused ([`Spares::clear`]), nor a folder the process was
-//! told to keep.
+//! booting ten connections of its own. Memdbs always do; file worlds under a [`FileReuse`] guard
+//! (each worker thread of `sweep`, `replay` and `mutants`), their folder with them, the file's
+//! WAL emptied too: a file world still has a file of its own, real locks between its
+//! connections, its WAL and its checkpoints. An emptied database answers as a fresh one would:
+//! the store's spares tests check the emptying, and `sim/tests/run_cli.rs` that a world on a
+//! reused database has the fingerprint of one on a fresh database, memdb and file. A database
+//! still held by a store of an earlier world is never reused ([`Spares::clear`]), nor a folder
+//! the process was told to keep.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use fencesim_store::sqlite::Spares;
 use fencesim_store::{Clock, Location, SqliteOptions, SqliteStore, Store, StoreDefects, StoreResult};
@@ -68,23 +70,63 @@ pub fn keep_temp_folders(keep: bool) {
 thread_local! {
     /// The last ended world's memdb spares on this thread, for the next world.
     static SPARES: RefCell<Option<Arc<Spares>>> = const { RefCell::new(None) };
+    /// How many [`FileReuse`] guards this thread holds.
+    static FILE_REUSE: Cell<u32> = const { Cell::new(0) };
     /// The last ended file world's spares on this thread, with the folder of their file, for the
-    /// next file world. Dropped at the thread's end: the connections close, then the folder goes.
+    /// next file world; kept only while a [`FileReuse`] guard is held.
     static FILE_SPARES: RefCell<Option<(Arc<Spares>, TempDir)>> = const { RefCell::new(None) };
-    /// A file world's spares given back by its `Db` while its [`Folder`] was detached: the
-    /// folder's drop pairs them again.
-    static RETURNED: RefCell<Option<Arc<Spares>>> = const { RefCell::new(None) };
+}
+
+/// While held, the file worlds on this thread reuse the last file world's folder and connections
+/// (emptied: see the module doc); when the last guard of the thread drops, the kept connections
+/// close and the folder goes. Without one, every file world has a folder of its own, removed when
+/// it ends, so a thread that ran file worlds leaves nothing behind whether or not it ever runs
+/// its thread-local destructors. `sweep`, `replay` and `mutants` hold one on each worker thread.
+#[derive(Debug)]
+pub struct FileReuse {
+    /// Not `Send`: the guard belongs to the thread whose slot it opened.
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+impl FileReuse {
+    pub fn on_this_thread() -> Self {
+        let _ = FILE_REUSE.try_with(|held| held.set(held.get() + 1));
+        Self { _thread: std::marker::PhantomData }
+    }
+}
+
+impl Drop for FileReuse {
+    fn drop(&mut self) {
+        let last = FILE_REUSE.try_with(|held| {
+            held.set(held.get().saturating_sub(1));
+            held.get() == 0
+        });
+        if last == Ok(true) {
+            drop(FILE_SPARES.try_with(|slot| slot.borrow_mut().take()));
+        }
+    }
+}
+
+fn reusing_files() -> bool {
+    FILE_REUSE.try_with(|held| held.get() > 0).unwrap_or(false) && !KEEP_TEMP.load(Ordering::Relaxed)
 }
 
 /// One world's database. A file database lives in a temporary folder; a memdb lives while at
-/// least one connection to it is open. The spares go back to the thread when the `Db` drops (a
-/// file's with its folder), unless the process keeps its temporary folders: then each file world
-/// has a folder of its own, kept, and no spares.
+/// least one connection to it is open. A memdb's spares go back to the thread when the `Db`
+/// drops; a file's, with its folder, only while the thread holds a [`FileReuse`] guard (and never
+/// when the process keeps its temporary folders: then each file world has a folder of its own,
+/// kept).
 #[derive(Debug)]
 pub struct Db {
     location: Location,
     dir: Option<TempDir>,
-    spares: Option<Arc<Spares>>,
+    /// A memdb's from the start; a reusable file's made by its first store, with that store's
+    /// connection settings.
+    spares: Mutex<Option<Arc<Spares>>>,
+    /// Whether a file's stores give their connections to spares (a [`FileReuse`] guard was held).
+    reusable: bool,
+    /// Where a file world's spares wait for its detached folder ([`Db::detach_folder`]).
+    handback: Arc<Mutex<Handback>>,
     reused: bool,
     /// A store of this `Db` booted its file: later stores skip the read-only probe.
     booted: AtomicBool,
@@ -92,33 +134,34 @@ pub struct Db {
 
 impl Db {
     pub fn new(kind: DbKind) -> std::io::Result<Self> {
-        let (location, dir, spares, reused) = match kind {
-            DbKind::Memdb => match reused(&SPARES, |spares| spares)? {
-                Some(spares) => (spares.location().clone(), None, spares, true),
+        let db = |location, dir, spares: Option<Arc<Spares>>, reusable, reused: bool| Self {
+            location,
+            dir,
+            spares: Mutex::new(spares),
+            reusable,
+            handback: Arc::default(),
+            reused,
+            // A reused database was booted in full by an earlier world's first store.
+            booted: reused.into(),
+        };
+        match kind {
+            DbKind::Memdb => Ok(match reused(&SPARES, |spares| spares)? {
+                Some(spares) => db(spares.location().clone(), None, Some(spares), true, true),
                 None => {
                     let n = NEXT_MEMDB.fetch_add(1, Ordering::Relaxed);
                     let spares = Arc::new(Spares::memdb(format!("fencesim-world-{n}")));
-                    (spares.location().clone(), None, spares, false)
+                    db(spares.location().clone(), None, Some(spares), true, false)
                 }
-            },
-            DbKind::File if KEEP_TEMP.load(Ordering::Relaxed) => {
-                let dir = crate::janitor::temp_dir("fencesim-world-", true)?;
-                let location = Location::File(dir.path().join("world.db"));
-                return Ok(Self { location, dir: Some(dir), spares: None, reused: false, booted: false.into() });
+            }),
+            DbKind::File => {
+                let reusable = reusing_files();
+                if reusable && let Some((spares, dir)) = reused(&FILE_SPARES, |(spares, _)| spares)? {
+                    return Ok(db(spares.location().clone(), Some(dir), Some(spares), true, true));
+                }
+                let dir = crate::janitor::temp_dir("fencesim-world-", KEEP_TEMP.load(Ordering::Relaxed))?;
+                Ok(db(world_file(&dir), Some(dir), None, reusable, false))
             }
-            DbKind::File => match reused(&FILE_SPARES, |(spares, _)| spares)? {
-                Some((spares, dir)) => (spares.location().clone(), Some(dir), spares, true),
-                None => {
-                    let dir = crate::janitor::temp_dir("fencesim-world-", false)?;
-                    let location = Location::File(dir.path().join("world.db"));
-                    let spares = Spares::file(&options(location.clone(), Arc::new(SimClock::new(0))))
-                        .map_err(std::io::Error::other)?;
-                    (location, Some(dir), Arc::new(spares), false)
-                }
-            },
-        };
-        // A reused database was booted in full by an earlier world's first store.
-        Ok(Self { location, dir, spares: Some(spares), reused, booted: reused.into() })
+        }
     }
 
     /// Whether this database is an earlier world's, emptied, with its connections.
@@ -128,10 +171,10 @@ impl Db {
 
     /// Take the guard of a file world's folder. Whatever becomes of this `Db` (a madsim runtime
     /// may hold a killed node's connection, and with it the `Db`, past the world's end), the
-    /// folder is removed when the guard drops, unless the `Db` dropped first and gave its spares
-    /// back: then the folder waits on the thread with them. `None` for a memdb.
+    /// folder is removed when the guard drops, unless the `Db` dropped first, reusable, and its
+    /// spares can wait on the thread with the folder for the next file world. `None` for a memdb.
     pub fn detach_folder(&mut self) -> Option<Folder> {
-        self.dir.take().map(|dir| Folder(Some(dir)))
+        self.dir.take().map(|dir| Folder { dir: Some(dir), handback: self.handback.clone() })
     }
 
     /// The database file, for a file world.
@@ -153,9 +196,14 @@ impl Db {
     /// The first store boots the world's file in full; the file is the world's own, in a folder
     /// only this `Db` knows, so later stores skip the read-only probe ([`SqliteOptions::booted`]).
     pub fn open(&self, clock: Arc<dyn Clock>, ttl_ms: i64, defects: StoreDefects) -> StoreResult<SqliteStore> {
-        let mut options = options(self.location.clone(), clock).lease_ttl_ms(ttl_ms).defects(defects);
-        if let Some(spares) = &self.spares {
-            options = options.spares(spares.clone());
+        let mut options = SqliteOptions::new(self.location.clone(), clock)
+            .lease_ttl_ms(ttl_ms)
+            .busy_timeout_ms(0)
+            .defects(defects)
+            .without_fsync()
+            .checkpoint_every(CHECKPOINT_FRAMES);
+        if let Some(spares) = self.spares_for(&options)? {
+            options = options.spares(spares);
         }
         if self.booted.load(Ordering::Relaxed) {
             options = options.booted();
@@ -163,6 +211,16 @@ impl Db {
         let store = SqliteStore::open(options)?;
         self.booted.store(true, Ordering::Relaxed);
         Ok(store)
+    }
+
+    /// The spares a store of `options` takes and gives back to: a memdb's; a reusable file's,
+    /// made for the first store's connection settings (every store of a world asks for the same).
+    fn spares_for(&self, options: &SqliteOptions) -> StoreResult<Option<Arc<Spares>>> {
+        let mut spares = self.spares.lock().unwrap_or_else(PoisonError::into_inner);
+        if spares.is_none() && self.reusable {
+            *spares = Some(Arc::new(Spares::file(options)?));
+        }
+        Ok(spares.clone())
     }
 
     /// A simulated node: its own connection, and the engine `Env` on the same fresh clock (skew
@@ -174,36 +232,54 @@ impl Db {
     }
 }
 
-/// What every connection of a world is opened with (see [`Db::open`]).
-fn options(location: Location, clock: Arc<dyn Clock>) -> SqliteOptions {
-    SqliteOptions::new(location, clock).busy_timeout_ms(0).without_fsync().checkpoint_every(CHECKPOINT_FRAMES)
+/// The world's database file in its folder.
+fn world_file(dir: &TempDir) -> Location {
+    Location::File(dir.path().join("world.db"))
 }
 
 impl Drop for Db {
     fn drop(&mut self) {
-        let Some(spares) = self.spares.take() else { return };
-        // A thread still holding another world's spares keeps those; these close (and a file's
-        // folder goes with its guard).
+        let Some(spares) = self.spares.get_mut().unwrap_or_else(PoisonError::into_inner).take() else { return };
         match (&self.location, self.dir.take()) {
             (Location::Memdb(_), _) => park(&SPARES, spares),
-            (Location::File(_), Some(dir)) => park(&FILE_SPARES, (spares, dir)),
-            // Its folder's guard, dropped next, pairs them again (an older world's left here
-            // lost its folder already).
-            (Location::File(_), None) => drop(RETURNED.try_with(|slot| slot.borrow_mut().replace(spares))),
+            (Location::File(_), Some(dir)) => park_file(spares, dir),
+            (Location::File(_), None) => {
+                let mut handback = self.handback.lock().unwrap_or_else(PoisonError::into_inner);
+                // Its folder's guard pairs them again, unless it removed the folder already.
+                if !matches!(*handback, Handback::FolderGone) {
+                    *handback = Handback::Spares(spares);
+                }
+            }
         }
     }
 }
 
+/// What a file world's `Db` left for its detached [`Folder`].
+#[derive(Debug, Default)]
+enum Handback {
+    /// The `Db` has not dropped yet.
+    #[default]
+    Waiting,
+    /// The `Db` dropped and gave these back.
+    Spares(Arc<Spares>),
+    /// The folder was removed before the `Db` dropped: its spares close when it does.
+    FolderGone,
+}
+
 /// A file world's folder, detached from its [`Db`] ([`Db::detach_folder`]).
 #[derive(Debug)]
-pub struct Folder(Option<TempDir>);
+pub struct Folder {
+    dir: Option<TempDir>,
+    handback: Arc<Mutex<Handback>>,
+}
 
 impl Drop for Folder {
     fn drop(&mut self) {
-        let Some(dir) = self.0.take() else { return };
-        let mine = Location::File(dir.path().join("world.db"));
-        if let Ok(Some(spares)) = RETURNED.try_with(|slot| slot.borrow_mut().take_if(|s| *s.location() == mine)) {
-            park(&FILE_SPARES, (spares, dir));
+        let Some(dir) = self.dir.take() else { return };
+        let mut handback = self.handback.lock().unwrap_or_else(PoisonError::into_inner);
+        match std::mem::replace(&mut *handback, Handback::FolderGone) {
+            Handback::Spares(spares) => park_file(spares, dir),
+            Handback::Waiting | Handback::FolderGone => drop(dir),
         }
     }
 }
@@ -214,6 +290,17 @@ fn park<T>(slot: &'static std::thread::LocalKey<RefCell<Option<T>>>, held: T) {
     let _ = slot.try_with(|slot| {
         slot.borrow_mut().get_or_insert(held);
     });
+}
+
+/// Leave a file world's spares and folder for the next file world while the thread reuses file
+/// worlds; else (or when the slot is taken) the connections close, then the folder goes.
+fn park_file(spares: Arc<Spares>, dir: TempDir) {
+    if reusing_files() {
+        park(&FILE_SPARES, (spares, dir));
+    } else {
+        drop(spares);
+        drop(dir);
+    }
 }
 
 /// The thread's spares in `slot`, emptied for a new world; `None` when there are none or a store
@@ -227,5 +314,71 @@ fn reused<T>(
     match spares(&held).clear() {
         Ok(cleared) => Ok(cleared.then_some(held)),
         Err(e) => Err(std::io::Error::other(format!("cannot empty the last world's database: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use fencesim_store::{JournalEntry, JournalStore, ManualClock, RunId};
+
+    use super::*;
+
+    /// Open a store of `db`, write a row and drop the store: its connection goes back to the
+    /// spares. The world's folder.
+    fn use_once(db: &Db) -> PathBuf {
+        let store = db.open(Arc::new(ManualClock::new(0)), 1_000, StoreDefects::NONE).expect("open");
+        store.append(&RunId::new("r"), &JournalEntry::new(1, "step", "ok"), None).expect("append");
+        db.path().expect("a file").parent().expect("its folder").to_owned()
+    }
+
+    fn exists(folder: &Path) -> bool {
+        folder.try_exists().expect("a readable temp folder")
+    }
+
+    #[test]
+    fn without_a_guard_every_file_world_has_a_folder_of_its_own_removed_when_it_ends() {
+        let db = Db::new(DbKind::File).expect("db");
+        let folder = use_once(&db);
+        drop(db);
+        assert!(!exists(&folder), "the folder went with the world");
+        assert!(!Db::new(DbKind::File).expect("db").reused());
+    }
+
+    #[test]
+    fn under_a_guard_the_next_file_world_reuses_the_folder_and_the_guard_removes_it() {
+        let guard = FileReuse::on_this_thread();
+        let db = Db::new(DbKind::File).expect("db");
+        let folder = use_once(&db);
+        drop(db);
+        assert!(exists(&folder), "kept for the next file world");
+        let next = Db::new(DbKind::File).expect("db");
+        assert!(next.reused(), "the next file world took it");
+        assert_eq!(use_once(&next), folder);
+        drop(next);
+        drop(guard);
+        assert!(!exists(&folder), "the last guard of the thread removed it");
+    }
+
+    #[test]
+    fn a_detached_folder_pairs_with_its_spares_only_when_the_db_dropped_first() {
+        let _guard = FileReuse::on_this_thread();
+        // The Db drops first, as when the runtime drops before the folder: kept and reused.
+        let mut db = Db::new(DbKind::File).expect("db");
+        let guard = db.detach_folder().expect("a file world's folder");
+        let folder = use_once(&db);
+        drop(db);
+        drop(guard);
+        assert!(exists(&folder));
+        let mut db = Db::new(DbKind::File).expect("db");
+        assert!(db.reused());
+        // The folder's guard drops first, as when a runtime keeps the Db past the world: the
+        // folder goes at once, and the spares close when the Db drops.
+        let guard = db.detach_folder().expect("a file world's folder");
+        drop(guard);
+        assert!(!exists(&folder), "removed although its Db lives on");
+        drop(db);
+        assert!(!Db::new(DbKind::File).expect("db").reused(), "nothing was left to reuse");
     }
 }

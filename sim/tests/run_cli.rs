@@ -74,6 +74,8 @@ fn madsim_finds_the_world_deterministic() {
 /// (a fresh database), the second on this one after another world filled and left its database.
 /// Its kept database holds its own rows and nothing of the earlier world's (byte for byte).
 fn a_world_on_a_reused_database_matches_one_on_a_fresh_database(db: DbKind) {
+    // File worlds reuse only on a thread that asks for it (memdbs always do).
+    let _reuse = fencesim::stores::FileReuse::on_this_thread();
     let dir = tempfile::tempdir().unwrap();
     let kept = |name: &str| WorldConfig {
         db,

@@ -11,6 +11,7 @@ use std::sync::{Condvar, Mutex};
 
 use fencesim::history::lock;
 pub use fencesim::soak::wall::Stopwatch;
+use fencesim::stores::FileReuse;
 
 /// The most worlds one command may run at once: more threads than this only thrash.
 pub const MAX_JOBS: usize = 256;
@@ -45,7 +46,9 @@ pub fn map<T: Sync, R: Send>(items: &[T], jobs: usize, progress: &Progress, f: i
 /// handing each result to `sink` in index order as soon as every earlier one has been handed on.
 /// Memory stays constant in `count`: a thread takes index `i` only once `sink` has seen every
 /// index below `i - window`, so at most `window` results wait for a slow earlier one. Returns
-/// early (the indexes not yet taken are never run) when `sink` returns `false`.
+/// early (the indexes not yet taken are never run) when `sink` returns `false`. File worlds on a
+/// thread reuse its last file world's folder and connections ([`FileReuse`]) until the thread is
+/// done, and the folder goes before `stream` returns.
 pub fn stream<R: Send>(
     count: u64,
     jobs: usize,
@@ -67,6 +70,7 @@ pub fn stream<R: Send>(
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| {
+                let _reuse = FileReuse::on_this_thread();
                 loop {
                     let i = {
                         let mut s = lock(&state);

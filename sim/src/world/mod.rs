@@ -542,8 +542,8 @@ fn keep(observer: &fencesim_store::SqliteStore, out: &crate::files::Output) -> R
             rusqlite::backup::Backup::new(observer.raw_connection(), &mut dst).map_err(|e| fail(e.to_string()))?;
         backup.run_to_completion(4096, std::time::Duration::ZERO, None).map_err(|e| fail(e.to_string()))?;
         drop(backup);
-        // A reused memdb keeps earlier worlds' rows in its free pages, and a backup copies pages:
-        // rewritten whole, the copy holds this world's rows and nothing else.
+        // A reused database keeps earlier worlds' rows in its free pages, and a backup copies
+        // pages: rewritten whole, the copy holds this world's rows and nothing else.
         dst.execute_batch("VACUUM").map_err(|e| fail(e.to_string()))?;
     }
     tmp.as_file().sync_all().map_err(|e| fail(format!("cannot write: {e}")))?;

@@ -80,8 +80,8 @@ impl Spares {
     /// transaction; then, for a file, checkpoint the WAL into the database and truncate it.
     /// `Ok(false)`, with nothing done, while a store still holds a connection (it could write
     /// into what comes next) or when no connection is idle (a memdb no connection holds is gone),
-    /// and `Ok(false)` when the checkpoint could not finish: the caller then starts over with a
-    /// database of its own.
+    /// and `Ok(false)`, the tables emptied but the WAL not, when the checkpoint could not finish:
+    /// the caller then starts over with a database of its own.
     pub fn clear(&self) -> StoreResult<bool> {
         if self.lent.load(Ordering::SeqCst) > 0 {
             return Ok(false);
