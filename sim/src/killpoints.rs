@@ -17,7 +17,7 @@ use fencesim_engine::{
     Engine, EngineDefects, EngineError, EngineOptions, Env, Fault, Ledger, Paid, Phase, Point, RunOptions, Site,
     Workflow, Write,
 };
-use fencesim_store::{JournalEntry, RunId, RunStatus, Store, StoreDefects};
+use fencesim_store::{JournalEntry, RunId, RunStatus, Store, StoreDefects, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -128,7 +128,7 @@ pub fn table() -> Vec<KillPoint> {
 }
 
 /// Every durable write of a clean run of `workflow`, in order, crashed before and after.
-pub fn enumerate(workflow: &Workflow, config: &Config) -> Result<Vec<KillPoint>, String> {
+pub fn enumerate(workflow: &Workflow, config: &Config) -> Result<Vec<KillPoint>, KillPointError> {
     let writes = clean_writes(workflow, config)?;
     Ok((0..writes.len())
         .flat_map(|i| {
@@ -142,6 +142,19 @@ pub fn enumerate(workflow: &Workflow, config: &Config) -> Result<Vec<KillPoint>,
             })
         })
         .collect())
+}
+
+/// Why the harness could not judge a kill point: its own failure, never a violation.
+#[derive(Debug, thiserror::Error)]
+pub enum KillPointError {
+    #[error("cannot create the database: {0}")]
+    Database(#[source] std::io::Error),
+    /// A store call of the harness's own (opening, the referee's reads) failed.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    /// The clean run a point is measured against did not finish.
+    #[error("clean run failed: {0}")]
+    CleanRun(#[source] EngineError),
 }
 
 /// How points run.
@@ -188,8 +201,8 @@ fn runtime() -> madsim::runtime::Runtime {
     madsim::runtime::Runtime::with_seed_and_config(0, madsim::Config::default())
 }
 
-fn open(db: &Db, ttl_ms: u32, config: &Config) -> Result<(Rc<dyn Store>, SimEnv), String> {
-    db.node(ttl_ms, config.store_defects).map_err(|e| e.to_string())
+fn open(db: &Db, ttl_ms: u32, config: &Config) -> Result<(Rc<dyn Store>, SimEnv), KillPointError> {
+    Ok(db.node(ttl_ms, config.store_defects)?)
 }
 
 fn engine<E: Env>(store: Rc<dyn Store>, env: E, ledger: Ledger, owner: &str, config: &Config) -> Engine<E> {
@@ -199,12 +212,12 @@ fn engine<E: Env>(store: Rc<dyn Store>, env: E, ledger: Ledger, owner: &str, con
 }
 
 /// The writes of a clean run, described, and what it paid.
-fn clean_writes(workflow: &Workflow, config: &Config) -> Result<Vec<String>, String> {
+fn clean_writes(workflow: &Workflow, config: &Config) -> Result<Vec<String>, KillPointError> {
     clean_run(workflow, config).map(|(writes, _)| writes)
 }
 
-pub(crate) fn clean_run(workflow: &Workflow, config: &Config) -> Result<(Vec<String>, Paid), String> {
-    let db = Db::new(config.db).map_err(|e| e.to_string())?;
+pub(crate) fn clean_run(workflow: &Workflow, config: &Config) -> Result<(Vec<String>, Paid), KillPointError> {
+    let db = Db::new(config.db).map_err(KillPointError::Database)?;
     runtime().block_on(async {
         let (store, env) = open(&db, CHILD_TTL_MS, config)?;
         let writes = Rc::new(RefCell::new(Vec::new()));
@@ -218,7 +231,7 @@ pub(crate) fn clean_run(workflow: &Workflow, config: &Config) -> Result<(Vec<Str
         let ledger = Ledger::new();
         let run = RunId::new("kp-clean");
         let engine = engine(store, env, ledger.clone(), "kp-child", config);
-        engine.run(&run, workflow, RunOptions::default()).await.map_err(|e| format!("clean run failed: {e}"))?;
+        engine.run(&run, workflow, RunOptions::default()).await.map_err(KillPointError::CleanRun)?;
         let paid = ledger.run_total(&run);
         Ok((writes.take(), paid))
     })
@@ -230,7 +243,7 @@ pub(crate) fn clean_run(workflow: &Workflow, config: &Config) -> Result<(Vec<Str
 pub struct CleanBills(Vec<(String, Paid)>);
 
 impl CleanBills {
-    pub fn of(&mut self, workflow: &Workflow, config: &Config) -> Result<Paid, String> {
+    pub fn of(&mut self, workflow: &Workflow, config: &Config) -> Result<Paid, KillPointError> {
         if let Some((_, paid)) = self.0.iter().find(|(name, _)| *name == workflow.name) {
             return Ok(*paid);
         }
@@ -241,14 +254,14 @@ impl CleanBills {
 }
 
 /// Run kill points in order; each workflow's clean run is measured once.
-pub fn run_points(points: &[KillPoint], config: &Config) -> Result<Vec<PointReport>, String> {
+pub fn run_points(points: &[KillPoint], config: &Config) -> Result<Vec<PointReport>, KillPointError> {
     let mut clean = CleanBills::default();
     points.iter().map(|point| run_point(point, config, clean.of(&point.workflow, config)?)).collect()
 }
 
 /// Run one kill point against what a clean run of its workflow paid.
-pub fn run_point(point: &KillPoint, config: &Config, clean: Paid) -> Result<PointReport, String> {
-    let db = Db::new(config.db).map_err(|e| e.to_string())?;
+pub fn run_point(point: &KillPoint, config: &Config, clean: Paid) -> Result<PointReport, KillPointError> {
+    let db = Db::new(config.db).map_err(KillPointError::Database)?;
     let run = RunId::new(format!("kp-{}", point.id));
     runtime().block_on(async {
         let mut violations = Vec::new();
@@ -352,14 +365,14 @@ pub async fn referee<E: Env + Clone>(
     workflow: &Workflow,
     config: &Config,
     retry_ms: u64,
-) -> Result<RefereeReport, String> {
+) -> Result<RefereeReport, KillPointError> {
     let mut violations = Vec::new();
     // The residue: meta is never ahead of the journal (contracts 3.6 ordering invariant).
-    let residue = audit::audit_run(store.as_ref(), run).map_err(|e| e.to_string())?;
+    let residue = audit::audit_run(store.as_ref(), run)?;
     if let Some(ahead) = residue.meta_ahead() {
         violations.push(format!("after the crash: {ahead}"));
     }
-    let before = store.load(run).map_err(|e| e.to_string())?;
+    let before = store.load(run)?;
     let unstamped_limit = before.iter().any(|e| e.kind == kind::AGENT && entries::is_unstamped(&before, e));
 
     // Resume, retrying while the dead child's lease lingers.
@@ -384,13 +397,13 @@ pub async fn referee<E: Env + Clone>(
         Err(e) => violations.push(format!("resume failed: {e}")),
     }
 
-    let journal = store.load(run).map_err(|e| e.to_string())?;
+    let journal = store.load(run)?;
     check_journal(&journal, &mut violations);
-    let meta = store.get_meta(run).map_err(|e| e.to_string())?;
+    let meta = store.get_meta(run)?;
     if meta.as_ref().map(|m| m.status) != Some(RunStatus::Ok) {
         violations.push(format!("meta status is {}, not ok", meta.map_or("missing".into(), |m| m.status.to_string())));
     }
-    let after = audit::audit_run(store.as_ref(), run).map_err(|e| e.to_string())?;
+    let after = audit::audit_run(store.as_ref(), run)?;
     if after.verdict != AuditVerdict::Consistent {
         violations.push(format!("audit after resume: {after}"));
     }

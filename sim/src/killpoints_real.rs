@@ -84,6 +84,8 @@ pub enum RealError {
     Interrupted(Signal),
     #[error("{0}")]
     Harness(String),
+    #[error(transparent)]
+    KillPoint(#[from] crate::killpoints::KillPointError),
 }
 
 pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RealError {
@@ -355,7 +357,7 @@ pub fn run_resume(spec: &ResumeSpec) -> Result<RefereeReport, RealError> {
     let retry_ms = u64::from(spec.child_ttl_ms.div_ceil(3).max(50));
     tokio_runtime()?
         .block_on(killpoints::referee(store, RealEnv, &spec.run, &spec.workflow, &config, retry_ms))
-        .map_err(RealError::Harness)
+        .map_err(RealError::from)
 }
 
 /// What a dead child's effects log says: its bill, and the write it died at.
@@ -495,7 +497,7 @@ pub fn run_points_real(points: &[KillPoint], config: &Config) -> Result<Vec<Poin
     let reports = points
         .iter()
         .map(|point| {
-            let paid = clean.of(&point.workflow, config).map_err(RealError::Harness)?;
+            let paid = clean.of(&point.workflow, config)?;
             run_point_real(&signals, &exe, suite.path(), point, config, paid)
         })
         .collect::<Result<Vec<_>, _>>()?;

@@ -12,7 +12,7 @@ use crate::catalogue::{self, Defect};
 use crate::probes;
 use crate::report;
 use crate::stores::DbKind;
-use crate::world::{self, WorldConfig, WorldError};
+use crate::world::{self, HarnessError, WorldConfig, WorldError};
 
 /// How a defect is hunted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,7 +134,7 @@ pub struct Hunt {
 pub fn hunting_grounds(defect: Defect) -> Result<Vec<String>, WorldError> {
     let mut grounds: Vec<String> = Vec::new();
     for (name, _) in catalogue::SCENARIOS {
-        let scenario = catalogue::scenario(name).map_err(|e| harness(e.to_string()))?;
+        let scenario = catalogue::scenario(name).map_err(|e| harness(e.into()))?;
         if scenario.targets.iter().any(|t| t == defect.name()) {
             grounds.push(name.to_owned());
         }
@@ -145,8 +145,8 @@ pub fn hunting_grounds(defect: Defect) -> Result<Vec<String>, WorldError> {
     Ok(grounds)
 }
 
-fn harness(message: String) -> WorldError {
-    WorldError { scenario: "-".into(), seed: 0, message }
+fn harness(error: HarnessError) -> WorldError {
+    WorldError { scenario: "-".into(), seed: 0, error: error.into() }
 }
 
 /// Hunt a world-detected defect over seeds `1..=seeds` of its grounds, in seed-major order.
@@ -156,7 +156,7 @@ pub fn hunt(defect: Defect, seeds: u64, db: DbKind) -> Result<Hunt, WorldError> 
     let mut tries = 0;
     for seed in 1..=seeds {
         for name in &grounds {
-            let scenario = catalogue::scenario(name).map_err(|e| harness(e.to_string()))?;
+            let scenario = catalogue::scenario(name).map_err(|e| harness(e.into()))?;
             tries += 1;
             let cfg = WorldConfig { scenario, seed, db, store_defects, engine_defects, keep_db: None };
             let outcome = world::run(&cfg)?;

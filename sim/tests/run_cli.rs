@@ -104,6 +104,19 @@ fn a_world_on_a_reused_file_matches_one_on_a_fresh_file() {
     a_world_on_a_reused_database_matches_one_on_a_fresh_database(DbKind::File);
 }
 
+/// A world the harness cannot finish is a typed harness error naming the world, not a verdict:
+/// here the final database cannot be kept, its folder being gone.
+#[test]
+fn a_database_that_cannot_be_kept_is_a_typed_harness_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gone").join("world.db");
+    let cfg =
+        WorldConfig { keep_db: Some(fencesim::files::Output { path: path.clone(), overwrite: false }), ..config() };
+    let err = world::run(&cfg).expect_err("the database cannot be kept");
+    assert!(matches!(&*err.error, world::HarnessError::KeepDb { path: p, .. } if *p == path), "{err:?}");
+    assert!(err.to_string().starts_with(&format!("world {SCENARIO} seed {SEED}: --keep-db ")), "{err}");
+}
+
 #[test]
 fn a_malformed_scenario_file_is_named_with_its_line() {
     let dir = tempfile::tempdir().unwrap();

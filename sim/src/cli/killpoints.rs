@@ -57,12 +57,12 @@ pub fn run(args: &Args) -> CmdResult {
     let mut points: Vec<KillPoint> =
         killpoints::table().into_iter().filter(|p| workflows.iter().any(|w| w.name == p.workflow.name)).collect();
     for workflow in &workflows {
-        points.extend(killpoints::enumerate(workflow, &config).map_err(anyhow::Error::msg)?);
+        points.extend(killpoints::enumerate(workflow, &config)?);
     }
     let reports: Vec<PointReport> = if args.real {
         killpoints_real::run_points_real(&points, &config)?
     } else {
-        killpoints::run_points(&points, &config).map_err(anyhow::Error::msg)?
+        killpoints::run_points(&points, &config)?
     };
     let failed = reports.iter().filter(|r| !r.passed()).count();
     let repro = repro_command(args);

@@ -123,8 +123,8 @@ pub fn run(args: &Args) -> CmdResult {
         |_, summary| {
             match summary {
                 Err(e) => {
-                    println!("ERROR seed {}: {}", e.seed, e.message);
-                    failures.push(json!({"seed": e.seed, "violations": 0, "first": format!("harness error: {}", e.message), "repro": null}));
+                    println!("ERROR seed {}: {}", e.seed, e.error);
+                    failures.push(json!({"seed": e.seed, "violations": 0, "first": format!("harness error: {}", e.error), "repro": null}));
                     errors += 1;
                     first_error.get_or_insert(e);
                 }

@@ -128,6 +128,8 @@ pub enum SoakError {
     #[error("invalid soak options: {0}")]
     Options(String),
     #[error(transparent)]
+    KillPoint(#[from] crate::killpoints::KillPointError),
+    #[error(transparent)]
     Log(#[from] super::SoakError),
 }
 
@@ -530,7 +532,7 @@ fn judge(
             violations.push(format!("run={run} {ahead}"));
         }
         // The re-pay bound, against a clean run's bill for the workflow.
-        let clean_paid = clean.of(workflow, &config).map_err(SoakError::Options)?;
+        let clean_paid = clean.of(workflow, &config)?;
         let paid = bill.run_total(run);
         report.paid_calls += paid.calls;
         report.paid_tools += paid.tools;

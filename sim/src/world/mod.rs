@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fencesim_engine::EngineDefects;
-use fencesim_store::{JournalEntry, RunId, RunMeta, RunStatus, SqliteStore, StoreDefects};
+use fencesim_engine::{EngineDefects, EngineError};
+use fencesim_store::{JournalEntry, RunId, RunMeta, RunStatus, SqliteStore, StoreDefects, StoreError};
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId;
 
@@ -87,11 +87,46 @@ impl WorldReport {
 
 /// The world could not be run at all (no database, say): a harness error, not a verdict.
 #[derive(Debug, thiserror::Error)]
-#[error("world {scenario} seed {seed}: {message}")]
+#[error("world {scenario} seed {seed}: {error}")]
 pub struct WorldError {
     pub scenario: String,
     pub seed: u64,
-    pub message: String,
+    #[source]
+    pub error: Box<HarnessError>,
+}
+
+/// Why the harness could not take a world to its verdict: its own failure, never a finding about
+/// the store or the engines (those are the oracle's violations).
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    #[error("cannot create the world's database: {0}")]
+    CreateDatabase(#[source] std::io::Error),
+    #[error("cannot open the world's database: {0}")]
+    OpenDatabase(#[source] StoreError),
+    #[error("boot-storm connection {index} failed to boot: {source}")]
+    BootStorm { index: u32, source: StoreError },
+    /// A node's (or an adversary's) connection would not open.
+    #[error("{node}: cannot open its connection: {source}")]
+    Connect { node: String, source: StoreError },
+    /// A node's engine or worker refused the options the world built for it.
+    #[error("{label}: {part}: {source}")]
+    Engine { label: String, part: &'static str, source: EngineError },
+    #[error("{0} is not a node a world starts")]
+    NotStarted(Node),
+    #[error("the plan's worker '{0}' is not a worker's name")]
+    NotAWorker(String),
+    /// The supervisor's read of the store (the settled check, the final snapshot) failed.
+    #[error("cannot read the store: {0}")]
+    ReadStore(#[source] StoreError),
+    /// `--keep-db` could not save the final database.
+    #[error("--keep-db {}: {reason}", path.display())]
+    KeepDb { path: std::path::PathBuf, reason: String },
+    /// A scenario the harness itself names would not load.
+    #[error("{0}")]
+    Scenario(#[from] crate::scenario::ScenarioError),
+    /// A bug in the harness: the panic's message.
+    #[error("the world panicked: {0}")]
+    Panicked(String),
 }
 
 thread_local! {
@@ -108,14 +143,15 @@ pub fn inside_world() -> bool {
 /// Run one world to its verdict. A panic inside the world (a harness bug) comes back as a
 /// [`WorldError`] naming the seed, so a sweep can report it and go on.
 pub fn run(cfg: &WorldConfig) -> Result<WorldReport, WorldError> {
-    let fail = |message: String| WorldError { scenario: cfg.scenario.name.clone(), seed: cfg.seed, message };
+    let fail =
+        |error: HarnessError| WorldError { scenario: cfg.scenario.name.clone(), seed: cfg.seed, error: error.into() };
     IN_WORLD.with(|w| w.set(true));
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // The database (a file world's temporary folder) is made before the runtime exists: its
         // random name comes from the thread's generator, which seeds itself on first use; inside
         // the runtime that seeding would draw from madsim's generator and shift the scheduling of
         // the first file world on each thread only (the same seed would then differ in-process).
-        let mut db = Db::new(cfg.db).map_err(|e| format!("cannot create the world's database: {e}"))?;
+        let mut db = Db::new(cfg.db).map_err(HarnessError::CreateDatabase)?;
         // Killed nodes can keep the world's shared state (and with it the `Db`) alive past the
         // runtime, so a file world's folder guard is held here and dropped after the runtime:
         // the folder goes, pass or fail, unless the CLI was told to keep temporary folders.
@@ -135,7 +171,7 @@ pub fn run(cfg: &WorldConfig) -> Result<WorldReport, WorldError> {
                 .map(|s| (*s).to_owned())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".to_owned());
-            Err(fail(format!("the world panicked: {what}")))
+            Err(fail(HarnessError::Panicked(what)))
         }
     }
 }
@@ -144,8 +180,8 @@ pub fn run(cfg: &WorldConfig) -> Result<WorldReport, WorldError> {
 /// what [`run`] does inside the runtime it makes, exposed so that a test can wrap it in
 /// `Runtime::check_determinism`. Unlike [`run`], it makes the database inside the runtime, which
 /// shifts a file world's scheduling (see [`run`]): its traces equal [`run`]'s on memdb only.
-pub async fn run_in_runtime(cfg: WorldConfig) -> Result<WorldReport, String> {
-    let mut db = Db::new(cfg.db).map_err(|e| format!("cannot create the world's database: {e}"))?;
+pub async fn run_in_runtime(cfg: WorldConfig) -> Result<WorldReport, HarnessError> {
+    let mut db = Db::new(cfg.db).map_err(HarnessError::CreateDatabase)?;
     let folder = db.detach_folder();
     let result = supervise(cfg, db).await;
     // The nodes were killed at the end of `supervise`; madsim drops a killed node's tasks only
@@ -197,7 +233,7 @@ pub(crate) struct Shared {
     /// The connection that attempts mid-call takeovers, with its clock (when takeovers are on).
     pub usurper: Mutex<Option<(Recorder, SimClock)>>,
     /// Harness errors nodes ran into (a connection that would not open).
-    errors: Mutex<Vec<String>>,
+    errors: Mutex<Vec<HarnessError>>,
 }
 
 /// A pending restart of a node.
@@ -226,17 +262,17 @@ impl Shared {
     }
 
     /// Open a recorded connection for a node.
-    fn connect(&self, name: &str, label: &str, clock: &SimClock) -> Result<Recorder, String> {
+    fn connect(&self, name: &str, label: &str, clock: &SimClock) -> Result<Recorder, HarnessError> {
         let clock: Arc<dyn fencesim_store::Clock> = Arc::new(clock.clone());
         let store = self
             .db
             .open(clock.clone(), i64::from(self.plan.ttl_ms), self.cfg.store_defects)
-            .map_err(|e| format!("{name}: cannot open its connection: {e}"))?;
+            .map_err(|source| HarnessError::Connect { node: name.to_owned(), source })?;
         Ok(Recorder::new(Box::new(store), label, clock, self.history.clone()))
     }
 
-    fn harness_error(&self, message: String) {
-        lock(&self.errors).push(message);
+    fn harness_error(&self, error: HarnessError) {
+        lock(&self.errors).push(error);
     }
 
     /// Kill the calling node now (a crash) and start it again `after_ms` later (or sooner, if a
@@ -296,7 +332,7 @@ impl Shared {
     }
 }
 
-async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
+async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, HarnessError> {
     let shared = share(cfg, db);
     shared.history.push(
         &Node::World.to_string(),
@@ -317,8 +353,8 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, String> {
     for id in lock(&shared.node_ids).values() {
         handle.kill(*id);
     }
-    if let Some(error) = lock(&shared.errors).first() {
-        return Err(error.clone());
+    if let Some(error) = lock(&shared.errors).drain(..).next() {
+        return Err(error);
     }
     judge(&shared, &observer, settled_early)
 }
@@ -353,17 +389,17 @@ fn share(cfg: WorldConfig, db: Db) -> Arc<Shared> {
 /// virtual instant, one after another on this thread; the first bootstraps it, and the real race
 /// of OS processes is conformance check B2's), the supervisor's own view of the store (outside the
 /// history), and the adversaries' connections (the zombie, the usurper).
-fn boot(shared: &Arc<Shared>) -> Result<(SqliteStore, Option<nodes::Zombie>), String> {
-    for i in 0..shared.cfg.scenario.world.boot_storm {
+fn boot(shared: &Arc<Shared>) -> Result<(SqliteStore, Option<nodes::Zombie>), HarnessError> {
+    for index in 0..shared.cfg.scenario.world.boot_storm {
         let clock = shared.clock(&Node::Client.to_string());
-        if let Err(e) = shared.db.open(Arc::new(clock), i64::from(shared.plan.ttl_ms), shared.cfg.store_defects) {
-            return Err(format!("boot-storm connection {i} failed to boot: {e}"));
+        if let Err(source) = shared.db.open(Arc::new(clock), i64::from(shared.plan.ttl_ms), shared.cfg.store_defects) {
+            return Err(HarnessError::BootStorm { index, source });
         }
     }
     let observer = shared
         .db
         .open(Arc::new(SimClock::new(0)), i64::from(shared.plan.ttl_ms), StoreDefects::NONE)
-        .map_err(|e| format!("cannot open the world's database: {e}"))?;
+        .map_err(HarnessError::OpenDatabase)?;
     let zombie = match shared.plan.fault(FaultKind::Zombie) {
         Some(_) => Some(nodes::Zombie::new(shared)?),
         None => None,
@@ -384,7 +420,7 @@ fn start_nodes(shared: &Arc<Shared>, handle: &Handle) {
     for worker in &shared.plan.workers {
         match Node::parse(worker) {
             Some(node @ Node::Worker(_)) => names.push(node),
-            _ => shared.harness_error(format!("the plan's worker '{worker}' is not a worker's name")),
+            _ => shared.harness_error(HarnessError::NotAWorker(worker.clone())),
         }
     }
     if world.retention_ms > 0 {
@@ -409,7 +445,7 @@ async fn drive(
     handle: &Handle,
     observer: &SqliteStore,
     mut zombie: Option<nodes::Zombie>,
-) -> Result<bool, String> {
+) -> Result<bool, HarnessError> {
     let world = &shared.cfg.scenario.world;
     let mut events = shared.plan.events.clone().into_iter().peekable();
     let fault_ms = i64::from(world.fault_ms);
@@ -439,7 +475,7 @@ async fn drive(
             && lock(&shared.client).done()
         {
             let planned = shared.plan.runs.iter().map(|r| r.id.clone());
-            if oracle::store_settled_or_waiting(observer, planned).map_err(|e| format!("cannot read the store: {e}"))? {
+            if oracle::store_settled_or_waiting(observer, planned).map_err(HarnessError::ReadStore)? {
                 return Ok(true);
             }
         }
@@ -487,10 +523,10 @@ fn fire(shared: &Arc<Shared>, at: u32, event: Scheduled, zombie: Option<&mut nod
 
 /// The world's end: its history, the final snapshot read through the observer, the oracle's
 /// verdict, the fingerprint and the counters (and the database kept, if asked).
-fn judge(shared: &Arc<Shared>, observer: &SqliteStore, settled_early: bool) -> Result<WorldReport, String> {
+fn judge(shared: &Arc<Shared>, observer: &SqliteStore, settled_early: bool) -> Result<WorldReport, HarnessError> {
     let rows = shared.history.take_rows();
     let run_ids = rows.iter().filter_map(Row::call).map(|c| c.run.clone()).filter(|r| r.as_str() != "*");
-    let snapshot = Snapshot::read(observer, run_ids).map_err(|e| format!("cannot read the store: {e}"))?;
+    let snapshot = Snapshot::read(observer, run_ids).map_err(HarnessError::ReadStore)?;
     let planned = shared.plan.runs.iter().map(|r| r.id.clone()).collect();
     let violations = oracle::check(
         &rows,
@@ -526,9 +562,9 @@ fn world_name(shared: &Shared) -> String {
 /// path, never a SQLite URI (`file:x.db?mode=memory` names a file of that name); the copy is made
 /// in a temporary file beside it and renamed into place, so an existing file is never written
 /// into (replaced only with `overwrite`), and a directory or a symbolic link is refused.
-fn keep(observer: &fencesim_store::SqliteStore, out: &crate::files::Output) -> Result<(), String> {
+fn keep(observer: &fencesim_store::SqliteStore, out: &crate::files::Output) -> Result<(), HarnessError> {
     use rusqlite::OpenFlags;
-    let fail = |message: String| format!("--keep-db {}: {message}", out.path.display());
+    let fail = |reason: String| HarnessError::KeepDb { path: out.path.clone(), reason };
     crate::files::check_target(&out.path, out.overwrite).map_err(|e| fail(e.message))?;
     let tmp = tempfile::Builder::new()
         .prefix(".fencesim-keep-")

@@ -23,7 +23,7 @@ use fencesim_store::{
 use serde_json::json;
 
 use super::plan::{Applied, Plan, RunPlan};
-use super::{Shared, sleep_ms, zombie_entry, zombie_meta};
+use super::{HarnessError, Shared, sleep_ms, zombie_entry, zombie_meta};
 use crate::env::{SimClock, SimEnv, elapsed_ms};
 use crate::history::{
     BusyInjector, Disruption, Effect, EffectKind, Event, FailInjector, History, Recorder, SegmentError, SegmentResult,
@@ -41,10 +41,10 @@ pub(super) async fn main(shared: Arc<Shared>, node: Node) {
         Node::Client => client(&shared, node).await,
         Node::Operator => operator(&shared, node).await,
         Node::Worker(_) | Node::Sweeper => worker(&shared, node).await,
-        Node::Zombie | Node::Usurper | Node::Admin | Node::World => Err(format!("{node} is not a node a world starts")),
+        Node::Zombie | Node::Usurper | Node::Admin | Node::World => Err(HarnessError::NotStarted(node)),
     };
-    if let Err(message) = result {
-        shared.harness_error(message);
+    if let Err(error) = result {
+        shared.harness_error(error);
     }
     lock(&shared.alive).remove(&name);
 }
@@ -67,7 +67,7 @@ impl Drop for Ctx {
 }
 
 impl Ctx {
-    fn open(shared: &Arc<Shared>, node: Node) -> Result<Ctx, String> {
+    fn open(shared: &Arc<Shared>, node: Node) -> Result<Ctx, HarnessError> {
         let name = &node.to_string();
         let label = shared.incarnate(name);
         let clock = shared.clock(name);
@@ -101,10 +101,11 @@ impl Ctx {
             defects: shared.cfg.engine_defects,
             ..EngineOptions::default()
         };
-        let engine = Rc::new(
-            Engine::new(store.clone(), env.clone(), Ledger::new(), opts)
-                .map_err(|e| format!("{label}: engine: {e}"))?,
-        );
+        let engine =
+            Rc::new(
+                Engine::new(store.clone(), env.clone(), Ledger::new(), opts)
+                    .map_err(|source| HarnessError::Engine { label: label.clone(), part: "engine", source })?,
+            );
         shared.history.push(&label, Event::Note(format!("{label} starts (clock skew {:+}ms)", env.clock().skew_ms())));
         Ok(Ctx { label, env, store, engine, history: shared.history.clone() })
     }
@@ -140,7 +141,7 @@ const STOP_CHECK_MS: u64 = 200;
 
 /// A queue worker (or, named `sweeper`, the retention sweeper): sweep, report, sleep, until a
 /// graceful stop is requested.
-async fn worker(shared: &Arc<Shared>, node: Node) -> Result<(), String> {
+async fn worker(shared: &Arc<Shared>, node: Node) -> Result<(), HarnessError> {
     let ctx = Ctx::open(shared, node)?;
     let plan = &shared.plan;
     let sweeper = node == Node::Sweeper;
@@ -153,8 +154,11 @@ async fn worker(shared: &Arc<Shared>, node: Node) -> Result<(), String> {
         retention: sweeper.then(|| Retention { keep_ms: i64::from(shared.cfg.scenario.world.retention_ms) }),
     };
     let worker = Rc::new(
-        Worker::new(ctx.engine.clone(), &ctx.store, workflows(), opts)
-            .map_err(|e| format!("{}: worker: {e}", ctx.label))?,
+        Worker::new(ctx.engine.clone(), &ctx.store, workflows(), opts).map_err(|source| HarnessError::Engine {
+            label: ctx.label.clone(),
+            part: "worker",
+            source,
+        })?,
     );
     let watcher = {
         let (worker, shared, name) = (worker.clone(), shared.clone(), node.to_string());
@@ -179,7 +183,7 @@ async fn worker(shared: &Arc<Shared>, node: Node) -> Result<(), String> {
 }
 
 /// The operator: every `operator_ms`, `runs audit --repair`, each repair under a brief lease.
-async fn operator(shared: &Arc<Shared>, node: Node) -> Result<(), String> {
+async fn operator(shared: &Arc<Shared>, node: Node) -> Result<(), HarnessError> {
     let ctx = Ctx::open(shared, node)?;
     loop {
         ctx.env.sleep(u64::from(shared.cfg.scenario.world.operator_ms)).await;
@@ -249,7 +253,7 @@ const CLIENT_TICK_MS: u64 = 1000;
 /// start that never reached the store, resolves suspensions, deletes and recreates settled runs,
 /// cancels as planned, and after a restart reattaches to the runs it was driving. A tick whose
 /// listing fails (busy) does nothing: absence is only believed from a listing that succeeded.
-async fn client(shared: &Arc<Shared>, node: Node) -> Result<(), String> {
+async fn client(shared: &Arc<Shared>, node: Node) -> Result<(), HarnessError> {
     let ctx = Rc::new(Ctx::open(shared, node)?);
     // Starts the crashed incarnation was driving died with it.
     for run in &mut lock(&shared.client).runs {
@@ -542,7 +546,7 @@ const FORGER: &str = "forger";
 const VICTIM: &str = "victim";
 
 impl Zombie {
-    pub(super) fn new(shared: &Shared) -> Result<Zombie, String> {
+    pub(super) fn new(shared: &Shared) -> Result<Zombie, HarnessError> {
         let (name, admin) = (Node::Zombie.to_string(), Node::Admin.to_string());
         let clock = shared.clock(&name);
         Ok(Zombie {
