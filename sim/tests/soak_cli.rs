@@ -222,6 +222,13 @@ fn bad_flags_exit_2_with_one_line() {
         (vec!["soak", "--level", "engine", "--ttl-ms", "0"], "ttl"),
         (vec!["soak", "--level", "engine", "--runs", "0"], "runs"),
         (vec!["soak", "--level", "engine", "--quorum", "epochs=3"], "epochs"),
+        // A flag of the other level would be accepted and change nothing.
+        (vec!["soak", "--runs", "5"], "--runs applies only at --level engine"),
+        (vec!["soak", "--level", "engine", "--skew-ms", "10"], "--skew-ms applies only at --level store"),
+        (
+            vec!["soak", "--level", "engine", "--exit-deadline-s", "5"],
+            "--exit-deadline-s applies only at --level store",
+        ),
     ] {
         let out = fencesim(&args);
         assert_exit(&out, 2);

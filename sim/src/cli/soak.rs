@@ -46,9 +46,9 @@ pub struct Args {
     /// Concurrent writer processes (queue workers at the engine level), 1..=64.
     #[arg(long, default_value_t = 3)]
     writers: usize,
-    /// Engine level: runs the client submits.
-    #[arg(long, default_value_t = 12)]
-    runs: u32,
+    /// Engine level only: runs the client submits [default: 12].
+    #[arg(long)]
+    runs: Option<u32>,
     /// The storm's lease ttl in milliseconds (short = many takeovers), 1..=2147483647
     /// [default: 250; 100 for the store level's release quorum]
     #[arg(long, allow_hyphen_values = true)]
@@ -59,10 +59,10 @@ pub struct Args {
     /// Hard wall-clock cap on the storm, in seconds.
     #[arg(long, default_value_t = 60)]
     cap_s: u64,
-    /// Give each writer a seeded clock offset in [-MAX, MAX] ms (the store judges leases by the
-    /// caller's clock), MAX in 0..=3600000.
-    #[arg(long, value_name = "MAX", default_value_t = 0)]
-    skew_ms: i64,
+    /// Store level only: give each writer a seeded clock offset in [-MAX, MAX] ms (the store
+    /// judges leases by the caller's clock), MAX in 0..=3600000 [default: 0].
+    #[arg(long, value_name = "MAX", allow_hyphen_values = true)]
+    skew_ms: Option<i64>,
     /// `default` (contracts 5.7 plus one SIGKILL, one SIGSTOP zombie and one landed mid-call
     /// stall), `release`, or k=v,...
     #[arg(long, default_value = "default")]
@@ -77,12 +77,52 @@ pub struct Args {
     /// Keep the database and every writer's log here (must not exist or be empty).
     #[arg(long, value_name = "DIR")]
     keep: Option<PathBuf>,
-    /// Shared deadline for every writer to exit after the stop, in seconds.
-    #[arg(long, default_value_t = 10)]
-    exit_deadline_s: u64,
+    /// Store level only: shared deadline for every writer to exit after the stop, in seconds
+    /// [default: 10].
+    #[arg(long)]
+    exit_deadline_s: Option<u64>,
+}
+
+/// The store level's defaults of its own flags.
+const DEFAULT_SKEW_MS: i64 = 0;
+const DEFAULT_EXIT_DEADLINE_S: u64 = 10;
+/// The engine level's default of its own flag.
+const DEFAULT_RUNS: u32 = 12;
+
+impl Args {
+    /// Refuse a flag of the other level: it would be accepted and change nothing.
+    fn check_level(&self) -> anyhow::Result<()> {
+        let foreign: &[(&str, bool)] = match self.level {
+            Level::Store => &[("--runs", self.runs.is_some())],
+            Level::Engine => {
+                &[("--skew-ms", self.skew_ms.is_some()), ("--exit-deadline-s", self.exit_deadline_s.is_some())]
+            }
+        };
+        let other = match self.level {
+            Level::Store => "engine",
+            Level::Engine => "store",
+        };
+        match foreign.iter().find(|(_, given)| *given) {
+            Some((flag, _)) => bail!("{flag} applies only at --level {other}"),
+            None => Ok(()),
+        }
+    }
+
+    fn skew_ms(&self) -> i64 {
+        self.skew_ms.unwrap_or(DEFAULT_SKEW_MS)
+    }
+
+    fn exit_deadline_s(&self) -> u64 {
+        self.exit_deadline_s.unwrap_or(DEFAULT_EXIT_DEADLINE_S)
+    }
+
+    fn runs(&self) -> u32 {
+        self.runs.unwrap_or(DEFAULT_RUNS)
+    }
 }
 
 pub fn run(args: &Args) -> CmdResult {
+    args.check_level()?;
     if args.level == Level::Engine {
         return run_engine(args);
     }
@@ -102,11 +142,11 @@ pub fn run(args: &Args) -> CmdResult {
         ttl_ms,
         seed: args.seed,
         cap_s: args.cap_s,
-        skew_ms: args.skew_ms,
+        skew_ms: args.skew_ms(),
         quorum: quorum.clone(),
         defects: store_defects,
         keep: args.keep.clone(),
-        exit_deadline_ms: args.exit_deadline_s.saturating_mul(1000),
+        exit_deadline_ms: args.exit_deadline_s().saturating_mul(1000),
         exe,
         progress: true,
     };
@@ -123,7 +163,7 @@ pub fn run(args: &Args) -> CmdResult {
     print!("{}", report::text(&outcome, &quorum));
     println!("  repro: {} (the OS scheduler is not deterministic)", repro(args, ttl_ms));
     if let Some(dir) = &args.report {
-        report::write_atomic(&dir.join("soak.json"), &report::json(&outcome, &quorum, args.skew_ms)?)?;
+        report::write_atomic(&dir.join("soak.json"), &report::json(&outcome, &quorum, args.skew_ms())?)?;
         report::write_atomic(&dir.join("junit.xml"), &report::junit(&outcome))?;
     }
     Ok(if outcome.passed() { Verdict::Pass } else { Verdict::Fail })
@@ -145,16 +185,16 @@ fn run_engine(args: &Args) -> CmdResult {
         .with_context(|| format!("--ttl-ms must be in 30..={max} at the engine level, got {ttl_ms}"))?;
     let workers = within("--writers", args.writers, 1..=MAX_WRITERS).map_err(anyhow::Error::msg)?;
     let workers = u32::try_from(workers).context("--writers is too large")?;
-    within("--runs", args.runs, 1..=10_000).map_err(anyhow::Error::msg)?;
+    let runs = within("--runs", args.runs(), 1..=10_000).map_err(anyhow::Error::msg)?;
     let (engine_defects, store_defects) = Defect::split(&args.defects);
     anyhow::ensure!(args.cap_s >= 1, "--cap-s must be at least 1, got 0");
     let cap_ms = args.cap_s.checked_mul(1000).context("--cap-s is too large")?;
     let base = EngineSoakOptions::tiny(args.seed);
     // Faults for as long as the runs take to submit, a tenth of the cap at least.
-    let fault_ms = (base.fault_ms * u64::from(args.runs) / 8).clamp(base.fault_ms, cap_ms / 2);
+    let fault_ms = (base.fault_ms * u64::from(runs) / 8).clamp(base.fault_ms, cap_ms / 2);
     let opts = EngineSoakOptions {
         workers,
-        runs: args.runs,
+        runs,
         ttl_ms,
         fault_ms,
         cap_ms,
@@ -171,9 +211,8 @@ fn run_engine(args: &Args) -> CmdResult {
     let counters: Vec<String> = ENGINE_COUNTERS.iter().map(|k| format!("{k}={}", report.get(k))).collect();
     let passed = report.passed() && short.is_empty();
     println!(
-        "soak engine seed {} workers {workers} runs {}: {} ({} ms)",
+        "soak engine seed {} workers {workers} runs {runs}: {} ({} ms)",
         args.seed,
-        args.runs,
         if passed { "PASS" } else { "FAIL" },
         report.wall_ms
     );
@@ -197,7 +236,7 @@ fn run_engine(args: &Args) -> CmdResult {
             "level": "engine",
             "seed": args.seed,
             "workers": workers,
-            "runs": args.runs,
+            "runs": runs,
             "ttl_ms": ttl_ms,
             "quorum": quorum,
             "quorum_short": short,
@@ -214,8 +253,8 @@ fn run_engine(args: &Args) -> CmdResult {
 /// say where results go.
 fn repro(args: &Args, ttl_ms: i64) -> String {
     let (level, only) = match args.level {
-        Level::Store => ("store", format!("--skew-ms {} --exit-deadline-s {}", args.skew_ms, args.exit_deadline_s)),
-        Level::Engine => ("engine", format!("--runs {}", args.runs)),
+        Level::Store => ("store", format!("--skew-ms {} --exit-deadline-s {}", args.skew_ms(), args.exit_deadline_s())),
+        Level::Engine => ("engine", format!("--runs {}", args.runs())),
     };
     let mut command = format!(
         "fencesim soak --level {level} --seed {} --writers {} --ttl-ms {ttl_ms} {only} --cap-s {} --quorum {}",
