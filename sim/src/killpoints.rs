@@ -144,17 +144,18 @@ pub fn enumerate(workflow: &Workflow, config: &Config) -> Result<Vec<KillPoint>,
         .collect())
 }
 
-/// Why the harness could not judge a kill point: its own failure, never a violation.
+/// Why the harness could not judge a kill point: its own failure, never a violation. Each
+/// message names its cause and none is a `source`, so a printed chain names each cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum KillPointError {
     #[error("cannot create the database: {0}")]
-    Database(#[source] std::io::Error),
+    Database(std::io::Error),
     /// A store call of the harness's own (opening, the referee's reads) failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
     /// The clean run a point is measured against did not finish.
     #[error("clean run failed: {0}")]
-    CleanRun(#[source] EngineError),
+    CleanRun(EngineError),
 }
 
 /// How points run.

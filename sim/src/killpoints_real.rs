@@ -61,23 +61,16 @@ const POLL_MS: u64 = 5;
 /// The signals the parent defers while a suite runs, to clean up before dying of them.
 const DEFERRED: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
 
-/// Why the real suite could not run (exit 2), as opposed to a point failing.
+/// Why the real suite could not run (exit 2), as opposed to a point failing. Each message names
+/// its cause and none is a `source`, so a printed chain (`{:#}`) names each cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum RealError {
-    #[error("cannot {what}: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("cannot {what}: {error}")]
+    Io { what: String, error: std::io::Error },
     #[error("store: {0}")]
-    Store(#[from] StoreError),
-    #[error("{what}: {source}")]
-    Signal {
-        what: &'static str,
-        #[source]
-        source: nix::Error,
-    },
+    Store(StoreError),
+    #[error("{what}: {error}")]
+    Signal { what: &'static str, error: nix::Error },
     #[error("the parent process {expected} is gone (the parent is now {actual})")]
     Orphaned { expected: String, actual: i32 },
     #[error("interrupted by {0}")]
@@ -88,9 +81,15 @@ pub enum RealError {
     KillPoint(#[from] crate::killpoints::KillPointError),
 }
 
+impl From<StoreError> for RealError {
+    fn from(e: StoreError) -> Self {
+        RealError::Store(e)
+    }
+}
+
 pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RealError {
     let what = what.into();
-    move |source| RealError::Io { what, source }
+    move |error| RealError::Io { what, error }
 }
 
 /// One line of a child's effects log.
@@ -236,14 +235,14 @@ pub fn guard_parent() -> Result<(), RealError> {
     let mut deferred = SigSet::empty();
     DEFERRED.into_iter().for_each(|s| deferred.add(s));
     nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&deferred), None)
-        .map_err(|source| RealError::Signal { what: "cannot unblock signals", source })
+        .map_err(|error| RealError::Signal { what: "cannot unblock signals", error })
 }
 
 /// Die with the parent (`PR_SET_PDEATHSIG`), then make sure the parent is still `expected` (a
 /// pid): one that died before the prctl left this process to another parent.
 pub fn die_with_parent(expected: &str) -> Result<(), RealError> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
-        .map_err(|source| RealError::Signal { what: "cannot set the parent-death signal", source })?;
+        .map_err(|error| RealError::Signal { what: "cannot set the parent-death signal", error })?;
     let actual = nix::unistd::getppid().as_raw();
     if expected.parse::<i32>().ok() != Some(actual) {
         return Err(RealError::Orphaned { expected: expected.to_owned(), actual });
@@ -341,7 +340,7 @@ pub fn run_child(spec: &ChildSpec) -> Result<ChildEnd, RealError> {
         .map_err(|e| RealError::Harness(format!("kill-point engine options: {e}")))?;
     let result = tokio_runtime()?.block_on(engine.run(&spec.run, &spec.workflow, RunOptions::default()));
     if let Some(e) = engine.env().log_error.take() {
-        return Err(RealError::Io { what: "write the effects log".into(), source: e });
+        return Err(RealError::Io { what: "write the effects log".into(), error: e });
     }
     Ok(match result {
         Ok(_) => ChildEnd::Completed,
@@ -397,12 +396,12 @@ impl Deferral {
         DEFERRED.into_iter().for_each(|s| set.add(s));
         let mut old = SigSet::empty();
         nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut old))
-            .map_err(|source| RealError::Signal { what: "cannot block signals", source })?;
+            .map_err(|error| RealError::Signal { what: "cannot block signals", error })?;
         let fd = match SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC) {
             Ok(fd) => fd,
             Err(source) => {
                 let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
-                return Err(RealError::Signal { what: "cannot open a signalfd", source });
+                return Err(RealError::Signal { what: "cannot open a signalfd", error: source });
             }
         };
         Ok(Self { old, fd, caught: std::cell::Cell::new(None) })
@@ -612,5 +611,20 @@ mod tests {
         std::fs::write(&path, "{\"call\":\n").unwrap();
         assert!(matches!(read_effects(&path), Err(RealError::Harness(_))));
         assert_eq!(read_effects(&dir.path().join("absent")).unwrap().0.run_total(&run), Paid::default());
+    }
+
+    /// Each message names its cause once: a cause that were also a `source` would be printed
+    /// twice by the CLI's chain (`{:#}`), as it once was.
+    #[test]
+    fn an_error_names_its_cause_once() {
+        use std::error::Error as _;
+        let io = RealError::Io { what: "write the effects log".into(), error: std::io::Error::other("disk full") };
+        let signal = RealError::Signal { what: "cannot block signals", error: nix::Error::EINVAL };
+        let store = RealError::from(StoreError::Config("no".into()));
+        for e in [io, signal, store] {
+            assert!(e.source().is_none(), "{e:?}");
+        }
+        let io = RealError::Io { what: "write the effects log".into(), error: std::io::Error::other("disk full") };
+        assert_eq!(io.to_string(), "cannot write the effects log: disk full");
     }
 }

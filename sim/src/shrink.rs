@@ -67,8 +67,15 @@ pub enum ShrinkError {
     Passes,
     #[error("the world fails, but not the checker '{0}' it is asked to keep failing")]
     OtherChecker(String),
+    /// Not a `source`: the message names it, and a printed chain names each cause once.
     #[error("the world could not run: {0}")]
-    World(#[from] world::WorldError),
+    World(world::WorldError),
+}
+
+impl From<world::WorldError> for ShrinkError {
+    fn from(e: world::WorldError) -> Self {
+        ShrinkError::World(e)
+    }
 }
 
 struct Shrinker<'a> {

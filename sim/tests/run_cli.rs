@@ -115,6 +115,8 @@ fn a_database_that_cannot_be_kept_is_a_typed_harness_error() {
     let err = world::run(&cfg).expect_err("the database cannot be kept");
     assert!(matches!(&*err.error, world::HarnessError::KeepDb { path: p, .. } if *p == path), "{err:?}");
     assert!(err.to_string().starts_with(&format!("world {SCENARIO} seed {SEED}: --keep-db ")), "{err}");
+    // The message names the cause; as a `source` too, a printed chain (`{:#}`) would repeat it.
+    assert!(std::error::Error::source(&err).is_none(), "{err:?}");
 }
 
 #[test]

@@ -245,7 +245,7 @@ pub fn run_worker(
     let worker = Worker::new(engine, &store, workflows, opts).map_err(|e| SoakError::Options(e.to_string()))?;
     killpoints_real::tokio_runtime()?.block_on(worker.run_until_stopped());
     match env.0.log_error.take() {
-        Some(source) => Err(RealError::Io { what: "write the effects log".into(), source }.into()),
+        Some(error) => Err(RealError::Io { what: "write the effects log".into(), error }.into()),
         None => Ok(()),
     }
 }
@@ -285,7 +285,7 @@ pub fn run_client(db: &Path, effects: &Path, opts: &EngineSoakOptions) -> Result
         .collect();
     killpoints_real::tokio_runtime()?.block_on(join_all(drives));
     match env.0.log_error.take() {
-        Some(source) => Err(RealError::Io { what: "write the effects log".into(), source }.into()),
+        Some(error) => Err(RealError::Io { what: "write the effects log".into(), error }.into()),
         None => Ok(()),
     }
 }

@@ -91,38 +91,38 @@ impl WorldReport {
 pub struct WorldError {
     pub scenario: String,
     pub seed: u64,
-    #[source]
     pub error: Box<HarnessError>,
 }
 
 /// Why the harness could not take a world to its verdict: its own failure, never a finding about
-/// the store or the engines (those are the oracle's violations).
+/// the store or the engines (those are the oracle's violations). Each message names its cause
+/// and none is a `source`, so a printed chain (`{:#}`) names each cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessError {
     #[error("cannot create the world's database: {0}")]
-    CreateDatabase(#[source] std::io::Error),
+    CreateDatabase(std::io::Error),
     #[error("cannot open the world's database: {0}")]
-    OpenDatabase(#[source] StoreError),
-    #[error("boot-storm connection {index} failed to boot: {source}")]
-    BootStorm { index: u32, source: StoreError },
+    OpenDatabase(StoreError),
+    #[error("boot-storm connection {index} failed to boot: {error}")]
+    BootStorm { index: u32, error: StoreError },
     /// A node's (or an adversary's) connection would not open.
-    #[error("{node}: cannot open its connection: {source}")]
-    Connect { node: String, source: StoreError },
+    #[error("{node}: cannot open its connection: {error}")]
+    Connect { node: String, error: StoreError },
     /// A node's engine or worker refused the options the world built for it.
-    #[error("{label}: {part}: {source}")]
-    Engine { label: String, part: &'static str, source: EngineError },
+    #[error("{label}: {part}: {error}")]
+    Engine { label: String, part: &'static str, error: EngineError },
     #[error("{0} is not a node a world starts")]
     NotStarted(Node),
     #[error("the plan's worker '{0}' is not a worker's name")]
     NotAWorker(String),
     /// The supervisor's read of the store (the settled check, the final snapshot) failed.
     #[error("cannot read the store: {0}")]
-    ReadStore(#[source] StoreError),
+    ReadStore(StoreError),
     /// `--keep-db` could not save the final database.
     #[error("--keep-db {}: {reason}", path.display())]
     KeepDb { path: std::path::PathBuf, reason: String },
     /// A scenario the harness itself names would not load.
-    #[error("{0}")]
+    #[error(transparent)]
     Scenario(#[from] crate::scenario::ScenarioError),
     /// A bug in the harness: the panic's message.
     #[error("the world panicked: {0}")]
@@ -267,7 +267,7 @@ impl Shared {
         let store = self
             .db
             .open(clock.clone(), i64::from(self.plan.ttl_ms), self.cfg.store_defects)
-            .map_err(|source| HarnessError::Connect { node: name.to_owned(), source })?;
+            .map_err(|error| HarnessError::Connect { node: name.to_owned(), error })?;
         Ok(Recorder::new(Box::new(store), label, clock, self.history.clone()))
     }
 
@@ -392,8 +392,8 @@ fn share(cfg: WorldConfig, db: Db) -> Arc<Shared> {
 fn boot(shared: &Arc<Shared>) -> Result<(SqliteStore, Option<nodes::Zombie>), HarnessError> {
     for index in 0..shared.cfg.scenario.world.boot_storm {
         let clock = shared.clock(&Node::Client.to_string());
-        if let Err(source) = shared.db.open(Arc::new(clock), i64::from(shared.plan.ttl_ms), shared.cfg.store_defects) {
-            return Err(HarnessError::BootStorm { index, source });
+        if let Err(error) = shared.db.open(Arc::new(clock), i64::from(shared.plan.ttl_ms), shared.cfg.store_defects) {
+            return Err(HarnessError::BootStorm { index, error });
         }
     }
     let observer = shared

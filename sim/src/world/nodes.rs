@@ -101,11 +101,13 @@ impl Ctx {
             defects: shared.cfg.engine_defects,
             ..EngineOptions::default()
         };
-        let engine =
-            Rc::new(
-                Engine::new(store.clone(), env.clone(), Ledger::new(), opts)
-                    .map_err(|source| HarnessError::Engine { label: label.clone(), part: "engine", source })?,
-            );
+        let engine = Rc::new(
+            Engine::new(store.clone(), env.clone(), Ledger::new(), opts).map_err(|error| HarnessError::Engine {
+                label: label.clone(),
+                part: "engine",
+                error,
+            })?,
+        );
         shared.history.push(&label, Event::Note(format!("{label} starts (clock skew {:+}ms)", env.clock().skew_ms())));
         Ok(Ctx { label, env, store, engine, history: shared.history.clone() })
     }
@@ -154,10 +156,10 @@ async fn worker(shared: &Arc<Shared>, node: Node) -> Result<(), HarnessError> {
         retention: sweeper.then(|| Retention { keep_ms: i64::from(shared.cfg.scenario.world.retention_ms) }),
     };
     let worker = Rc::new(
-        Worker::new(ctx.engine.clone(), &ctx.store, workflows(), opts).map_err(|source| HarnessError::Engine {
+        Worker::new(ctx.engine.clone(), &ctx.store, workflows(), opts).map_err(|error| HarnessError::Engine {
             label: ctx.label.clone(),
             part: "worker",
-            source,
+            error,
         })?,
     );
     let watcher = {
