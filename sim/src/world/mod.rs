@@ -95,8 +95,9 @@ pub struct WorldError {
 }
 
 /// Why the harness could not take a world to its verdict: its own failure, never a finding about
-/// the store or the engines (those are the oracle's violations). Each message names its cause
-/// and none is a `source`, so a printed chain (`{:#}`) names each cause once.
+/// the store or the engines (those are the oracle's violations). Each message names its cause,
+/// and no variant also returns that cause as its `source`, so a printed chain (`{:#}`) names
+/// each cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessError {
     #[error("cannot create the world's database: {0}")]

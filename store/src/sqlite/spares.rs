@@ -186,16 +186,20 @@ mod tests {
         assert_eq!(spares.idle_count(), 2);
     }
 
+    /// A run's first acquire and append: the epoch granted and the entry's row id, which a
+    /// cleared database must give again.
+    fn first_write(store: &SqliteStore, run: &RunId) -> (crate::types::Epoch, i64) {
+        let lease = store.acquire(run, "n").expect("acquire");
+        store.append(run, &JournalEntry::new(1, "step", "ok"), Some(&lease)).expect("append");
+        let id: i64 = store.raw_connection().query_row("SELECT id FROM entries", [], |r| r.get(0)).expect("id");
+        (lease.epoch, id)
+    }
+
     #[test]
     fn clear_answers_like_a_fresh_database_ids_and_epochs_from_the_start() {
         let spares = Arc::new(Spares::memdb("spares-clear"));
         let run = RunId::new("r");
-        let first = |store: &SqliteStore| {
-            let lease = store.acquire(&run, "n").expect("acquire");
-            store.append(&run, &JournalEntry::new(1, "step", "ok"), Some(&lease)).expect("append");
-            let id: i64 = store.raw_connection().query_row("SELECT id FROM entries", [], |r| r.get(0)).expect("id");
-            (lease.epoch, id)
-        };
+        let first = |store: &SqliteStore| first_write(store, &run);
         let store = open(&spares);
         let fresh = first(&store);
         store.append(&run, &JournalEntry::new(2, "step", "ok"), None).ok();
@@ -257,12 +261,7 @@ mod tests {
         let spares = Arc::new(Spares::file(&file_options(&path)).expect("file spares"));
         let open = || SqliteStore::open(file_options(&path).spares(spares.clone())).expect("open");
         let run = RunId::new("r");
-        let first = |store: &SqliteStore| {
-            let lease = store.acquire(&run, "n").expect("acquire");
-            store.append(&run, &JournalEntry::new(1, "step", "ok"), Some(&lease)).expect("append");
-            let id: i64 = store.raw_connection().query_row("SELECT id FROM entries", [], |r| r.get(0)).expect("id");
-            (lease.epoch, id)
-        };
+        let first = |store: &SqliteStore| first_write(store, &run);
         let (store, other) = (open(), open());
         let fresh = first(&store);
         other.append(&run, &JournalEntry::new(2, "step", "ok"), None).ok();
