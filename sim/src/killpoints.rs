@@ -526,4 +526,18 @@ mod tests {
         assert!(repay_violations(Paid { calls: 6, tools: 4 }, clean, true).is_empty());
         assert_eq!(repay_violations(Paid { calls: 7, tools: 4 }, clean, true).len(), 1);
     }
+
+    /// Each message names its cause once: a cause that were also a `source` would be printed
+    /// twice by the CLI's chain (`{:#}`).
+    #[test]
+    fn an_error_names_its_cause_once() {
+        use std::error::Error as _;
+        let database = KillPointError::Database(std::io::Error::other("no space"));
+        assert_eq!(database.to_string(), "cannot create the database: no space");
+        let clean = KillPointError::CleanRun(EngineError::Config("bad".into()));
+        let store = KillPointError::from(StoreError::Config("no".into()));
+        for e in [database, clean, store] {
+            assert!(e.source().is_none(), "{e:?}");
+        }
+    }
 }

@@ -366,6 +366,21 @@ impl Shrinker<'_> {
 mod tests {
     use super::*;
 
+    /// The world's error is named in the message only: as a `source` too, the CLI's chain
+    /// (`{:#}`) would print it twice.
+    #[test]
+    fn a_world_error_is_named_once() {
+        use std::error::Error as _;
+        let world = world::WorldError {
+            scenario: "swarm".into(),
+            seed: 1,
+            error: Box::new(world::HarnessError::Panicked("boom".into())),
+        };
+        let e = ShrinkError::from(world);
+        assert_eq!(e.to_string(), "the world could not run: world swarm seed 1: the world panicked: boom");
+        assert!(e.source().is_none());
+    }
+
     #[test]
     fn ddmin_finds_the_two_items_that_matter() {
         let mut calls = 0;

@@ -252,6 +252,7 @@ fn out_of_bound_flags_are_refused_before_anything_starts() {
             "--skew-ms must be in 0..=3600000, got 9223372036854775807",
         ),
         (&["--skew-ms", "3600001", "--cap-s", "1"], "--skew-ms must be in 0..=3600000, got 3600001"),
+        (&["--skew-ms", "-5", "--cap-s", "1"], "--skew-ms must be in 0..=3600000, got -5"),
         (&["--cap-s", "0"], "--cap-s must be at least 1, got 0"),
         (&["--exit-deadline-s", "0", "--cap-s", "1"], "--exit-deadline-s must be at least 1, got 0"),
         (&["--level", "engine", "--cap-s", "0"], "--cap-s must be at least 1, got 0"),

@@ -71,7 +71,7 @@ pub struct Args {
     /// defect at the engine level.
     #[arg(long = "defect", value_name = "NAME", value_parser = Defect::parse)]
     defects: Vec<Defect>,
-    /// Write soak.json and junit.xml here.
+    /// Write soak.json and junit.xml here (soak-engine.json at the engine level).
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
     /// Keep the database and every writer's log here (must not exist or be empty).
@@ -92,15 +92,12 @@ const DEFAULT_RUNS: u32 = 12;
 impl Args {
     /// Refuse a flag of the other level: it would be accepted and change nothing.
     fn check_level(&self) -> anyhow::Result<()> {
-        let foreign: &[(&str, bool)] = match self.level {
-            Level::Store => &[("--runs", self.runs.is_some())],
-            Level::Engine => {
-                &[("--skew-ms", self.skew_ms.is_some()), ("--exit-deadline-s", self.exit_deadline_s.is_some())]
-            }
-        };
-        let other = match self.level {
-            Level::Store => "engine",
-            Level::Engine => "store",
+        let (other, foreign): (&str, &[(&str, bool)]) = match self.level {
+            Level::Store => ("engine", &[("--runs", self.runs.is_some())]),
+            Level::Engine => (
+                "store",
+                &[("--skew-ms", self.skew_ms.is_some()), ("--exit-deadline-s", self.exit_deadline_s.is_some())],
+            ),
         };
         match foreign.iter().find(|(_, given)| *given) {
             Some((flag, _)) => bail!("{flag} applies only at --level {other}"),
