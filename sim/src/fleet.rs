@@ -3,7 +3,9 @@
 //! shard depends on the item and `N` alone, never on the other shards or the machine. Shard
 //! reports (`sweep.json` or `replay.json`, each with its `shard`) merge into one report equal to
 //! an unsharded run of the same items, apart from wall-clock fields (`seconds`, `jobs`); the JUnit
-//! file is written again from the merged JSON. Overlapping or missing shards are refused by name.
+//! file is written again from the merged JSON. Overlapping or missing shards are refused by name,
+//! and each shard is held to the items it owns (recomputed from the run and its `I/N`, never
+//! taken from the shard's own counts).
 
 use std::collections::BTreeMap;
 
@@ -130,6 +132,86 @@ fn check_summary(r: &ShardReport, schema: &str) -> Result<(), MergeError> {
     Ok(())
 }
 
+/// What a shard owns, recomputed from the run's own description (a sweep's `start` and `seeds`, a
+/// replay's `entries`) and the shard's `I/N`, and the shard held to it: exactly as many worlds as
+/// it owns, one line per owned item at most (a failure line for another shard's seed, or a seed
+/// named twice, is refused), and coverage rows a shard of that many worlds could have written
+/// (known events only, each seen in at least one and at most all of its worlds, at least once per
+/// world it names). A shard that ran fewer worlds than it owns cannot speak for the rest.
+fn check_owned(r: &ShardReport, schema: &str, shard: Shard) -> Result<(), MergeError> {
+    let malformed = |why: String| Err(MergeError::Malformed(r.from.clone(), why));
+    let (owned, array, key) = if schema == report::SWEEP_SCHEMA {
+        let (Some(start), Some(seeds)) = (r.doc["start"].as_u64(), r.doc["seeds"].as_u64()) else {
+            return malformed("start or seeds is not a count".into());
+        };
+        let Some(end) = seeds.checked_sub(1).and_then(|n| start.checked_add(n)) else {
+            return malformed(format!("start {start} and seeds {seeds} name no seeds"));
+        };
+        (shard.seeds(start, end).1, "failures", "seed")
+    } else {
+        let Some(entries) = r.doc["entries"].as_u64().filter(|n| *n > 0) else {
+            return malformed("entries is not a count of at least 1".into());
+        };
+        (shard.seeds(0, entries - 1).1, "worlds", "index")
+    };
+    let owns = |n: u64| -> bool {
+        if schema == report::SWEEP_SCHEMA {
+            let (start, seeds) = (r.doc["start"].as_u64().unwrap_or(0), r.doc["seeds"].as_u64().unwrap_or(0));
+            shard.owns(n) && n >= start && n - start < seeds
+        } else {
+            shard.owns(n) && n < r.doc["entries"].as_u64().unwrap_or(0)
+        }
+    };
+    let worlds = r.doc["summary"]["worlds"].as_u64().unwrap_or(0);
+    if worlds != owned {
+        return malformed(format!("shard {shard} owns {owned} world(s), its summary counts {worlds}"));
+    }
+    let mut named = std::collections::BTreeSet::new();
+    for line in r.doc[array].as_array().into_iter().flatten() {
+        let Some(n) = line[key].as_u64() else {
+            return malformed(format!("a line of {array} has no {key}"));
+        };
+        if !owns(n) {
+            return malformed(format!("{array} names {key} {n}, which shard {shard} does not own"));
+        }
+        if !named.insert(n) {
+            return malformed(format!("{array} names {key} {n} twice"));
+        }
+    }
+    if schema == report::REPLAY_SCHEMA {
+        let s = &r.doc["summary"];
+        let bad = s["failed"].as_u64().unwrap_or(0).saturating_add(s["nondeterministic"].as_u64().unwrap_or(0));
+        let lines = r.doc["worlds"].as_array().into_iter().flatten().filter(|w| !w["failure"].is_null()).count();
+        if u64::try_from(lines).ok() != Some(bad) {
+            return malformed(format!("{lines} of its worlds have a failure, its summary counts {bad}"));
+        }
+    }
+    let known = crate::coverage::events();
+    let mut events = std::collections::BTreeSet::new();
+    for row in r.doc["coverage"].as_array().into_iter().flatten() {
+        let event = row["event"].as_str().unwrap_or_default();
+        if !known.iter().any(|e| e == event) {
+            return malformed(format!("coverage names an unknown event {}", row["event"]));
+        }
+        if !events.insert(event) {
+            return malformed(format!("coverage names {event} twice"));
+        }
+        match (row["worlds"].as_u64(), row["total"].as_u64()) {
+            (Some(seen), Some(total)) if seen >= 1 && seen <= worlds && total >= seen => {}
+            _ => {
+                return malformed(format!(
+                    "coverage row {event} ({} worlds, {} total) is not one its {worlds} world(s) could write",
+                    row["worlds"], row["total"]
+                ));
+            }
+        }
+    }
+    if !r.doc["coverage"].is_null() && !r.doc["coverage"].is_array() {
+        return malformed("coverage is not a table".into());
+    }
+    Ok(())
+}
+
 /// Merge shard reports (all sweeps or all replays of the same run) into one report and its
 /// JUnit text.
 pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
@@ -154,6 +236,7 @@ pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
         }
         check_summary(r, &schema)?;
         let shard = shard_of(r)?;
+        check_owned(r, &schema, shard)?;
         if shard.count != count {
             return Err(MergeError::Mismatch(first.from.clone(), r.from.clone(), "shard count".into()));
         }
@@ -170,9 +253,20 @@ pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
     }
     let mut doc = first.doc.clone();
     doc["shard"] = Shard::ALL.json();
-    let sum = |path: &str| -> u64 {
-        reports.iter().filter_map(|r| r.doc["summary"][path].as_u64()).fold(0, u64::saturating_add)
-    };
+    // Each shard's counts are bounded by what it owns, but a total it claims (virtual time, a
+    // coverage total) is not: a sum that overflows is a forged report, never a saturated count.
+    let mut sums = BTreeMap::new();
+    for key in ["worlds", "passed", "failed", "nondeterministic", "errors", "virtual_ms"] {
+        let mut total = 0u64;
+        for r in reports {
+            let n = r.doc["summary"][key].as_u64().unwrap_or(0);
+            total = total
+                .checked_add(n)
+                .ok_or_else(|| MergeError::Malformed(r.from.clone(), format!("summary.{key} overflows when summed")))?;
+        }
+        sums.insert(key, total);
+    }
+    let sum = |key: &str| sums[key];
     let seconds: f64 = reports.iter().filter_map(|r| r.doc["summary"]["seconds"].as_f64()).sum();
     let jobs = reports.iter().filter_map(|r| r.doc["summary"]["jobs"].as_u64()).max().unwrap_or(1);
     let summary = &mut doc["summary"];
@@ -205,9 +299,12 @@ pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
         let mut coverage: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         for r in reports {
             for row in r.doc["coverage"].as_array().into_iter().flatten() {
-                let entry = coverage.entry(row["event"].as_str().unwrap_or_default().to_owned()).or_default();
+                let event = row["event"].as_str().unwrap_or_default();
+                let entry = coverage.entry(event.to_owned()).or_default();
                 entry.0 += row["worlds"].as_u64().unwrap_or(0);
-                entry.1 += row["total"].as_u64().unwrap_or(0);
+                entry.1 = entry.1.checked_add(row["total"].as_u64().unwrap_or(0)).ok_or_else(|| {
+                    MergeError::Malformed(r.from.clone(), format!("coverage total of {event} overflows when summed"))
+                })?;
             }
         }
         doc["coverage"] = crate::coverage::Table(coverage).json();
@@ -304,6 +401,8 @@ mod tests {
     fn a_tampered_summary_is_malformed() {
         let good = json!({
             "schema": report::SWEEP_SCHEMA,
+            "start": 5,
+            "seeds": 3,
             "shard": {"index": 0, "count": 1},
             "summary": {"verdict": "fail", "worlds": 3, "passed": 2, "failed": 1, "errors": 0},
             "failures": [{"seed": 7}],
@@ -334,14 +433,119 @@ mod tests {
             from: "r".into(),
             doc: json!({
                 "schema": report::SWEEP_SCHEMA,
+                "start": 0,
+                "seeds": 1,
                 "shard": {"index": 0, "count": count},
-                "summary": {"verdict": "pass", "worlds": 0, "passed": 0, "failed": 0, "errors": 0},
+                "summary": {"verdict": "pass", "worlds": 1, "passed": 1, "failed": 0, "errors": 0},
                 "failures": [],
             }),
         };
         assert!(matches!(merge(&[report(2)]), Err(MergeError::Missing(..))));
         for count in [MAX_SHARDS + 1, u64::MAX] {
             assert!(matches!(merge(&[report(count)]), Err(MergeError::Malformed(..))), "{count}");
+        }
+    }
+
+    /// Three shards of seeds 1..=30 as a real sweep writes them: shard I owns the ten seeds equal
+    /// to I modulo 3, shard 1's seed 4 failed, and each saw `crash-at-meta`.
+    fn shards_of_thirty() -> Vec<ShardReport> {
+        (0..3u64)
+            .map(|index| {
+                let failures = if index == 1 { json!([{"seed": 4, "violations": 1}]) } else { json!([]) };
+                let failed = u64::from(index == 1);
+                ShardReport {
+                    from: format!("s{index}/sweep.json"),
+                    doc: json!({
+                        "schema": report::SWEEP_SCHEMA,
+                        "start": 1,
+                        "seeds": 30,
+                        "shard": {"index": index, "count": 3},
+                        "summary": {"verdict": if failed == 1 { "fail" } else { "pass" }, "worlds": 10,
+                            "passed": 10 - failed, "failed": failed, "errors": 0, "virtual_ms": 1000},
+                        "failures": failures,
+                        "coverage": [{"event": "crash-at-meta", "worlds": 2, "total": 5}],
+                    }),
+                }
+            })
+            .collect()
+    }
+
+    /// What a shard owns is recomputed from `start`, `seeds` and `I/N`, and every shard is held
+    /// to it: fewer (or more) worlds than it owns, a failure line for another shard's seed or for
+    /// a seed outside the run, a seed named twice, saturated totals and coverage rows its worlds
+    /// could not have written are each refused, naming the shard's file.
+    #[test]
+    fn a_shard_is_held_to_the_seeds_it_owns() {
+        let (doc, _) = merge(&shards_of_thirty()).unwrap();
+        assert_eq!((doc["summary"]["worlds"].as_u64(), doc["summary"]["verdict"].as_str()), (Some(30), Some("fail")));
+        assert_eq!(doc["coverage"], json!([{"event": "crash-at-meta", "worlds": 6, "total": 15}]));
+        let forgeries: [(usize, &str, Value); 13] = [
+            // The issue's forgery: one shard's worlds and passes set to 0.
+            (0, "/summary", json!({"verdict": "pass", "worlds": 0, "passed": 0, "failed": 0, "errors": 0})),
+            (0, "/summary", json!({"verdict": "pass", "worlds": 11, "passed": 11, "failed": 0, "errors": 0})),
+            // Seed 5 is shard 2's; seed 31 and seed 0 are outside 1..=30.
+            (1, "/failures/0/seed", json!(5)),
+            (1, "/failures/0/seed", json!(31)),
+            (0, "/failures", json!([{"seed": 3}])),
+            (1, "/failures", json!([{"seed": 4}, {"seed": 4}])),
+            (1, "/failures/0/seed", json!("4")),
+            (0, "/summary/virtual_ms", json!(u64::MAX)),
+            (0, "/coverage/0/total", json!(u64::MAX)),
+            (0, "/coverage/0/worlds", json!(11)),
+            (0, "/coverage/0/worlds", json!(0)),
+            (0, "/coverage/0/event", json!("made-up-event")),
+            (0, "/coverage", json!([{"event": "crash-at-meta", "worlds": 3, "total": 2}])),
+        ];
+        for (shard, pointer, value) in forgeries {
+            let mut reports = shards_of_thirty();
+            *reports[shard].doc.pointer_mut(pointer).unwrap() = value.clone();
+            match merge(&reports) {
+                Err(MergeError::Malformed(from, why)) => assert!(from.starts_with('s'), "{pointer} = {value}: {why}"),
+                other => panic!("{pointer} = {value}: merged: {other:?}"),
+            }
+        }
+        // A coverage total of u64::MAX in two shards overflows the sum: refused, not saturated.
+        let mut reports = shards_of_thirty();
+        for r in &mut reports[..2] {
+            r.doc["coverage"][0]["total"] = json!(u64::MAX - 1);
+        }
+        assert!(matches!(merge(&reports), Err(MergeError::Malformed(from, _)) if from == "s1/sweep.json"));
+        // Sweeps of different seeds are not one run.
+        let mut reports = shards_of_thirty();
+        reports[2].doc["seeds"] = json!(31);
+        assert!(matches!(merge(&reports), Err(MergeError::Mismatch(..))));
+    }
+
+    /// A replay shard owns the corpus entries whose index is I modulo N: it must hold exactly
+    /// those worlds, each once, and as many failure lines as its summary counts.
+    #[test]
+    fn a_replay_shard_is_held_to_the_entries_it_owns() {
+        let shard = |index: u64, worlds: Value, passed: u64, failed: u64| ShardReport {
+            from: format!("r{index}/replay.json"),
+            doc: json!({
+                "schema": report::REPLAY_SCHEMA,
+                "corpus": "c.txt",
+                "entries": 5,
+                "shard": {"index": index, "count": 2},
+                "summary": {"verdict": if failed > 0 { "fail" } else { "pass" }, "worlds": passed + failed,
+                    "passed": passed, "failed": failed, "nondeterministic": 0},
+                "worlds": worlds,
+            }),
+        };
+        let w = |index: u64, failure: Option<&str>| json!({"index": index, "failure": failure});
+        let even = || shard(0, json!([w(0, None), w(2, None), w(4, None)]), 3, 0);
+        let odd = |worlds: Value, passed, failed| shard(1, worlds, passed, failed);
+        assert!(merge(&[even(), odd(json!([w(1, None), w(3, Some("x"))]), 1, 1)]).is_ok());
+        for (worlds, passed, failed) in [
+            (json!([w(1, None)]), 1, 0),
+            (json!([w(1, None), w(2, None)]), 2, 0),
+            (json!([w(1, None), w(1, None)]), 2, 0),
+            (json!([w(1, None), w(5, None)]), 2, 0),
+            (json!([w(1, None), w(3, None)]), 1, 1),
+            (json!([w(1, Some("x")), w(3, Some("y"))]), 1, 1),
+        ] {
+            let report = odd(worlds.clone(), passed, failed);
+            assert!(matches!(merge(&[even(), report]), Err(MergeError::Malformed(..))), "{worlds}");
         }
     }
 }

@@ -251,6 +251,17 @@ fn shards_merge_into_the_unsharded_report() {
         assert_exit(&out, 0);
     }
     assert_exit(&merge(&["c0", "c1"], "clean"), 0);
+    // A shard that claims fewer worlds than the seeds it owns is refused, naming its file and
+    // what is wrong, instead of merging into a pass over fewer seeds than the run had.
+    let mut forged = read_json(&path("c1/sweep.json"));
+    forged["summary"]["worlds"] = serde_json::json!(0);
+    forged["summary"]["passed"] = serde_json::json!(0);
+    std::fs::write(path("c1/sweep.json"), forged.to_string()).unwrap();
+    let out = merge(&["c0", "c1"], "forged");
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("c1/sweep.json") && err.contains("shard 1/2 owns 2 world(s), its summary counts 0"), "{err}");
     // Reports of different runs do not merge.
     let out = merge(&["c0", "s1"], "mixed");
     assert_exit(&out, 2);
