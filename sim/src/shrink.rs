@@ -267,10 +267,7 @@ impl Shrinker<'_> {
                 Scheduled::Zombie => true,
             });
             for fault in &mut c.plan.faults {
-                fault.spec.nodes.retain(|n| !matches!(n, NodeTarget::Node(node) if node.to_string() == name));
-                if fault.spec.nodes.is_empty() {
-                    fault.on = false;
-                }
+                fault.retain_nodes(|n| !matches!(n, NodeTarget::Node(node) if node.to_string() == name));
             }
             self.try_plan(c);
         }

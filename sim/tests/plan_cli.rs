@@ -37,6 +37,42 @@ fn a_plan_runs_the_same_world_as_its_seed_for_every_scenario() {
     }
 }
 
+/// A scenario may aim a fault at a worker its `workers` range allows but a seed does not draw
+/// (`workers = [2, 5]`, `nodes = ["w5"]`): the plan of every seed still parses and runs the same
+/// world as the seed (same fingerprint), its faults aimed at the workers the seed drew, a fault
+/// aimed at none of them off (before, the plan of such a seed was refused by `run --plan`, and so
+/// was its failure bundle's repro).
+#[test]
+fn a_plan_of_a_seed_that_drew_fewer_workers_than_its_faults_name_runs_the_same_world() {
+    let text = "description = \"faults aimed at workers some seeds do not draw\"\n\
+        [world]\nfault_ms = 4000\nworkers = [2, 5]\nruns = [3, 5]\n\
+        [faults.busy]\non = 1.0\nrate = [0.05, 0.2]\nnodes = [\"w5\"]\n\
+        [faults.crash]\non = 1.0\nrate = [0.01, 0.02]\nnodes = [\"w1\", \"w4\"]\n\
+        [faults.takeover]\non = 1.0\nrate = [0.01, 0.05]\nnodes = [\"w3\", \"w5\"]\n";
+    let scenario = fencesim::scenario::Scenario::parse(std::path::Path::new("aimed.toml"), text).expect("valid");
+    let mut fewer = 0;
+    for seed in 1..=8 {
+        let from_seed = WorldConfig {
+            scenario: scenario.clone(),
+            seed,
+            db: DbKind::Memdb,
+            store_defects: Default::default(),
+            engine_defects: Default::default(),
+            keep_db: None,
+        };
+        let file = PlanFile::draw(&scenario, seed, &[]);
+        fewer += usize::from(file.plan.workers.len() < 5);
+        let parsed = PlanFile::parse(std::path::Path::new("p.toml"), &file.to_toml())
+            .unwrap_or_else(|e| panic!("seed {seed}: the plan of the seed is refused: {e}"));
+        let from_plan = WorldConfig { scenario: parsed.scenario("p.toml"), seed: parsed.seed, ..from_seed.clone() };
+        let a = world::run(&from_seed).expect("runs");
+        let b = world::run(&from_plan).expect("runs");
+        assert_eq!(a.fingerprint, b.fingerprint, "seed {seed}");
+        assert_eq!(a.config, b.config, "seed {seed}");
+    }
+    assert!(fewer >= 2, "only {fewer} of 8 seeds drew fewer than 5 workers: the test tests nothing");
+}
+
 #[test]
 fn plan_then_run_plan_prints_the_same_world() {
     let dir = tempfile::tempdir().unwrap();

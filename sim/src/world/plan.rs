@@ -27,6 +27,16 @@ impl Applied {
         self.spec.nodes.iter().any(|n| n.hits(node))
     }
 
+    /// Keep only the nodes `keep` accepts; a fault left aiming at nobody is switched off. A draw
+    /// drops the workers its world did not draw this way (so the plan of a seed names only nodes
+    /// of its world, and runs again as the same world), and shrink drops a worker the same way.
+    pub fn retain_nodes(&mut self, keep: impl Fn(&NodeTarget) -> bool) {
+        self.spec.nodes.retain(|n| keep(n));
+        if self.spec.nodes.is_empty() {
+            self.on = false;
+        }
+    }
+
     fn describe(&self) -> String {
         if !self.on {
             return format!("{:<8} off", self.kind);
@@ -131,8 +141,20 @@ impl Plan {
             .collect();
 
         let mut swarm = root.fork("swarm");
-        let faults: Vec<Applied> =
+        let mut faults: Vec<Applied> =
             scenario.faults.kinds().into_iter().map(|(kind, ranges)| applied(&mut swarm, kind, ranges)).collect();
+        // A scenario may aim a fault at a worker its ranges allow but this seed did not draw: it
+        // never fires at it, so the world of this seed aims at the workers it has (and a fault
+        // aimed at none of them is off). Faults that name no absent worker are left untouched.
+        let drawn = |n: &NodeTarget| match n {
+            NodeTarget::Node(node @ Node::Worker(_)) => workers.contains(&node.to_string()),
+            _ => true,
+        };
+        for fault in &mut faults {
+            if !fault.spec.nodes.iter().all(drawn) {
+                fault.retain_nodes(drawn);
+            }
+        }
         let fault = |kind: FaultKind| faults.iter().find(|f| f.kind == kind).cloned();
 
         let mut clocks = root.fork("clocks");
