@@ -426,6 +426,11 @@ impl Doc {
             call_ms: bounded("call_ms", w.call_ms.as_ref(), shape.call_ms, limits.step_ms)?,
             tool_ms: bounded("tool_ms", w.tool_ms.as_ref(), shape.tool_ms, limits.step_ms)?,
         };
+        // Counts too: as many polls as a scenario may make (the workers are the plan's own).
+        let workers_n = u32::try_from(workers.len()).unwrap_or(u32::MAX);
+        limits
+            .check_polls(workers_n, settings.fault_ms, liveness_ms, poll_ms)
+            .map_err(|message| (at(&w.poll_ms), format!("world.poll_ms: {message}")))?;
 
         let clocked = nodes_with_clocks(&workers);
         let mut skews = BTreeMap::new();
@@ -436,8 +441,9 @@ impl Doc {
             if !clocked.contains(node) {
                 return Err((at(skew), format!("skews: unknown node '{node}' (known: {})", clocked.join(", "))));
             }
-            if skew.get_ref().unsigned_abs() > 86_400_000 {
-                return Err((at(skew), format!("skews.{node}: at most a day either way, got {}", skew.get_ref())));
+            if skew.get_ref().unsigned_abs() > u64::from(limits.step_ms) {
+                let most = limits.step_ms;
+                return Err((at(skew), format!("skews.{node}: at most {most} ms either way, got {}", skew.get_ref())));
             }
             skews.insert(node.clone(), *skew.get_ref());
         }
@@ -480,9 +486,8 @@ impl Doc {
                 hold_ms: f.hold_ms.unwrap_or(d.hold_ms),
                 ..d
             };
-            if spec.max_ms > 86_400_000 {
-                return Err(bad(format!("max_ms at most a day, got {}", spec.max_ms)));
-            }
+            // The bounds a scenario's settings are held to (stall factor, restart_ms, hold_ms, max_ms).
+            spec.check_settings(kind, f.on).map_err(|(key, message)| bad(format!("{key}: {message}")))?;
             // As in a scenario: a fault that is on must be able to fire in this world.
             if f.on {
                 if spec.sites.is_empty() || spec.nodes.is_empty() {
@@ -505,14 +510,29 @@ impl Doc {
 
         let mut runs = Vec::new();
         let mut ids = BTreeSet::new();
+        let latest = crate::scenario::Limits::latest_start_ms(settings.fault_ms, settings.liveness_ms);
+        if let Some(r) = self.runs.get(limits.runs as usize) {
+            return Err((at(r), format!("runs: at most {} runs, got {}", limits.runs, self.runs.len())));
+        }
         for r in &self.runs {
             let run = r.get_ref();
             if run.id.is_empty() || run.id.contains(char::is_whitespace) || !ids.insert(run.id.clone()) {
                 return Err((at(r), format!("runs: id '{}' is empty, has spaces or repeats", run.id)));
             }
-            let window = crate::scenario::LIMITS.window_ms;
-            if run.start_ms > window || run.cancel_ms.is_some_and(|ms| ms > window) {
-                return Err((at(r), format!("runs: '{}' starts or is cancelled later than {window} ms", run.id)));
+            // This world's window, as for a scenario's start_ms: a run started later has too little
+            // of the liveness bound left to settle and would be reported as never reaching the store.
+            if run.start_ms > latest {
+                return Err((
+                    at(r),
+                    format!(
+                        "runs: '{}' starts at {} ms, later than fault_ms + liveness_ms / 2 = {latest} ms of this world",
+                        run.id, run.start_ms
+                    ),
+                ));
+            }
+            let window = limits.window_ms;
+            if run.cancel_ms.is_some_and(|ms| ms > window) {
+                return Err((at(r), format!("runs: '{}' is cancelled later than {window} ms", run.id)));
             }
             if !WORKFLOWS.contains(&run.workflow.as_str()) {
                 return Err((
@@ -531,9 +551,20 @@ impl Doc {
         }
 
         let mut events = Vec::new();
+        if let Some(e) = self.events.get(limits.timed_events as usize) {
+            return Err((at(e), format!("events: at most {} events, got {}", limits.timed_events, self.events.len())));
+        }
         for e in &self.events {
             let ev = e.get_ref();
             let bad = |message: String| (at(e), format!("events: {message}"));
+            // Timed events happen in the fault window, as a scenario draws them: one after
+            // quiescence would disturb the world the liveness bound is judging.
+            if ev.at_ms >= settings.fault_ms {
+                return Err(bad(format!(
+                    "at_ms {} is not inside the fault window (below fault_ms {})",
+                    ev.at_ms, settings.fault_ms
+                )));
+            }
             let worker = || match &ev.node {
                 Some(node) if workers.contains(node) => Ok(node.clone()),
                 Some(node) => Err(bad(format!("node '{node}' is not a worker ({})", workers.join(", ")))),
@@ -542,19 +573,38 @@ impl Doc {
             let scheduled = match ev.kind.as_str() {
                 "jump" => {
                     let delta_ms = ev.delta_ms.ok_or_else(|| bad("a jump needs delta_ms".into()))?;
-                    if delta_ms.unsigned_abs() > 86_400_000 {
-                        return Err(bad(format!("delta_ms at most a day either way, got {delta_ms}")));
+                    if delta_ms.unsigned_abs() > u64::from(limits.step_ms) {
+                        return Err(bad(format!("delta_ms at most {} either way, got {delta_ms}", limits.step_ms)));
                     }
                     Scheduled::Jump { node: worker()?, delta_ms }
                 }
                 "zombie" => Scheduled::Zombie,
-                "restart" => Scheduled::Restart {
-                    node: worker()?,
-                    after_ms: ev.after_ms.ok_or_else(|| bad("a restart needs after_ms".into()))?,
-                },
+                "restart" => {
+                    let after_ms = ev.after_ms.ok_or_else(|| bad("a restart needs after_ms".into()))?;
+                    if after_ms > limits.step_ms {
+                        return Err(bad(format!("after_ms at most {}, got {after_ms}", limits.step_ms)));
+                    }
+                    Scheduled::Restart { node: worker()?, after_ms }
+                }
                 other => return Err(bad(format!("unknown kind '{other}' (known: jump, zombie, restart)"))),
             };
             events.push((ev.at_ms, scheduled));
+        }
+        // And no denser than a scenario may draw them: a timed kind at most 50 events per second
+        // of the fault window (the fractional event by chance makes one more).
+        let most = u64::from(settings.fault_ms) * 50 / 1000 + 1;
+        for (kind, name) in [("jump", "clock"), ("zombie", "zombie"), ("restart", "restart")] {
+            let n = self.events.iter().filter(|e| e.get_ref().kind == kind).count() as u64;
+            if n > most {
+                let e = self.events.iter().rev().find(|e| e.get_ref().kind == kind).map_or(0, at);
+                return Err((
+                    e,
+                    format!(
+                        "events: {n} {kind} events in a fault window of {} ms, more than {name}'s 50 per second allow ({most})",
+                        settings.fault_ms
+                    ),
+                ));
+            }
         }
         events.sort_by_key(|(at, _)| *at);
 
@@ -627,7 +677,7 @@ mod tests {
             (takeover_with("nodes = [\"any\"]", "nodes = [\"sweeper\"]"), "none of its nodes (sweeper) exists"),
             (takeover_with("nodes = [\"any\"]", "nodes = []"), "the fault could never fire"),
             (takeover_with("sites = [\"any\"]", "sites = []"), "the fault could never fire"),
-            (text.replacen("\nstart_ms = ", "\nstart_ms = 99999999 #", 1), "starts or is cancelled later than"),
+            (text.replacen("\nstart_ms = ", "\nstart_ms = 99999999 #", 1), "later than fault_ms + liveness_ms / 2"),
         ];
         for (edited, says) in cases {
             let e = PlanFile::parse(Path::new("p.toml"), &edited).expect_err(says);
@@ -639,4 +689,83 @@ mod tests {
         let empty = PlanFile::parse(Path::new("p.toml"), &no_runs).expect("no runs is a legal plan");
         assert!(empty.plan.runs.is_empty());
     }
+
+    /// A plan is held to the bounds of a scenario, counts included, with one check shared by
+    /// both: a run that starts after this world's window (not the 600,000 ms limit), fault
+    /// settings out of bounds (stall factor, restart_ms, hold_ms, max_ms), restarts, jumps and
+    /// skews longer than a step, too many runs or events, events denser than a scenario draws,
+    /// events after quiescence, and more worker polls than a scenario may make. Each is refused
+    /// naming its line.
+    #[test]
+    fn a_plan_is_held_to_the_bounds_of_a_scenario() {
+        let scenario = catalogue::scenario("swarm").expect("built in");
+        let file = PlanFile::draw(&scenario, 3, &[]);
+        let text = file.to_toml();
+        let (fault_ms, liveness_ms) = (file.settings.fault_ms, file.settings.liveness_ms);
+        let latest = fault_ms + liveness_ms / 2;
+        let set = |text: &str, section: &str, key: &str, value: &str| -> String {
+            let start = text.find(section).unwrap_or_else(|| panic!("{section}"));
+            let at = start + text[start..].find(&format!("\n{key} = ")).unwrap_or_else(|| panic!("{key}")) + 1;
+            let end = at + text[at..].find('\n').unwrap_or(text.len() - at);
+            format!("{}{key} = {value}{}", &text[..at], &text[end..])
+        };
+        let stall_on = set(&text, "[faults.stall]", "on", "true");
+        let mut runs = String::new();
+        for i in 0..=LIMITS_RUNS {
+            runs.push_str(&format!("\n[[runs]]\nid = \"x{i}\"\nworkflow = \"happy\"\n"));
+        }
+        let zombies = |n: u32| -> String {
+            (0..n).map(|i| format!("\n[[events]]\nat_ms = {}\nkind = \"zombie\"\n", i % fault_ms)).collect()
+        };
+        let cases: Vec<(String, String)> = vec![
+            (set(&text, "[[runs]]", "start_ms", "500000"), "later than fault_ms + liveness_ms / 2".into()),
+            (set(&text, "[[runs]]", "start_ms", &(latest + 1).to_string()), format!("= {latest} ms of this world")),
+            (set(&stall_on, "[faults.stall]", "factor", "[1e30, 1e30]"), "factor: at most 100 ttls".into()),
+            (set(&stall_on, "[faults.stall]", "factor", "[0.0, 0.0]"), "factor: must be above 0".into()),
+            (set(&text, "[faults.crash]", "restart_ms", "[1, 4294967295]"), "restart_ms: at most 60000".into()),
+            (set(&text, "[faults.busy]", "hold_ms", "[4294967295, 4294967295]"), "hold_ms: at most 60000".into()),
+            (set(&text, "[faults.clock]", "max_ms", "86400000"), "max_ms: at most 60000".into()),
+            (set(&text, "[skews]", "w1", "86400000"), "skews.w1: at most 60000 ms".into()),
+            (
+                format!("{text}\n[[events]]\nat_ms = 1\nkind = \"restart\"\nnode = \"w1\"\nafter_ms = 4294967295\n"),
+                "after_ms at most 60000".into(),
+            ),
+            (
+                format!("{text}\n[[events]]\nat_ms = 1\nkind = \"jump\"\nnode = \"w1\"\ndelta_ms = 86400000\n"),
+                "delta_ms at most 60000".into(),
+            ),
+            (
+                format!("{text}\n[[events]]\nat_ms = {fault_ms}\nkind = \"zombie\"\n"),
+                "is not inside the fault window".into(),
+            ),
+            (format!("{text}{runs}"), format!("runs: at most {LIMITS_RUNS} runs")),
+            (format!("{text}{}", zombies(fault_ms * 50 / 1000 + 2)), "more than zombie's 50 per second allow".into()),
+            (format!("{text}{}", zombies(10_001)), "events: at most 10000 events".into()),
+            (
+                set(
+                    &set(
+                        &text,
+                        "[world]",
+                        "workers",
+                        &format!("[{}]", (1..=64).map(|i| format!("\"w{i}\"")).collect::<Vec<_>>().join(", ")),
+                    ),
+                    "[world]",
+                    "poll_ms",
+                    "1",
+                ),
+                "would poll".into(),
+            ),
+        ];
+        for (edited, says) in cases {
+            let e = PlanFile::parse(Path::new("p.toml"), &edited).expect_err(&says);
+            assert!(e.to_string().contains(&says) && e.line.is_some(), "{says}: {e}");
+        }
+        // At the bounds themselves, a plan is legal.
+        PlanFile::parse(Path::new("p.toml"), &set(&text, "[[runs]]", "start_ms", &latest.to_string()))
+            .expect("latest start");
+        PlanFile::parse(Path::new("p.toml"), &set(&stall_on, "[faults.stall]", "factor", "[100.0, 100.0]"))
+            .expect("factor 100");
+    }
+
+    const LIMITS_RUNS: u32 = crate::scenario::LIMITS.runs;
 }

@@ -187,6 +187,57 @@ pub struct Limits {
     pub timed_events: u32,
     /// Worker polls over the whole world (workers x (fault_ms + liveness_ms) / poll_ms).
     pub polls: u64,
+    /// Runs in one world.
+    pub runs: u32,
+}
+
+impl Limits {
+    /// The latest a run may start (a scenario's `start_ms`, a plan run's `start_ms`): a run started
+    /// later has too little of the liveness bound left to settle, and would be reported as never
+    /// reaching the store.
+    pub fn latest_start_ms(fault_ms: u32, liveness_ms: u32) -> u32 {
+        liveness_ms / 2 + fault_ms
+    }
+
+    /// How often `workers` workers polling every `poll_ms` poll over fault_ms + liveness_ms.
+    pub fn polls(workers: u32, fault_ms: u32, liveness_ms: u32, poll_ms: u32) -> u64 {
+        u64::from(workers) * (u64::from(fault_ms) + u64::from(liveness_ms)) / u64::from(poll_ms.max(1))
+    }
+
+    /// The polls bound, as one message naming what exceeds it.
+    pub fn check_polls(&self, workers: u32, fault_ms: u32, liveness_ms: u32, poll_ms: u32) -> Result<(), String> {
+        let polls = Self::polls(workers, fault_ms, liveness_ms, poll_ms);
+        if polls > self.polls {
+            return Err(format!(
+                "{workers} workers polling every {poll_ms} ms over fault_ms + liveness_ms would poll {polls} times, \
+                 more than the limit of {}",
+                self.polls
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl FaultSpec {
+    /// The settings of one fault kind held to [`LIMITS`], in a scenario and in a plan alike
+    /// (`on`: whether the kind can be on): the key at fault and why.
+    pub fn check_settings(&self, kind: FaultKind, on: bool) -> Result<(), (&'static str, String)> {
+        for (key, span) in [("restart_ms", self.restart_ms), ("hold_ms", self.hold_ms)] {
+            if span.1 > LIMITS.step_ms {
+                return Err((key, format!("at most {}, got {span}", LIMITS.step_ms)));
+            }
+        }
+        if self.max_ms > LIMITS.step_ms {
+            return Err(("max_ms", format!("at most {}, got {}", LIMITS.step_ms, self.max_ms)));
+        }
+        if self.factor.1 > LIMITS.stall_factor {
+            return Err(("factor", format!("at most {} ttls, got {}", LIMITS.stall_factor, self.factor.1)));
+        }
+        if on && kind == FaultKind::Stall && self.factor.0 <= 0.0 {
+            return Err(("factor", format!("must be above 0 (a stall of 0 ttls never stalls), got {}", self.factor.0)));
+        }
+        Ok(())
+    }
 }
 
 pub const LIMITS: Limits = Limits {
@@ -197,6 +248,7 @@ pub const LIMITS: Limits = Limits {
     stall_factor: 100.0,
     timed_events: 10_000,
     polls: 1_000_000,
+    runs: 10_000,
 };
 
 /// The fault kinds a scenario can switch on (the `[faults.KIND]` tables), in the order a plan
@@ -538,7 +590,7 @@ impl Scenario {
             );
         }
         for (key, span, max) in
-            [("workers", w.workers, 64), ("concurrency", w.concurrency, 64), ("runs", w.runs, 10_000)]
+            [("workers", w.workers, 64), ("concurrency", w.concurrency, 64), ("runs", w.runs, LIMITS.runs)]
         {
             if span.1 > max {
                 return world(key, format!("at most {max}, got {span}"));
@@ -574,28 +626,19 @@ impl Scenario {
                 return world(key, format!("at most {max}, got {value}"));
             }
         }
-        if w.start_ms > w.liveness_ms / 2 + w.fault_ms {
+        if w.start_ms > Limits::latest_start_ms(w.fault_ms, w.liveness_ms) {
             return world(
                 "start_ms",
                 format!(
                     "at most fault_ms + liveness_ms / 2 = {} (a run started later has too little of the liveness \
                      bound left to settle and would be reported as never reaching the store), got {}",
-                    w.liveness_ms / 2 + w.fault_ms,
+                    Limits::latest_start_ms(w.fault_ms, w.liveness_ms),
                     w.start_ms
                 ),
             );
         }
-        let polls =
-            u64::from(w.workers.1) * (u64::from(w.fault_ms) + u64::from(w.liveness_ms)) / u64::from(w.poll_ms.0);
-        if polls > LIMITS.polls {
-            return world(
-                "poll_ms",
-                format!(
-                    "{} workers polling every {} ms over fault_ms + liveness_ms would poll {polls} times, more than \
-                     the limit of {}",
-                    w.workers.1, w.poll_ms.0, LIMITS.polls
-                ),
-            );
+        if let Err(message) = LIMITS.check_polls(w.workers.1, w.fault_ms, w.liveness_ms, w.poll_ms.0) {
+            return world("poll_ms", message);
         }
         let events = crate::coverage::events();
         if let Some(bad) = self.aims.iter().find(|e| !events.contains(e)) {
@@ -610,16 +653,8 @@ impl Scenario {
             let fault = |key: &'static str, message: String| {
                 Err((kind.as_str(), key, format!("faults.{kind}.{key}: {message}")))
             };
-            for (key, span) in [("restart_ms", f.restart_ms), ("hold_ms", f.hold_ms)] {
-                if span.1 > LIMITS.step_ms {
-                    return fault(key, format!("at most {}, got {span}", LIMITS.step_ms));
-                }
-            }
-            if f.max_ms > LIMITS.step_ms {
-                return fault("max_ms", format!("at most {}, got {}", LIMITS.step_ms, f.max_ms));
-            }
-            if f.factor.1 > LIMITS.stall_factor {
-                return fault("factor", format!("at most {} ttls, got {}", LIMITS.stall_factor, f.factor.1));
+            if let Err((key, message)) = f.check_settings(kind, f.on.0 > 0.0) {
+                return fault(key, message);
             }
             // A kind that is on must be able to fire.
             if f.on.0 > 0.0 {
@@ -631,12 +666,6 @@ impl Scenario {
                 }
                 if f.rate.1 <= 0.0 {
                     return fault("rate", "is zero: the fault could never fire".into());
-                }
-                if kind == FaultKind::Stall && f.factor.0 <= 0.0 {
-                    return fault(
-                        "factor",
-                        format!("must be above 0 (a stall of 0 ttls never stalls), got {}", f.factor.0),
-                    );
                 }
                 let exists = |n: &NodeTarget| match n {
                     NodeTarget::Node(Node::Worker(i)) => *i <= w.workers.1,
