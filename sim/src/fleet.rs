@@ -121,7 +121,8 @@ fn check_summary(r: &ShardReport, schema: &str) -> Result<(), MergeError> {
         return malformed(format!("{array} does not hold the {lines} line(s) its summary counts"));
     }
     let allowed = match s["verdict"].as_str() {
-        Some("pass") => errors == 0 && bad == Some(0),
+        // A shard's own coverage verdict: the fleet's coverage is judged again at the merge.
+        Some("pass" | "inconclusive") => errors == 0 && bad == Some(0),
         Some("fail") => errors == 0 && bad != Some(0),
         Some("error") => true,
         _ => false,
@@ -281,6 +282,10 @@ pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
     // A shard's harness error (a world that could not run, a bundle that could not be written)
     // makes the whole run's verdict an error.
     let erred = reports.iter().any(|r| r.doc["summary"]["verdict"] == "error");
+    // A shard's coverage verdict is its own: the fleet's is judged again (`missing_coverage`).
+    if let Some(summary) = summary.as_object_mut() {
+        summary.remove("missing_coverage");
+    }
     summary["verdict"] = json!(if erred {
         "error"
     } else if bad == 0 {
@@ -345,13 +350,20 @@ pub fn junit_of(doc: &Value) -> String {
                     f["first"].as_str().unwrap_or_default(),
                     f["repro"].as_str().unwrap_or_default()
                 )),
+                skipped: None,
             })
             .collect();
         let s = &doc["summary"];
+        // An inconclusive sweep is neither passed nor failed: its summary case is skipped, naming
+        // the evidence it lacks.
+        let lacking: Vec<&str> =
+            s["missing_coverage"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
         cases.push(Case {
             name: format!("{scenario}: {} passed of {} seeds", s["passed"], s["worlds"]),
             seconds: seconds(s),
             failure: None,
+            skipped: (s["verdict"] == "inconclusive")
+                .then(|| format!("inconclusive: aimed-at event(s) never happened: {}", lacking.join(", "))),
         });
         report::junit(&format!("fencesim sweep {scenario}"), &cases)
     } else {
@@ -363,6 +375,7 @@ pub fn junit_of(doc: &Value) -> String {
                 name: w["entry"].as_str().unwrap_or_default().to_owned(),
                 seconds: seconds(w),
                 failure: w["failure"].as_str().map(str::to_owned),
+                skipped: None,
             })
             .collect();
         report::junit(&format!("fencesim replay {}", doc["corpus"].as_str().unwrap_or_default()), &cases)

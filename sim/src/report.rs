@@ -148,18 +148,26 @@ pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<(), crate::f
     crate::files::write_atomic(path, bytes, true)
 }
 
-/// One JUnit test case: its name and, when it failed, the failure message.
+/// One JUnit test case: its name and, when it failed, the failure message; when it was neither
+/// passed nor failed (an inconclusive verdict), why, written as `<skipped>`.
 pub struct Case {
     pub name: String,
     pub seconds: f64,
     pub failure: Option<String>,
+    pub skipped: Option<String>,
 }
 
 /// JUnit XML for a suite of cases.
 pub fn junit(suite: &str, cases: &[Case]) -> String {
     let failures = cases.iter().filter(|c| c.failure.is_some()).count();
+    let skipped = cases.iter().filter(|c| c.failure.is_none() && c.skipped.is_some()).count();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(out, "<testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\">", xml(suite), cases.len());
+    let _ = writeln!(
+        out,
+        "<testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\">",
+        xml(suite),
+        cases.len()
+    );
     for case in cases {
         let _ = write!(
             out,
@@ -168,9 +176,12 @@ pub fn junit(suite: &str, cases: &[Case]) -> String {
             xml(&case.name),
             case.seconds
         );
-        match &case.failure {
-            None => out.push_str("/>\n"),
-            Some(message) => {
+        match (&case.failure, &case.skipped) {
+            (None, None) => out.push_str("/>\n"),
+            (None, Some(why)) => {
+                let _ = writeln!(out, ">\n    <skipped message=\"{}\"/>\n  </testcase>", xml(why));
+            }
+            (Some(message), _) => {
                 let first = message.lines().next().unwrap_or_default();
                 let _ = writeln!(
                     out,
@@ -216,18 +227,25 @@ mod tests {
     #[test]
     fn junit_escapes_and_counts_failures() {
         let cases = [
-            Case { name: "swarm 1".into(), seconds: 0.1, failure: None },
-            Case { name: "swarm 2".into(), seconds: 0.2, failure: Some("a < b & \"c\"\nrepro".into()) },
+            Case { name: "swarm 1".into(), seconds: 0.1, failure: None, skipped: None },
+            Case { name: "swarm 2".into(), seconds: 0.2, failure: Some("a < b & \"c\"\nrepro".into()), skipped: None },
+            Case { name: "swarm 3".into(), seconds: 0.0, failure: None, skipped: Some("coverage <x>".into()) },
         ];
         let xml = junit("ci", &cases);
-        assert!(xml.contains("tests=\"2\" failures=\"1\""), "{xml}");
+        assert!(xml.contains("tests=\"3\" failures=\"1\" skipped=\"1\""), "{xml}");
+        assert!(xml.contains("<skipped message=\"coverage &lt;x&gt;\"/>"), "{xml}");
         assert!(xml.contains("message=\"a &lt; b &amp; &quot;c&quot;\""), "{xml}");
         assert!(xml.contains("<testcase classname=\"ci\" name=\"swarm 1\" time=\"0.100\"/>"), "{xml}");
     }
 
     #[test]
     fn junit_escapes_control_characters() {
-        let cases = [Case { name: "a\u{1}b\u{1b}[31m'".into(), seconds: 0.0, failure: Some("x\u{0}y\tz".into()) }];
+        let cases = [Case {
+            name: "a\u{1}b\u{1b}[31m'".into(),
+            seconds: 0.0,
+            failure: Some("x\u{0}y\tz".into()),
+            skipped: None,
+        }];
         let xml = junit("s\u{7}", &cases);
         assert!(!xml.chars().any(|c| u32::from(c) < 0x20 && c != '\n'), "a raw control character: {xml:?}");
         assert!(xml.contains("name=\"a\\u{1}b\\u{1b}[31m&apos;\""), "{xml}");

@@ -275,15 +275,17 @@ fn scenario_text(name: &str) -> String {
     .unwrap()
 }
 
-/// `--require-coverage` passes when the scenario's faults fire, and fails naming the events when
-/// the same scenario has its faults switched off; the coverage table is printed and reported.
+/// `--require-coverage` passes when the scenario's faults fire; when the same scenario has its
+/// faults switched off and no world failed, the sweep is inconclusive (exit 3, verdict
+/// `inconclusive` with the missing events in sweep.json, a skipped case in junit.xml), naming the
+/// events; the coverage table is printed and reported.
 #[test]
 fn a_scenario_with_its_faults_off_fails_its_coverage_requirement() {
     let dir = tempfile::tempdir().unwrap();
     let on = scenario_text("mid-call-takeover");
     let off = on.replacen("[faults.takeover]\non = 1.0", "[faults.takeover]\non = 0.0", 1);
     assert_ne!(on, off, "the scenario file changed shape; update this test");
-    for (text, code) in [(&on, 0), (&off, 1)] {
+    for (text, code) in [(&on, 0), (&off, 3)] {
         let path = dir.path().join("mid-call-takeover.toml");
         std::fs::write(&path, text).unwrap();
         let report = dir.path().join(format!("r{code}"));
@@ -303,9 +305,16 @@ fn a_scenario_with_its_faults_off_fails_its_coverage_requirement() {
         let doc = read_json(&report.join("sweep.json"));
         let takeovers = doc["coverage"].as_array().unwrap().iter().any(|c| c["event"] == "takeover-mid-append");
         assert_eq!(takeovers, code == 0, "{doc}");
-        if code == 1 {
+        let verdict = doc["summary"]["verdict"].as_str();
+        assert_eq!(verdict, Some(if code == 0 { "pass" } else { "inconclusive" }), "{doc}");
+        let junit = std::fs::read_to_string(report.join("junit.xml")).unwrap();
+        assert_eq!(junit.contains("<skipped message=\"inconclusive: "), code == 3, "{junit}");
+        assert!(junit.contains("failures=\"0\""), "{junit}");
+        if code == 3 {
             let line = text.lines().find(|l| l.starts_with("COVERAGE: ")).unwrap_or_else(|| panic!("{text}"));
             assert!(line.contains("takeover-mid-append") && line.contains("takeover-mid-put_meta"), "{line}");
+            let missing = doc["summary"]["missing_coverage"].as_array().unwrap();
+            assert!(missing.iter().any(|e| e == "takeover-mid-append"), "{doc}");
         }
     }
 }
@@ -365,14 +374,15 @@ fn replay_shards_of_a_plan_folder_merge_into_the_unsharded_report() {
 }
 
 /// `merge --require-coverage` judges the fleet, not a shard: the merged coverage table must hold
-/// every event the scenario aims at. The same scenario with its faults switched off fails,
-/// naming the events no shard produced; the aims travel in the reports.
+/// every event the scenario aims at. The same scenario with its faults switched off is
+/// inconclusive (exit 3, verdict `inconclusive`), naming the events no shard produced; the aims
+/// travel in the reports.
 #[test]
 fn merged_shards_are_held_to_the_scenarios_coverage() {
     let dir = tempfile::tempdir().unwrap();
     let on = scenario_text("mid-call-takeover");
     let off = on.replacen("[faults.takeover]\non = 1.0", "[faults.takeover]\non = 0.0", 1);
-    for (name, text, code) in [("on", &on, 0), ("off", &off, 1)] {
+    for (name, text, code) in [("on", &on, 0), ("off", &off, 3)] {
         let path = dir.path().join(format!("{name}.toml"));
         std::fs::write(&path, text).unwrap();
         let mut shards = Vec::new();
@@ -391,7 +401,9 @@ fn merged_shards_are_held_to_the_scenarios_coverage() {
         assert_exit(&out, code);
         let text = stdout(&out);
         let line = text.lines().find(|l| l.starts_with("COVERAGE: "));
-        assert_eq!(line.is_some(), code == 1, "{text}");
+        assert_eq!(line.is_some(), code == 3, "{text}");
+        let doc = read_json(&merged.join("sweep.json"));
+        assert_eq!(doc["summary"]["verdict"], if code == 0 { "pass" } else { "inconclusive" }, "{doc}");
         if let Some(line) = line {
             assert!(line.contains("takeover-mid-append") && line.contains("never happened in any shard"), "{line}");
         }

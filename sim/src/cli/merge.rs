@@ -2,8 +2,9 @@
 //! `replay` (each folder holds a `sweep.json` or a `replay.json`) into one report and its
 //! `junit.xml`, equal to an unsharded run of the same seeds apart from wall-clock fields. Refuses
 //! (exit 2) reports of different runs, overlapping shards and missing shards, naming them; exits 1
-//! when any shard had a failure, and with `--require-coverage` when an event the sweep's scenario
-//! aims at happened in no shard (a shard alone may miss an event the fleet as a whole produced).
+//! when any shard had a failure; with `--require-coverage`, when no shard failed but an event the
+//! sweep's scenario aims at happened in no shard (a shard alone may miss an event the fleet as a
+//! whole produced), the merged verdict is `inconclusive` (exit 3).
 
 use std::path::PathBuf;
 
@@ -20,8 +21,8 @@ pub struct Args {
     /// Where the merged report and `junit.xml` are written (created if needed).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
-    /// Exit 1 naming every coverage event the sweep's scenario aims at that no shard produced
-    /// (sweep reports only).
+    /// Exit 3 (inconclusive) naming every coverage event the sweep's scenario aims at that no
+    /// shard produced, when no shard failed (sweep reports only).
     #[arg(long)]
     require_coverage: bool,
 }
@@ -48,12 +49,19 @@ pub fn run(args: &Args) -> CmdResult {
     // An earlier merge's reports go now: a refused merge must not leave them looking current.
     let stale = ["sweep.json", "replay.json", "junit.xml"].map(|name| args.out.join(name));
     fencesim::files::remove_stale(&stale.iter().map(PathBuf::as_path).collect::<Vec<_>>())?;
-    let (doc, junit) = fleet::merge(&reports)?;
+    let (mut doc, mut junit) = fleet::merge(&reports)?;
     let missing = match (args.require_coverage, doc["schema"] == fencesim::report::SWEEP_SCHEMA) {
         (false, _) => Vec::new(),
         (true, true) => fleet::missing_coverage(&doc),
         (true, false) => anyhow::bail!("--require-coverage: replay reports aim at nothing; merge sweep reports"),
     };
+    // No failure, but an aimed-at event no shard produced: not a pass, not a violation.
+    let inconclusive = !missing.is_empty() && doc["summary"]["verdict"] == "pass";
+    if inconclusive {
+        doc["summary"]["verdict"] = "inconclusive".into();
+        doc["summary"]["missing_coverage"] = missing.clone().into();
+        junit = fleet::junit_of(&doc);
+    }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create the output folder {}", args.out.display()))?;
     let name = if doc["schema"] == fencesim::report::SWEEP_SCHEMA { "sweep.json" } else { "replay.json" };
@@ -70,5 +78,11 @@ pub fn run(args: &Args) -> CmdResult {
     if !missing.is_empty() {
         println!("COVERAGE: {} aimed-at event(s) never happened in any shard: {}", missing.len(), missing.join(", "));
     }
-    Ok(if s["verdict"] == "pass" && missing.is_empty() { Verdict::Pass } else { Verdict::Fail })
+    Ok(if inconclusive {
+        Verdict::Inconclusive
+    } else if s["verdict"] == "pass" && missing.is_empty() {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    })
 }

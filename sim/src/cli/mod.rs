@@ -147,6 +147,9 @@ pub enum Verdict {
     Pass,
     /// A violation was found (exit 1).
     Fail,
+    /// No violation, but not enough evidence for a pass (exit 3): e.g. a sweep whose
+    /// `--require-coverage` found an aimed-at event that never happened.
+    Inconclusive,
 }
 
 /// A harness or input error: exit 2 with one line.
@@ -171,6 +174,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(Verdict::Pass) => ExitCode::SUCCESS,
         Ok(Verdict::Fail) => ExitCode::from(1),
+        Ok(Verdict::Inconclusive) => ExitCode::from(3),
         // A reader that went away (`fencesim runs list | head`): quiet, with SIGPIPE's status.
         Err(e) if is_broken_pipe(&e) => ExitCode::from(141),
         Err(e) => {

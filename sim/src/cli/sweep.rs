@@ -42,7 +42,8 @@ pub struct Args {
     /// Run only shard I of N (0-based): the seeds equal to I modulo N.
     #[arg(long, value_name = "I/N", value_parser = Shard::parse)]
     shard: Option<Shard>,
-    /// Exit 1 naming every coverage event the scenario aims at (`aims`) that no world produced.
+    /// Exit 3 (inconclusive) naming every coverage event the scenario aims at (`aims`) that no
+    /// world produced, when no world failed.
     #[arg(long)]
     require_coverage: bool,
     /// Write `sweep.json` and `junit.xml` into this folder (created if needed).
@@ -161,7 +162,9 @@ pub fn run(args: &Args) -> CmdResult {
     );
     let seconds = clock.seconds();
     print!("{}", table.text(&scenario.aims));
-    let missing = table.missing(&scenario.aims);
+    let missing: Vec<&str> = if args.require_coverage { table.missing(&scenario.aims) } else { Vec::new() };
+    // No violation, but not the evidence asked for: neither a pass nor a failure.
+    let inconclusive = !missing.is_empty() && failed == 0 && errors == 0 && unbundled.is_empty();
     let n = count;
     let which = if shard == Shard::ALL { String::new() } else { format!(", shard {shard}") };
     println!(
@@ -186,7 +189,15 @@ pub fn run(args: &Args) -> CmdResult {
             "shard": shard.json(),
             "summary": {
                 // A world that could not run is a harness error, never mistaken for a verdict.
-                "verdict": if errors > 0 || !unbundled.is_empty() { "error" } else if failed == 0 { "pass" } else { "fail" },
+                "verdict": if errors > 0 || !unbundled.is_empty() {
+                    "error"
+                } else if failed > 0 {
+                    "fail"
+                } else if inconclusive {
+                    "inconclusive"
+                } else {
+                    "pass"
+                },
                 "worlds": n,
                 "passed": n - failed - errors,
                 "failed": failed,
@@ -199,6 +210,10 @@ pub fn run(args: &Args) -> CmdResult {
             "coverage": table.json(),
             "aims": scenario.aims,
         });
+        let mut doc = doc;
+        if inconclusive {
+            doc["summary"]["missing_coverage"] = json!(missing);
+        }
         super::replay::write_reports(dir, "sweep.json", &doc, &fleet::junit_of(&doc))?;
     }
     if let Some(first) = first_error {
@@ -207,9 +222,15 @@ pub fn run(args: &Args) -> CmdResult {
     if let Some(first) = unbundled.first() {
         anyhow::bail!("{} bundle(s) could not be written; the first, {first}", unbundled.len());
     }
-    if args.require_coverage && !missing.is_empty() {
+    if !missing.is_empty() {
         println!("COVERAGE: {} aimed-at event(s) never happened: {}", missing.len(), missing.join(", "));
-        return Ok(Verdict::Fail);
     }
-    Ok(if failed == 0 { Verdict::Pass } else { Verdict::Fail })
+    Ok(if failed > 0 {
+        Verdict::Fail
+    } else if inconclusive {
+        println!("INCONCLUSIVE: no world failed, but the coverage required was not reached");
+        Verdict::Inconclusive
+    } else {
+        Verdict::Pass
+    })
 }
