@@ -34,6 +34,10 @@ const SUBCOMMAND: &str = "janitor";
 /// (and stop writing into the folder) before it removes the folder.
 const GRACE_MS: u64 = 300;
 
+/// How often the binary tries to remove its process root, 10 ms apart, before it leaves the
+/// folder to the janitor.
+const REMOVE_ATTEMPTS: usize = 200;
+
 /// What a parent writes to the pipe when it removed the folder itself.
 const DISMISSED: &[u8] = b"dismissed";
 
@@ -113,8 +117,17 @@ pub fn enable_process_root(exe: PathBuf) {
 pub fn release_process_root() {
     let made = std::mem::replace(&mut *root(), Root::Off);
     if let Root::Made { dir, janitor } = made {
-        let _ = dir.close();
-        janitor.dismiss();
+        // Children ending with this process (a boot race, a storm's writers) may still be
+        // creating files in it: a removal that raced one (a file appearing between the listing
+        // and the rmdir) is tried again. Left standing, the janitor removes it after the exit.
+        let path = dir.keep();
+        for _ in 0..REMOVE_ATTEMPTS {
+            if std::fs::remove_dir_all(&path).is_ok() || !path.exists() {
+                janitor.dismiss();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
 

@@ -44,11 +44,11 @@ use fencesim_engine::{
     Workflow,
 };
 use fencesim_store::{RunId, Seq, SqliteOptions, SqliteStore, StoreDefect, StoreDefects, StoreError, SystemClock};
-use nix::sys::signal::{SigSet, SigmaskHow, Signal};
-use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
 use crate::killpoints::{self, Config, Crashed, KillPoint, Matcher, PointReport, RefereeReport, Target, Trigger};
+use crate::signals::Deferral;
 
 /// The real child's lease ttl: short, so the resume waits at most about this long after a kill.
 pub const REAL_CHILD_TTL_MS: u32 = 500;
@@ -58,8 +58,6 @@ pub const PARENT_PID_ENV: &str = "FENCESIM_KILLPOINT_PARENT";
 pub const PROCESS_DEADLINE_MS: u64 = 60_000;
 /// How often the parent polls a running process (and its pending signals).
 const POLL_MS: u64 = 5;
-/// The signals the parent defers while a suite runs, to clean up before dying of them.
-const DEFERRED: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
 
 /// Why the real suite could not run (exit 2), as opposed to a point failing. Each message names
 /// its cause and none is a `source`, so a printed chain (`{:#}`) names each cause once.
@@ -228,14 +226,10 @@ impl ResumeSpec {
 }
 
 /// First thing in a child: die with the parent (`PR_SET_PDEATHSIG`), then make sure the parent
-/// named in [`PARENT_PID_ENV`] is still ours (it may have died before the prctl). Also unblocks
-/// the signals a parent defers, since a child inherits its signal mask.
+/// named in [`PARENT_PID_ENV`] is still ours (it may have died before the prctl). A termination
+/// signal is handled as in any `fencesim` process ([`crate::signals`]).
 pub fn guard_parent() -> Result<(), RealError> {
-    die_with_parent(&std::env::var(PARENT_PID_ENV).unwrap_or_default())?;
-    let mut deferred = SigSet::empty();
-    DEFERRED.into_iter().for_each(|s| deferred.add(s));
-    nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&deferred), None)
-        .map_err(|error| RealError::Signal { what: "cannot unblock signals", error })
+    die_with_parent(&std::env::var(PARENT_PID_ENV).unwrap_or_default())
 }
 
 /// Die with the parent (`PR_SET_PDEATHSIG`), then make sure the parent is still `expected` (a
@@ -381,52 +375,6 @@ pub fn read_effects(path: &Path) -> Result<(Ledger, Option<(u32, String)>), Real
     Ok((ledger, killed))
 }
 
-/// Blocks the deferred signals for as long as it lives and reads them from a signalfd. On drop
-/// it restores the old mask and raises again a signal it caught, so the signal takes its
-/// default course after every folder is gone.
-pub(crate) struct Deferral {
-    old: SigSet,
-    fd: SignalFd,
-    caught: std::cell::Cell<Option<Signal>>,
-}
-
-impl Deferral {
-    pub(crate) fn start() -> Result<Self, RealError> {
-        let mut set = SigSet::empty();
-        DEFERRED.into_iter().for_each(|s| set.add(s));
-        let mut old = SigSet::empty();
-        nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut old))
-            .map_err(|error| RealError::Signal { what: "cannot block signals", error })?;
-        let fd = match SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC) {
-            Ok(fd) => fd,
-            Err(source) => {
-                let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
-                return Err(RealError::Signal { what: "cannot open a signalfd", error: source });
-            }
-        };
-        Ok(Self { old, fd, caught: std::cell::Cell::new(None) })
-    }
-
-    /// A deferred signal that arrived, if any (remembered, to be raised again on drop).
-    pub(crate) fn pending(&self) -> Option<Signal> {
-        if self.caught.get().is_none() {
-            let info = self.fd.read_signal().ok().flatten()?;
-            let signal = i32::try_from(info.ssi_signo).ok().and_then(|n| Signal::try_from(n).ok())?;
-            self.caught.set(Some(signal));
-        }
-        self.caught.get()
-    }
-}
-
-impl Drop for Deferral {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&self.old), None);
-        if let Some(signal) = self.caught.get() {
-            let _ = nix::sys::signal::raise(signal);
-        }
-    }
-}
-
 /// A started process that is killed and reaped if dropped before it ended.
 pub(crate) struct Reaped(pub(crate) Child);
 
@@ -490,7 +438,7 @@ fn first_line(path: &Path) -> String {
 /// not depend on its `Env`.
 pub fn run_points_real(points: &[KillPoint], config: &Config) -> Result<Vec<PointReport>, RealError> {
     let exe = std::env::current_exe().map_err(io("locate the fencesim binary"))?;
-    let signals = Deferral::start()?;
+    let signals = Deferral::start();
     let suite = crate::janitor::temp_dir("fencesim-killpoints-", false).map_err(io("create a temporary folder"))?;
     let mut clean = killpoints::CleanBills::default();
     let reports = points

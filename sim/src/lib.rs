@@ -26,6 +26,7 @@ pub mod report;
 pub mod rng;
 pub mod scenario;
 pub mod shrink;
+pub mod signals;
 pub mod soak;
 pub mod stores;
 pub mod timeline;

@@ -425,10 +425,34 @@ fn children_naming(needle: &str, kinds: &[&str]) -> Vec<String> {
     found
 }
 
-/// Start a soak at `level` that never meets its quorum, SIGKILL it mid-storm (its whole process
-/// group, or the referee alone), then check that within 2 s no child is left and its temporary
-/// folder is gone.
-fn kill_mid_storm_leaves_nothing(level: &str, whole_group: bool) {
+/// Wait (up to 60 s, polling) until no process names `needle` among `kinds` and `tmp` is empty:
+/// the parent-death signals and the janitor's grace take their time on a loaded machine.
+fn wait_until_nothing_left(needle: &str, kinds: &[&str], tmp: &Path) -> (Vec<String>, Vec<PathBuf>) {
+    let started = Stopwatch::start();
+    loop {
+        let procs = children_naming(needle, kinds);
+        let left: Vec<_> = fs::read_dir(tmp).unwrap().flatten().map(|e| e.path()).collect();
+        if (procs.is_empty() && left.is_empty()) || started.elapsed_ms() > 60_000 {
+            return (procs, left);
+        }
+        sleep_ms(20);
+    }
+}
+
+/// How a test ends a storm.
+#[derive(Clone, Copy, Debug)]
+enum End {
+    /// SIGKILL of the referee alone.
+    Kill,
+    /// SIGKILL of its whole process group.
+    KillGroup,
+    /// A termination signal, which the referee handles.
+    Signal(nix::sys::signal::Signal),
+}
+
+/// Start a soak at `level` that never meets its quorum, end it mid-storm once its children run
+/// (`end`), then check that no child is left and its temporary folder is gone.
+fn end_mid_storm_leaves_nothing(level: &str, end: End) {
     use std::os::unix::process::CommandExt;
     const CHILDREN: [&str; 4] = ["soak-writer", "soak-engine-worker", "soak-engine-client", "janitor"];
     let tmp = tempfile::tempdir().unwrap();
@@ -438,7 +462,7 @@ fn kill_mid_storm_leaves_nothing(level: &str, whole_group: bool) {
         .env("TMPDIR", tmp.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    if whole_group {
+    if matches!(end, End::KillGroup) {
         soak.process_group(0);
     }
     let mut soak = soak.spawn().unwrap();
@@ -448,18 +472,23 @@ fn kill_mid_storm_leaves_nothing(level: &str, whole_group: bool) {
         assert!(started.elapsed_ms() < 20_000, "{level}: the children never started");
         sleep_ms(50);
     }
-    sleep_ms(700);
-    if whole_group {
-        let group = nix::unistd::Pid::from_raw(soak.id() as i32);
-        nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
-    } else {
-        soak.kill().unwrap();
+    match end {
+        End::KillGroup => {
+            let group = nix::unistd::Pid::from_raw(soak.id() as i32);
+            nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).unwrap();
+        }
+        End::Kill => soak.kill().unwrap(),
+        End::Signal(signal) => {
+            assert!(cli::signal_while_running(&mut soak, signal), "{level}: the storm ended before the signal");
+        }
     }
-    soak.wait().unwrap();
-    sleep_ms(2_000);
-    assert_eq!(children_naming(&needle, &CHILDREN), Vec::<String>::new(), "{level}");
-    let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.path()).collect();
-    assert!(left.is_empty(), "{level}: left behind: {left:?}");
+    let status = soak.wait().unwrap();
+    if let End::Signal(signal) = end {
+        assert_eq!(status.code(), Some(128 + signal as i32), "{level} {end:?}: {status}");
+    }
+    let (procs, left) = wait_until_nothing_left(&needle, &CHILDREN, tmp.path());
+    assert_eq!(procs, Vec::<String>::new(), "{level} {end:?}");
+    assert!(left.is_empty(), "{level} {end:?}: left behind: {left:?}");
 }
 
 /// A `fencesim` that another starts for a whole command (`mutants --soak`, `shrink`) gets the
@@ -492,16 +521,26 @@ fn a_soak_started_to_die_with_its_parent_goes_with_it() {
     assert_eq!(children_naming(&referee, &["soak"]).len(), 1, "the referee runs with the flag");
     shell.kill().unwrap();
     shell.wait().unwrap();
-    sleep_ms(2_000);
-    assert_eq!(children_naming(&referee, &["soak"]), Vec::<String>::new(), "the referee outlived its parent");
-    assert_eq!(children_naming(&needle, &["soak-writer", "janitor"]), Vec::<String>::new());
-    let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.path()).collect();
+    let (procs, _) = wait_until_nothing_left(&referee, &["soak"], tmp.path());
+    assert_eq!(procs, Vec::<String>::new(), "the referee outlived its parent");
+    let (procs, left) = wait_until_nothing_left(&needle, &["soak-writer", "janitor"], tmp.path());
+    assert_eq!(procs, Vec::<String>::new());
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 #[test]
 fn a_referee_killed_mid_storm_leaves_no_writer_and_no_temporary_folder() {
-    kill_mid_storm_leaves_nothing("store", false);
+    end_mid_storm_leaves_nothing("store", End::Kill);
+}
+
+/// SIGINT or SIGTERM mid-storm, at both levels: the referee stops its processes, removes its
+/// folder and exits 128 + the signal, like every other command.
+#[test]
+fn a_signal_mid_storm_stops_it_cleanly_with_128_plus_the_signal() {
+    use nix::sys::signal::Signal;
+    for (level, signal) in [("store", Signal::SIGINT), ("engine", Signal::SIGTERM), ("store", Signal::SIGTERM)] {
+        end_mid_storm_leaves_nothing(level, End::Signal(signal));
+    }
 }
 
 /// A SIGKILL of the soak's whole process group (a CI runner's timeout does this) takes the
@@ -510,7 +549,7 @@ fn a_referee_killed_mid_storm_leaves_no_writer_and_no_temporary_folder() {
 #[test]
 fn a_soak_whose_process_group_is_killed_leaves_nothing_behind() {
     for level in ["store", "engine"] {
-        kill_mid_storm_leaves_nothing(level, true);
+        end_mid_storm_leaves_nothing(level, End::KillGroup);
     }
 }
 

@@ -73,7 +73,6 @@ pub fn run(args: &Args) -> CmdResult {
         StoreKind::SqliteFile => {
             let dir = fencesim::janitor::temp_dir("fencesim-conformance-", false)
                 .context("cannot create a temporary folder")?;
-            remove_on_signal(dir.path().to_path_buf())?;
             let exe = std::env::current_exe().context("cannot locate the fencesim binary for the boot race")?;
             let planted = args.defects.clone();
             let target = SqliteTarget::file(dir.path())
@@ -94,39 +93,6 @@ pub fn run(args: &Args) -> CmdResult {
         anyhow::bail!("the harness could not run {} check(s); see the ERROR lines", summary.broken);
     }
     Ok(if summary.failed > 0 { Verdict::Fail } else { Verdict::Pass })
-}
-
-/// Block `SIGINT`, `SIGTERM` and `SIGHUP` in this thread (and so in every thread it starts; a
-/// spawned child's mask is reset by `std::process`) and start a thread that waits for one: it
-/// removes `folder` and exits with 128 + the signal, as the default action would have, so the
-/// boot children (which die with their parent) and the folder both go.
-fn remove_on_signal(folder: std::path::PathBuf) -> anyhow::Result<()> {
-    use nix::sys::signal::{SigSet, Signal};
-    let mut set = SigSet::empty();
-    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        set.add(signal);
-    }
-    set.thread_block().context("cannot block the termination signals")?;
-    std::thread::Builder::new()
-        .name("conformance-signals".into())
-        .spawn(move || {
-            if let Ok(signal) = set.wait() {
-                // The boot children live until this process dies and may still be creating a
-                // database, its journal or WAL in the folder: a removal that raced one of them
-                // (a file appearing between the listing and the rmdir) is tried again.
-                for _ in 0..200 {
-                    if std::fs::remove_dir_all(&folder).is_ok() || !folder.exists() {
-                        break;
-                    }
-                    #[allow(clippy::disallowed_methods, reason = "a real process's signal watcher waits in real time")]
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
-                fencesim::janitor::release_process_root();
-                std::process::exit(128 + signal as i32);
-            }
-        })
-        .context("cannot start the signal watcher")?;
-    Ok(())
 }
 
 pub(super) fn boot_command(exe: &Path, db: &Path, start_at: i64, defects: &[StoreDefect]) -> Command {

@@ -156,6 +156,11 @@ pub enum Verdict {
 pub type CmdResult = anyhow::Result<Verdict>;
 
 pub fn main() -> ExitCode {
+    // First, before any thread or child exists: the termination signals' one policy.
+    if let Err(e) = fencesim::signals::install() {
+        eprintln!("fencesim: error: cannot install the signal policy: {e}");
+        return ExitCode::from(2);
+    }
     fencesim::stores::keep_temp_folders(std::env::var_os("FENCESIM_KEEP_TEMP").is_some_and(|v| v == "1"));
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

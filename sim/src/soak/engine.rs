@@ -47,9 +47,10 @@ use super::wall::mono_ns;
 use super::writer::{LoggedStore, StampClock};
 use crate::history::Snapshot;
 use crate::killpoints::{self, Config};
-use crate::killpoints_real::{self, Deferral, LogLine, RealError, Reaped};
+use crate::killpoints_real::{self, LogLine, RealError, Reaped};
 use crate::oracle::{self, OracleConfig, Scope};
 use crate::rng::Stream;
+use crate::signals::Deferral;
 
 /// How a soak runs. [`EngineSoakOptions::tiny`] is a few seconds' worth.
 #[derive(Clone, Debug)]
@@ -345,7 +346,7 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
     if opts.workers == 0 || opts.runs == 0 || opts.ttl_ms < 30 {
         return Err(SoakError::Options("workers and runs must be positive and the ttl at least 30 ms".into()));
     }
-    let signals = Deferral::start()?;
+    let signals = Deferral::start();
     // In the binary's process root: removed by its janitor if this process is killed.
     let temp = crate::janitor::temp_dir("fencesim-soak-engine-", false)
         .map_err(killpoints_real::io("create a temporary folder"))?;

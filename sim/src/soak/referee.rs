@@ -31,7 +31,6 @@ use std::process::{Child, Command, Stdio};
 use fencesim_store::StoreDefect;
 use fencesim_store::sqlite::MAX_LEASE_TTL_MS;
 use nix::sys::signal::{Signal, kill};
-use nix::sys::signalfd::{SfdFlags, SigSet, SignalFd};
 use nix::unistd::Pid;
 use serde::Serialize;
 
@@ -41,6 +40,7 @@ use super::quorum::{Activity, Quorum, progress};
 use super::wall::{Stopwatch, mono_ns, sleep_ms, unix_ms};
 use super::{Layout, MAX_SKEW_MS, MAX_WRITERS, PARENT_ENV, RUN, SoakError, SoakResult, within};
 use crate::rng::Stream;
+use crate::signals::Deferral;
 
 /// What a storm is asked to do.
 #[derive(Clone, Debug)]
@@ -486,14 +486,10 @@ pub fn prepare_keep(dir: &Path) -> SoakResult<()> {
 /// Run one storm and judge it.
 pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
     opts.validate()?;
-    // SIGINT and SIGTERM become readable events instead of killing the referee mid-storm; the
-    // mask is inherited by the writers, which the referee stops itself.
-    let mut mask = SigSet::empty();
-    mask.add(Signal::SIGINT);
-    mask.add(Signal::SIGTERM);
-    mask.thread_block().map_err(SoakError::os("cannot block SIGINT/SIGTERM"))?;
-    let signals =
-        SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK).map_err(SoakError::os("cannot open a signalfd"))?;
+    // A termination signal is an event of the storm's loop instead of the end of the referee
+    // mid-storm: the loop stops, the writers and the folder go with their drops, and the
+    // deferral's drop ends the process with 128 + the signal.
+    let signals = Deferral::start();
 
     let (temp, dir) = match &opts.keep {
         Some(dir) => {
@@ -533,9 +529,8 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
     let mut capped = false;
     let mut floor_ms: Vec<(String, Option<u64>)> = opts.quorum.floors.iter().map(|(k, _)| (k.clone(), None)).collect();
     loop {
-        if let Ok(Some(info)) = signals.read_signal() {
-            let name = Signal::try_from(info.ssi_signo as i32).map_or("a signal", |s| s.as_str());
-            return Err(SoakError::Interrupted(name.to_owned()));
+        if let Some(signal) = signals.pending() {
+            return Err(SoakError::Interrupted(signal.as_str().to_owned()));
         }
         storm.observe()?;
         storm.reap()?;
