@@ -263,18 +263,12 @@ fn list<'a>(items: impl Iterator<Item = &'a str>) -> String {
 }
 
 #[derive(Deserialize)]
-#[serde(untagged)]
-enum Seed {
-    Number(u64),
-    Text(String),
-}
-
-#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Doc {
     format: Spanned<String>,
     scenario: String,
-    seed: Spanned<Seed>,
+    /// A whole number from 0 to u64::MAX: a TOML integer, or (above i64::MAX) a string.
+    seed: Spanned<toml::Value>,
     #[serde(default)]
     defects: Vec<Spanned<String>>,
     #[serde(default)]
@@ -358,11 +352,20 @@ impl Doc {
         if self.format.get_ref() != PLAN_FORMAT {
             return Err((at(&self.format), format!("format '{}' is not {PLAN_FORMAT}", self.format.get_ref())));
         }
+        let bad_seed = |shown: String| {
+            (
+                at(&self.seed),
+                format!(
+                    "seed: must be a whole number from 0 to {} (written in quotes above {}), got {shown}",
+                    u64::MAX,
+                    i64::MAX
+                ),
+            )
+        };
         let seed = match self.seed.get_ref() {
-            Seed::Number(n) => *n,
-            Seed::Text(t) => {
-                t.parse().map_err(|_| (at(&self.seed), format!("seed '{t}' is not a number from 0 to {}", u64::MAX)))?
-            }
+            toml::Value::Integer(n) => u64::try_from(*n).map_err(|_| bad_seed(n.to_string()))?,
+            toml::Value::String(t) => t.parse().map_err(|_| bad_seed(format!("'{t}'")))?,
+            other => return Err(bad_seed(other.to_string())),
         };
         let mut defects = Vec::new();
         for d in &self.defects {
@@ -381,7 +384,8 @@ impl Doc {
             return Err((at(&w.workers), format!("world.workers: 1 to 64 workers, got {}", workers.len())));
         }
         for name in &workers {
-            let ok = name.strip_prefix('w').is_some_and(|i| i.parse::<u32>().is_ok_and(|i| i >= 1));
+            // Exactly the names the world accepts (`w1`, `w2`, ...; not `w01` or `w+1`).
+            let ok = matches!(Node::parse(name), Some(Node::Worker(_)));
             if !ok || !seen.insert(name.clone()) {
                 return Err((at(&w.workers), format!("world.workers: '{name}' is not a new worker name w1, w2, ...")));
             }
@@ -768,4 +772,29 @@ mod tests {
     }
 
     const LIMITS_RUNS: u32 = crate::scenario::LIMITS.runs;
+
+    /// A seed that is not a whole number from 0 to u64::MAX is refused saying what a seed must be,
+    /// with its line (not serde's "did not match any variant"); a worker name the world would
+    /// refuse (`w01`, `w+1`, `w0`) is refused here, with the file and line.
+    #[test]
+    fn a_bad_seed_or_worker_name_is_refused_with_what_it_must_be() {
+        let scenario = catalogue::scenario("swarm").expect("built in");
+        let text = PlanFile::draw(&scenario, 3, &[]).to_toml();
+        let line_of = |needle: &str| text.lines().position(|l| l.starts_with(needle)).expect("present") + 1;
+        for seed in ["-1", "1.5", "\"abc\"", "true", "\"18446744073709551616\""] {
+            let edited = text.replacen("seed = 3\n", &format!("seed = {seed}\n"), 1);
+            let e = PlanFile::parse(Path::new("p.toml"), &edited).expect_err(seed);
+            assert_eq!(e.line, Some(line_of("seed = ")), "{e}");
+            assert!(e.to_string().contains("seed: must be a whole number from 0 to 18446744073709551615"), "{e}");
+            assert!(!e.to_string().contains("variant"), "{e}");
+        }
+        let big = text.replacen("seed = 3\n", "seed = \"18446744073709551615\"\n", 1);
+        assert_eq!(PlanFile::parse(Path::new("p.toml"), &big).expect("u64::MAX").seed, u64::MAX);
+        for name in ["w01", "w+1", "w0", "w4294967296", "W1"] {
+            let edited = text.replacen("workers = [\"w1\"", &format!("workers = [\"{name}\""), 1);
+            let e = PlanFile::parse(Path::new("p.toml"), &edited).expect_err(name);
+            assert_eq!(e.line, Some(line_of("workers = ")), "{e}");
+            assert!(e.to_string().contains(&format!("'{name}' is not a new worker name")), "{e}");
+        }
+    }
 }

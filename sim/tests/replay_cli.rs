@@ -215,3 +215,30 @@ fn the_ci_corpus_replays_clean() {
     assert!(doc["summary"]["worlds"].as_u64().is_some_and(|w| w >= n), "{}", doc["summary"]);
     assert_eq!((&doc["summary"]["failed"], &doc["summary"]["nondeterministic"]), (&0.into(), &0.into()));
 }
+
+/// `replay ... | true` on a failing corpus: the reader is gone before the first FAIL line, yet
+/// both reports are written (the broken pipe is answered after them, with 141).
+#[test]
+fn a_closed_pipe_does_not_stop_the_reports() {
+    let corpus = Corpus::new("");
+    let folder = corpus.dir.path().join("plans");
+    std::fs::create_dir(&folder).unwrap();
+    let plan = fencesim(&["plan", "--scenario", "mid-call-takeover", "--seed", "1", "--defect", "non-atomic-fence"]);
+    assert_exit(&plan, 0);
+    std::fs::write(folder.join("p.toml"), &plan.stdout).unwrap();
+    let report = corpus.report_dir();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["replay", folder.to_str().unwrap(), "--report", report.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away at once, as `| true` does.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(141), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty() || !String::from_utf8_lossy(&out.stderr).contains("panic"));
+    let doc = read_json(&report.join("replay.json"));
+    assert_eq!(doc["summary"]["verdict"], "fail", "{doc}");
+    assert!(report.join("junit.xml").is_file());
+}

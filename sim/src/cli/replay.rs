@@ -218,6 +218,9 @@ pub fn run(args: &Args) -> CmdResult {
     let mut first_run: Option<Reduced> = None;
     let mut table = fencesim::coverage::Table::default();
     let mut error: Option<anyhow::Error> = None;
+    // Lines printed while the worlds run: a reader that went away (`replay ... | true`) must not
+    // stop the replay before its reports are written; the broken pipe is answered after them.
+    let mut out = Lines::default();
     par::stream(
         items,
         jobs,
@@ -262,11 +265,11 @@ pub fn run(args: &Args) -> CmdResult {
             let seconds = first.seconds + second.seconds;
             let repro = report::repro(&first.report, &entry.defects);
             let failure = expected.map_or_else(|| failure_line(&first.report, &second.report), |e| e.1).map(|why| {
-                println!("FAIL {name} ({file}:{}): {why}; repro: {repro}", entry.line);
+                out.line(&format!("FAIL {name} ({file}:{}): {why}; repro: {repro}", entry.line));
                 if let Some(dir) = args.bundle.as_ref().filter(|_| !first.report.passed()) {
                     match super::plan::bundle(dir, entry, args.db, first.report.fingerprint) {
-                        Ok(path) => println!("  bundle: {}", path.display()),
-                        Err(e) => println!("  bundle not written: {e}"),
+                        Ok(path) => out.line(&format!("  bundle: {}", path.display())),
+                        Err(e) => out.line(&format!("  bundle not written: {e}")),
                     }
                 }
                 format!("{why}\n{}", first.text)
@@ -310,12 +313,33 @@ pub fn run(args: &Args) -> CmdResult {
         "coverage": table.json(),
     });
     write_reports(&args.report, "replay.json", &doc, &fleet::junit_of(&doc))?;
+    if let Some(broken) = out.broken {
+        return Err(broken.into());
+    }
     print!("{}", table.text(&[]));
     println!(
         "replayed {} worlds from {file}: {passed} passed, {failed} failed, {nondeterministic} nondeterministic in {seconds:.2} s",
         cases
     );
     Ok(verdict)
+}
+
+/// Standard output that keeps the first write error (a closed pipe) instead of panicking, and
+/// writes nothing more after it.
+#[derive(Default)]
+struct Lines {
+    broken: Option<std::io::Error>,
+}
+
+impl Lines {
+    fn line(&mut self, text: &str) {
+        use std::io::Write as _;
+        if self.broken.is_none()
+            && let Err(e) = writeln!(std::io::stdout().lock(), "{text}")
+        {
+            self.broken = Some(e);
+        }
+    }
 }
 
 /// Write a report (`name`) and `junit.xml` into `dir`, each atomically.
