@@ -15,6 +15,12 @@ pub const WORLD_SCHEMA: &str = "fencesim.world/1";
 pub const REPLAY_SCHEMA: &str = "fencesim.replay/1";
 pub const SWEEP_SCHEMA: &str = "fencesim.sweep/1";
 
+/// Text for a terminal: every control character (an escape sequence in a file's name or contents)
+/// written out as a Rust escape, so nothing a file holds can drive the terminal.
+pub fn printable(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
 /// One word for a POSIX shell: as it is when it holds only characters no shell treats specially,
 /// else in single quotes (a quote inside written `'\''`).
 pub fn sh_quote(word: &str) -> String {

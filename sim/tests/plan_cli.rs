@@ -194,6 +194,22 @@ fn an_error_quoting_control_characters_shows_them_escaped() {
     assert!(err.contains("r\\u{1b}[31m 01"), "{err:?}");
 }
 
+/// A scenario file whose name holds control characters (an escape sequence) never reaches the
+/// terminal raw: `sweep` and `run` print its name escaped.
+#[test]
+fn a_scenario_file_name_with_control_characters_is_printed_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("evil\u{1b}[31mred\u{7}.toml");
+    std::fs::write(&path, "description = \"x\"\n[world]\nworkers = 2\nruns = 2\n").unwrap();
+    for args in [&["sweep", "--seeds", "1", "--scenario"][..], &["run", "--seed", "1", "--scenario"][..]] {
+        let out = fencesim(&[args, &[path.to_str().unwrap()]].concat());
+        assert_exit(&out, 0);
+        let text = stdout(&out);
+        assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "a raw control character: {text:?}");
+        assert!(text.contains("evil\\u{1b}[31mred\\u{7}"), "{text:?}");
+    }
+}
+
 /// Every shipped regression plan parses and names the checker it must keep failing.
 #[test]
 fn the_shipped_regression_plans_parse() {

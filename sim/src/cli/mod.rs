@@ -242,8 +242,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 /// An error for a terminal: one line, and any control character left (an escape sequence from a
 /// file's contents) written out as a Rust escape.
 fn one_line(text: &str) -> String {
-    let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    folded.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+    fencesim::report::printable(&text.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
 /// `--defect NAME`: a store defect, or a one-line error listing the valid names.
