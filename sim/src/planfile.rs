@@ -435,6 +435,17 @@ impl Doc {
         limits
             .check_polls(workers_n, settings.fault_ms, liveness_ms, poll_ms)
             .map_err(|message| (at(&w.poll_ms), format!("world.poll_ms: {message}")))?;
+        crate::scenario::Limits::check_judgeable(settings.call_ms, settings.tool_ms, ttl_ms, poll_ms, liveness_ms)
+            .map_err(|(key, message)| {
+                let line = match key {
+                    "call_ms" => w.call_ms.as_ref().map_or(at(&w.liveness_ms), at),
+                    "tool_ms" => w.tool_ms.as_ref().map_or(at(&w.liveness_ms), at),
+                    "ttl_ms" => at(&w.ttl_ms),
+                    "poll_ms" => at(&w.poll_ms),
+                    _ => at(&w.liveness_ms),
+                };
+                (line, format!("world.{key}: {message}"))
+            })?;
 
         let clocked = nodes_with_clocks(&workers);
         let mut skews = BTreeMap::new();

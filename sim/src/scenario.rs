@@ -204,6 +204,39 @@ impl Limits {
         u64::from(workers) * (u64::from(fault_ms) + u64::from(liveness_ms)) / u64::from(poll_ms.max(1))
     }
 
+    /// A world the liveness checker can judge fairly: one run's own work (up to eight model calls
+    /// and four tools, a lease's ttl to expire and a poll to pick it up) fits inside liveness_ms,
+    /// else a run that is merely slow is reported as stuck. Refused naming the largest term (its
+    /// key, for the line) and what liveness_ms would need. Shared by scenarios and plans.
+    pub fn check_judgeable(
+        call_ms: u32,
+        tool_ms: u32,
+        ttl_ms: u32,
+        poll_ms: u32,
+        liveness_ms: u32,
+    ) -> Result<(), (&'static str, String)> {
+        let terms = [
+            ("call_ms", 8 * u64::from(call_ms)),
+            ("tool_ms", 4 * u64::from(tool_ms)),
+            ("ttl_ms", u64::from(ttl_ms)),
+            ("poll_ms", u64::from(poll_ms)),
+        ];
+        let need: u64 = terms.iter().map(|(_, n)| n).sum();
+        if need > u64::from(liveness_ms) {
+            let key = terms.iter().max_by_key(|(_, n)| *n).map_or("liveness_ms", |(k, _)| k);
+            return Err((
+                key,
+                format!(
+                    "one run of this world may need {need} ms to settle (8 model calls of call_ms {call_ms}, 4 tools \
+                     of tool_ms {tool_ms}, a ttl of {ttl_ms} and a poll of {poll_ms}), more than liveness_ms \
+                     {liveness_ms}: liveness could not judge it fairly; raise liveness_ms to at least {need} or \
+                     shorten {key}"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The polls bound, as one message naming what exceeds it.
     pub fn check_polls(&self, workers: u32, fault_ms: u32, liveness_ms: u32, poll_ms: u32) -> Result<(), String> {
         let polls = Self::polls(workers, fault_ms, liveness_ms, poll_ms);
@@ -642,6 +675,10 @@ impl Scenario {
         if let Err(message) = LIMITS.check_polls(w.workers.1, w.fault_ms, w.liveness_ms, w.poll_ms.0) {
             return world("poll_ms", message);
         }
+        if let Err((key, message)) = Limits::check_judgeable(w.call_ms, w.tool_ms, w.ttl_ms, w.poll_ms.1, w.liveness_ms)
+        {
+            return world(key, message);
+        }
         let events = crate::coverage::events();
         if let Some(bad) = self.aims.iter().find(|e| !events.contains(e)) {
             return Err(("", "aims", format!("aims: unknown coverage event '{bad}' (known: {})", events.join(", "))));
@@ -782,6 +819,27 @@ impl fmt::Display for Span {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A world whose runs' own work outlasts its liveness bound cannot be judged fairly (every
+    /// slow run would fail liveness with no defect): `[world] call_ms = 10000` with the default
+    /// liveness_ms is refused at call_ms's line, in a scenario and in a plan alike; the same
+    /// world with room for its runs is accepted.
+    #[test]
+    fn a_world_too_slow_for_its_liveness_bound_is_refused_with_its_line() {
+        let path = Path::new("slow.toml");
+        let text = "description = \"x\"\n[world]\nworkers = 2\nruns = 2\ncall_ms = 10000\n";
+        let e = Scenario::parse(path, text).expect_err("too slow");
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(e.to_string().contains("world.call_ms: one run of this world may need 83020 ms"), "{e}");
+        let roomy = format!("{text}liveness_ms = 120000\n");
+        let scenario = Scenario::parse(path, &roomy).expect("room enough");
+        let plan = crate::planfile::PlanFile::draw(&scenario, 1, &[]).to_toml();
+        let slow = plan.replacen("liveness_ms = 120000", "liveness_ms = 30000", 1);
+        let e = crate::planfile::PlanFile::parse(Path::new("p.toml"), &slow).expect_err("too slow");
+        let line = slow.lines().position(|l| l.starts_with("call_ms = ")).map(|i| i + 1);
+        assert_eq!(e.line, line, "{e}");
+        assert!(e.to_string().contains("liveness could not judge it fairly"), "{e}");
+    }
 
     /// `ALL` lists every variant once, in declaration order. The matches below are exhaustive: a
     /// new variant does not compile until it has a position here, and then fails until `ALL`

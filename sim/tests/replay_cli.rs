@@ -100,27 +100,37 @@ fn a_small_corpus_replays_deterministically_and_writes_both_reports() {
     assert_eq!(junit.matches("<testcase ").count(), 2, "{junit}");
 }
 
-/// A scenario no run can settle in: every model call outlasts the liveness bound.
-const STUCK: &str = "description = \"every call outlasts the liveness bound\"\n[world]\nruns = 3\nstart_ms = 1\n\
-workflows = [\"happy\"]\npoll_ms = 50\ncall_ms = 5000\nfault_ms = 200\nliveness_ms = 100\noperator_ms = 0\n";
+/// The plan of a seed that fails with a planted defect, written into `dir` (a plan carries its
+/// defects, so a corpus line `plan PATH` fails without one on the command line).
+fn failing_plan(dir: &Path) -> PathBuf {
+    let plan = fencesim(&["plan", "--scenario", "mid-call-takeover", "--seed", "1", "--defect", "non-atomic-fence"]);
+    assert_exit(&plan, 0);
+    let path = dir.join("plan.toml");
+    std::fs::write(&path, &plan.stdout).unwrap();
+    path
+}
 
 #[test]
 fn a_failing_entry_exits_1_with_its_repro_in_every_report() {
     let corpus = Corpus::new("");
-    let scenario = corpus.dir.path().join("stuck.toml");
-    std::fs::write(&scenario, STUCK).unwrap();
-    let scenario = scenario.to_str().unwrap();
-    std::fs::write(&corpus.path, format!("swarm 1\n{scenario} 4\n")).unwrap();
-    let out = corpus.replay(&[]);
-    assert_exit(&out, 1);
-    let text = stdout(&out);
+    let plan = failing_plan(corpus.dir.path());
+    // A corpus line is split at spaces: name the plan by a path without one.
+    let plain = corpus.dir.path().join("failing.toml");
+    std::fs::rename(&plan, &plain).unwrap();
+    std::fs::write(&corpus.path, format!("swarm 1\nplan {}\n", plain.display())).unwrap();
+    check_failing(&corpus, plain.to_str().unwrap(), &corpus.replay(&[]));
+}
+
+fn check_failing(corpus: &Corpus, plan: &str, out: &Output) {
+    assert_exit(out, 1);
+    let text = stdout(out);
     // The failing entry's line and the summary (the coverage table stands between them).
     let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("FAIL ") || l.starts_with("replayed ")).collect();
     assert_eq!(lines.len(), 2, "{text}");
     assert_eq!(text.lines().last(), Some(lines[1]), "{text}");
-    let repro = format!("fencesim run --scenario {scenario} --seed 4 --trace");
-    assert!(lines[0].starts_with(&format!("FAIL {scenario} 4 ({}:2): ", corpus.path)), "{text}");
-    assert!(lines[0].contains(" violation(s), first liveness: "), "{text}");
+    let repro = format!("fencesim run --plan {} --defect non-atomic-fence --trace", fencesim::report::sh_quote(plan));
+    assert!(lines[0].starts_with("FAIL ") && lines[0].contains(&format!(" ({}:2): ", corpus.path)), "{text}");
+    assert!(lines[0].contains(" violation(s), first "), "{text}");
     assert!(lines[0].ends_with(&format!("; repro: {repro}")), "{text}");
     assert!(lines[1].contains(": 1 passed, 1 failed, 0 nondeterministic in "), "{text}");
 
@@ -128,17 +138,20 @@ fn a_failing_entry_exits_1_with_its_repro_in_every_report() {
     assert_eq!((&doc["summary"]["verdict"], &doc["summary"]["failed"]), (&"fail".into(), &1.into()));
     let world = &doc["worlds"][1];
     assert_eq!((&world["verdict"], &world["deterministic"]), (&"fail".into(), &true.into()));
-    assert_eq!(world["repro"], repro.as_str());
-    assert_eq!(world["violations"][0]["checker"], "liveness");
+    // The plan carries its defect: its world's own repro names the plan alone.
+    assert!(world["repro"].as_str().unwrap().starts_with(&format!("fencesim run --plan {plan}")), "{world}");
+    let checker = world["violations"][0]["checker"].as_str().unwrap().to_owned();
     let junit = std::fs::read_to_string(corpus.report_dir().join("junit.xml")).expect("junit.xml");
     assert!(junit.contains("tests=\"2\" failures=\"1\""), "{junit}");
-    assert!(junit.contains("<failure message=\"") && junit.contains(&repro), "{junit}");
+    assert!(
+        junit.contains("<failure message=\"") && junit.contains(&format!("repro: fencesim run --plan {plan}")),
+        "{junit}"
+    );
 
     // The printed repro reproduces the failure.
-    let words: Vec<&str> = repro.split(' ').skip(1).collect();
-    let again = fencesim(&words);
+    let again = fencesim(&["run", "--plan", plan, "--defect", "non-atomic-fence", "--trace"]);
     assert_exit(&again, 1);
-    assert!(stdout(&again).contains("VIOLATION liveness: "), "{}", stdout(&again));
+    assert!(stdout(&again).contains(&format!("VIOLATION {checker}: ")), "{}", stdout(&again));
 }
 
 #[test]
