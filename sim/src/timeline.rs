@@ -20,6 +20,11 @@ use crate::history::{CallOutcome, Disruption, Event, Row, Surface};
 use crate::node::Node;
 use crate::world::WorldReport;
 
+/// The most trace rows a page draws: a 20,000-run world's page would be tens of megabytes no
+/// browser finishes drawing. Past it, the page draws the first rows (and the violation's rows)
+/// and says, at its top, how many it left out; the trace printed by `run --trace` has them all.
+pub const MAX_ROWS: usize = 20_000;
+
 /// A node label's lane: its name without the incarnation (`w2.3` -> `w2`).
 fn lane_of(node: &str) -> String {
     match node.rsplit_once('.') {
@@ -132,6 +137,19 @@ fn data(report: &WorldReport, defects: &[Defect]) -> Value {
     for (run, t) in std::mem::take(&mut open) {
         close(&mut tenures, &run, t, end_ms);
     }
+    // Bounded: the first MAX_ROWS rows, and every row a violation names.
+    let total = rows.len();
+    if total > MAX_ROWS {
+        let named: std::collections::BTreeSet<usize> =
+            report.violations.iter().flat_map(|v| [v.row, v.cause]).flatten().collect();
+        let mut n = 0;
+        rows.retain(|r| {
+            n += 1;
+            n <= MAX_ROWS || r["i"].as_u64().is_some_and(|i| named.contains(&(i as usize)))
+        });
+        tenures.truncate(MAX_ROWS);
+    }
+    let omitted = total - rows.len();
     lanes.sort_by_key(|l| lane_rank(l));
     let mut runs: Vec<String> = report
         .rows
@@ -161,6 +179,7 @@ fn data(report: &WorldReport, defects: &[Defect]) -> Value {
         "tenures": tenures,
         "violations": violations,
         "config": report.config,
+        "omitted": omitted,
     })
 }
 
@@ -229,7 +248,8 @@ const LANE = 34, LEFT = 90, TOP = 34;
 const byIndex = new Map(D.rows.map(r => [r.i, r]));
 const v = D.violations[0];
 document.getElementById("title").textContent =
-  `${D.title} — ${D.verdict} — db ${D.db}` + (D.defects.length ? ` — defects ${D.defects.join(", ")}` : "") + ` — fingerprint ${D.fingerprint}`;
+  `${D.title} — ${D.verdict} — db ${D.db}` + (D.defects.length ? ` — defects ${D.defects.join(", ")}` : "") + ` — fingerprint ${D.fingerprint}` +
+  (D.omitted ? ` — ${D.omitted} of ${D.omitted + D.rows.length} rows not drawn (the page draws at most the first ${D.rows.length}; run --trace prints them all)` : "");
 const vbox = document.getElementById("violation");
 if (v) {
   vbox.textContent = `VIOLATION ${v.checker}: ${v.explanation}` + (D.violations.length > 1 ? ` (and ${D.violations.length - 1} more)` : "");
@@ -339,6 +359,37 @@ draw();
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A world of more rows than a page may draw gives a bounded page that says so; its rows past
+    /// the bound are left out (the page of a 20,000-run plan was 60 MB before).
+    #[test]
+    fn a_page_of_a_huge_world_is_bounded_and_says_what_it_left_out() {
+        let scenario = crate::catalogue::scenario("swarm").expect("built in");
+        let cfg = crate::world::WorldConfig {
+            scenario,
+            seed: 1,
+            db: crate::stores::DbKind::Memdb,
+            store_defects: Default::default(),
+            engine_defects: Default::default(),
+            keep_db: None,
+        };
+        let mut report = crate::world::run(&cfg).expect("runs");
+        let small = html(&report, &[]).len();
+        let one = report.rows.clone();
+        let copies = MAX_ROWS / one.len() + 2;
+        report.rows = (0..copies).flat_map(|_| one.iter().cloned()).collect();
+        for (i, row) in report.rows.iter_mut().enumerate() {
+            row.index = i;
+        }
+        let total = report.rows.len();
+        let page = html(&report, &[]);
+        let data = data(&report, &[]);
+        assert_eq!(data["rows"].as_array().map(Vec::len), Some(MAX_ROWS));
+        assert_eq!(data["omitted"].as_u64(), Some((total - MAX_ROWS) as u64));
+        assert!(page.contains("rows not drawn"), "no note in the page");
+        let per_row = small / one.len() + 1;
+        assert!(page.len() < per_row * (MAX_ROWS + 1000), "{} bytes for {total} rows", page.len());
+    }
 
     #[test]
     fn lanes_drop_the_incarnation_and_sort_workers_first() {
