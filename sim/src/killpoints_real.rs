@@ -43,11 +43,14 @@ use fencesim_engine::{
     EngineDefect, EngineDefects, EngineOptions, Env, Fault, Ledger, Paid, Phase, Point, RealEnv, RunOptions, Site,
     Workflow,
 };
-use fencesim_store::{RunId, Seq, SqliteOptions, SqliteStore, StoreDefect, StoreDefects, StoreError, SystemClock};
+use fencesim_store::{
+    Epoch, RunId, Seq, SqliteOptions, SqliteStore, StoreDefect, StoreDefects, StoreError, SystemClock,
+};
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
 use crate::killpoints::{self, Config, Crashed, KillPoint, Matcher, PointReport, RefereeReport, Target, Trigger};
+use crate::oracle::history::{Effect, EffectKind};
 use crate::signals::Deferral;
 
 /// The real child's lease ttl: short, so the resume waits at most about this long after a kill.
@@ -94,12 +97,55 @@ pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Real
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LogLine {
-    /// A paid model call is about to go ahead.
-    Call { run: RunId, running: Seq },
-    /// A tool run is about to go ahead.
-    Tool { run: RunId, running: Seq },
+    /// A paid model call is about to go ahead: the dispatch's running entry, its turn (from 1),
+    /// the lease epoch it is paid under and the system-wide monotonic stamp of the payment.
+    /// Logs written before these were recorded read them as 0 / none.
+    Call {
+        run: RunId,
+        running: Seq,
+        #[serde(default)]
+        turn: u32,
+        #[serde(default)]
+        epoch: Option<Epoch>,
+        #[serde(default)]
+        mono_ns: u64,
+    },
+    /// A tool run is about to go ahead (`n` counts the dispatch's tools from 1).
+    Tool {
+        run: RunId,
+        running: Seq,
+        #[serde(default)]
+        n: u32,
+        #[serde(default)]
+        epoch: Option<Epoch>,
+        #[serde(default)]
+        mono_ns: u64,
+    },
     /// The target write was reached (the child dies at it, or at its after point).
     Kill { index: u32, write: String },
+}
+
+impl LogLine {
+    /// The line a paid effect's fault point logs before it goes ahead, stamped now; none for a
+    /// point that pays nothing.
+    pub fn of_effect(point: &Point<'_>) -> Option<Self> {
+        let (run, epoch, mono_ns) = (point.run.clone(), point.epoch, crate::soak::wall::mono_ns());
+        match point.site {
+            Site::Call { running, turn } => Some(Self::Call { run, running, turn, epoch, mono_ns }),
+            Site::Tool { running, n } => Some(Self::Tool { run, running, n, epoch, mono_ns }),
+            _ => None,
+        }
+    }
+
+    /// The payment this line records, for the oracle, with its monotonic stamp.
+    pub fn effect(&self) -> Option<(u64, Effect)> {
+        let (kind, run, running, n, epoch, mono_ns) = match self {
+            Self::Call { run, running, turn, epoch, mono_ns } => (EffectKind::Call, run, running, turn, epoch, mono_ns),
+            Self::Tool { run, running, n, epoch, mono_ns } => (EffectKind::Tool, run, running, n, epoch, mono_ns),
+            Self::Kill { .. } => return None,
+        };
+        Some((*mono_ns, Effect { kind, run: run.clone(), epoch: *epoch, running: *running, n: *n }))
+    }
 }
 
 /// What a child process runs: one workflow over `db`, dying at `target`/`phase`.
@@ -282,11 +328,7 @@ impl KillEnv {
     }
 
     fn decide(&self, point: &Point<'_>) -> Fault {
-        let recorded = match point.site {
-            Site::Call { running, .. } => self.record(&LogLine::Call { run: point.run.clone(), running }),
-            Site::Tool { running, .. } => self.record(&LogLine::Tool { run: point.run.clone(), running }),
-            _ => true,
-        };
+        let recorded = LogLine::of_effect(point).is_none_or(|line| self.record(&line));
         if !recorded {
             return Fault::Crash;
         }
@@ -353,26 +395,41 @@ pub fn run_resume(spec: &ResumeSpec) -> Result<RefereeReport, RealError> {
         .map_err(RealError::from)
 }
 
+/// The lines of an effects log, in order; an absent log (a process that died before opening
+/// it paid nothing) has none.
+fn read_log_lines(path: &Path) -> Result<Vec<LogLine>, RealError> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io("open the effects log")(e)),
+    };
+    BufReader::new(file)
+        .lines()
+        .map(|line| {
+            let line = line.map_err(io("read the effects log"))?;
+            serde_json::from_str(&line)
+                .map_err(|e| RealError::Harness(format!("malformed effects log line '{line}': {e}")))
+        })
+        .collect()
+}
+
 /// What a dead child's effects log says: its bill, and the write it died at.
 pub fn read_effects(path: &Path) -> Result<(Ledger, Option<(u32, String)>), RealError> {
     let ledger = Ledger::new();
     let mut killed = None;
-    let file = match File::open(path) {
-        Ok(file) => file,
-        // A child that died before opening its log paid nothing.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((ledger, None)),
-        Err(e) => return Err(io("open the effects log")(e)),
-    };
-    for line in BufReader::new(file).lines() {
-        let line = line.map_err(io("read the effects log"))?;
-        match serde_json::from_str(&line) {
-            Ok(LogLine::Call { run, running }) => ledger.pay_call(&run, running),
-            Ok(LogLine::Tool { run, running }) => ledger.pay_tool(&run, running),
-            Ok(LogLine::Kill { index, write }) => killed = Some((index, write)),
-            Err(e) => return Err(RealError::Harness(format!("malformed effects log line '{line}': {e}"))),
+    for line in read_log_lines(path)? {
+        match line {
+            LogLine::Call { run, running, .. } => ledger.pay_call(&run, running),
+            LogLine::Tool { run, running, .. } => ledger.pay_tool(&run, running),
+            LogLine::Kill { index, write } => killed = Some((index, write)),
         }
     }
     Ok((ledger, killed))
+}
+
+/// Every payment an effects log records, with its monotonic stamp, for the oracle's history.
+pub fn read_effect_stamps(path: &Path) -> Result<Vec<(u64, Effect)>, RealError> {
+    Ok(read_log_lines(path)?.iter().filter_map(LogLine::effect).collect())
 }
 
 /// A started process that is killed and reaped if dropped before it ended.
@@ -546,9 +603,9 @@ mod tests {
         let path = dir.path().join("effects");
         let run = RunId::new("r");
         let lines = [
-            LogLine::Call { run: run.clone(), running: Seq(1) },
-            LogLine::Tool { run: run.clone(), running: Seq(1) },
-            LogLine::Call { run: run.clone(), running: Seq(3) },
+            LogLine::Call { run: run.clone(), running: Seq(1), turn: 1, epoch: Some(Epoch(2)), mono_ns: 10 },
+            LogLine::Tool { run: run.clone(), running: Seq(1), n: 1, epoch: Some(Epoch(2)), mono_ns: 11 },
+            LogLine::Call { run: run.clone(), running: Seq(3), turn: 1, epoch: None, mono_ns: 12 },
             LogLine::Kill { index: 4, write: "append seq=4".into() },
         ];
         let text: String = lines.iter().map(|l| serde_json::to_string(l).unwrap() + "\n").collect();

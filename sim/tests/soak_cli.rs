@@ -222,6 +222,10 @@ fn bad_flags_exit_2_with_one_line() {
         (vec!["soak", "--level", "engine", "--ttl-ms", "0"], "ttl"),
         (vec!["soak", "--level", "engine", "--runs", "0"], "runs"),
         (vec!["soak", "--level", "engine", "--quorum", "epochs=3"], "epochs"),
+        // Quorums no storm of the shape can honestly pass.
+        (vec!["soak", "--quorum", "epochs=0"], "every floor is 0"),
+        (vec!["soak", "--writers", "1"], "at least 2 writers"),
+        (vec!["soak", "--level", "engine", "--runs", "1"], "runs_settled=3 can never be met by --runs 1"),
         // A flag of the other level would be accepted and change nothing.
         (vec!["soak", "--runs", "5"], "--runs applies only at --level engine"),
         (vec!["soak", "--level", "engine", "--skew-ms", "10"], "--skew-ms applies only at --level store"),
@@ -456,7 +460,7 @@ fn end_mid_storm_leaves_nothing(level: &str, end: End) {
     use std::os::unix::process::CommandExt;
     const CHILDREN: [&str; 4] = ["soak-writer", "soak-engine-worker", "soak-engine-client", "janitor"];
     let tmp = tempfile::tempdir().unwrap();
-    let quorum = if level == "store" { "epochs=100000" } else { "runs_settled=100000" };
+    let quorum = if level == "store" { "epochs=100000" } else { "crashes=100000" };
     let mut soak = Command::new(env!("CARGO_BIN_EXE_fencesim"));
     soak.args(["soak", "--level", level, "--quorum", quorum, "--cap-s", "60"])
         .env("TMPDIR", tmp.path())
@@ -572,4 +576,34 @@ fn the_engine_level_passes_honest_and_fails_a_planted_defect() {
         out.status.code() == Some(1) && stdout(&out).contains("no-stale-acceptance")
     });
     assert!(caught, "fresh-run-unleased was not caught in three seeds");
+}
+
+/// A storm that ends below its quorum with no violation is inconclusive at both levels: exit 3,
+/// verdict `inconclusive` in the JSON and a skipped (neither passed nor failed) quorum case in the
+/// JUnit, naming the floor that fell short and by how much.
+#[test]
+fn a_soak_short_of_its_quorum_is_inconclusive_at_both_levels() {
+    let store = ["--level", "store", "--seed", "3", "--quorum", "epochs=1000000,appends=1", "--cap-s", "2"];
+    let engine = ["--level", "engine", "--seed", "3", "--runs", "4", "--quorum", "segments=1,crashes=1000000"];
+    for (flags, json, floor) in [(&store[..], "soak.json", "epochs"), (&engine[..], "soak-engine.json", "crashes")] {
+        let report = tempfile::tempdir().unwrap();
+        let mut args = vec!["soak", "--report", report.path().to_str().unwrap()];
+        args.extend_from_slice(flags);
+        let out = fencesim(&args);
+        assert_exit(&out, 3);
+        let text = stdout(&out);
+        assert!(text.contains(": INCONCLUSIVE") && text.contains(&format!("QUORUM MISSED: {floor} ")), "{text}");
+        let doc: Value = serde_json::from_slice(&fs::read(report.path().join(json)).unwrap()).unwrap();
+        assert_eq!(doc["verdict"], "inconclusive", "{doc}");
+        let junit = fs::read_to_string(report.path().join("junit.xml")).unwrap();
+        assert!(junit.contains("failures=\"0\" skipped=\"1\""), "{junit}");
+        assert!(junit.contains(&format!("<skipped message=\"quorum not met: {floor} ")), "{junit}");
+        assert!(junit.contains(" short)"), "{junit}");
+    }
+    let report = tempfile::tempdir().unwrap();
+    let dir = report.path().to_str().unwrap();
+    fencesim(&["soak", "--seed", "3", "--quorum", "epochs=1000000", "--cap-s", "1", "--report", dir]);
+    let doc: Value = serde_json::from_slice(&fs::read(report.path().join("soak.json")).unwrap()).unwrap();
+    let floor = &doc["floors"][0];
+    assert_eq!(floor["short_by"].as_u64(), Some(1_000_000 - floor["observed"].as_u64().unwrap()), "{doc}");
 }

@@ -13,7 +13,7 @@ use fencesim::soak::judge::{SoakMeta, judge};
 use fencesim::soak::quorum::{Counters, ENGINE_COUNTERS, Quorum};
 use fencesim::soak::referee::{self, SoakOptions};
 use fencesim::soak::writer::{self, WriterConfig};
-use fencesim::soak::{Layout, MAX_WRITERS, PARENT_ENV, SoakError, report, within};
+use fencesim::soak::{Layout, MAX_WRITERS, PARENT_ENV, SoakError, SoakVerdict, report, within};
 use fencesim_store::{StoreDefect, StoreDefects};
 use nix::sys::prctl::set_pdeathsig;
 use nix::sys::signal::Signal;
@@ -149,6 +149,7 @@ pub fn run(args: &Args) -> CmdResult {
     };
     // Every bound before anything is created or started.
     opts.validate()?;
+    quorum.check_reachable(args.writers, None)?;
     if let Some(dir) = &args.keep {
         referee::prepare_keep(dir)?;
     }
@@ -163,7 +164,15 @@ pub fn run(args: &Args) -> CmdResult {
         report::write_atomic(&dir.join("soak.json"), &report::json(&outcome, &quorum, args.skew_ms())?)?;
         report::write_atomic(&dir.join("junit.xml"), &report::junit(&outcome))?;
     }
-    Ok(if outcome.passed() { Verdict::Pass } else { Verdict::Fail })
+    Ok(exit_verdict(report::verdict(&outcome)))
+}
+
+fn exit_verdict(verdict: SoakVerdict) -> Verdict {
+    match verdict {
+        SoakVerdict::Pass => Verdict::Pass,
+        SoakVerdict::Fail => Verdict::Fail,
+        SoakVerdict::Inconclusive => Verdict::Inconclusive,
+    }
 }
 
 /// The engine-level soak: real queue workers and a client over one WAL file, judged at the end
@@ -171,9 +180,7 @@ pub fn run(args: &Args) -> CmdResult {
 /// and gated on the engine quorum.
 fn run_engine(args: &Args) -> CmdResult {
     let quorum = Quorum::parse_engine(&args.quorum)?;
-    if args.writers < quorum.min_writers {
-        bail!("quorum {} needs at least {} workers, got {}", quorum.name, quorum.min_writers, args.writers);
-    }
+    quorum.check_reachable(args.writers, Some(args.runs()))?;
     let ttl_ms = args.ttl_ms.unwrap_or(DEFAULT_TTL_MS);
     let max = fencesim_store::sqlite::MAX_LEASE_TTL_MS;
     let ttl_ms = u32::try_from(ttl_ms)
@@ -203,14 +210,18 @@ fn run_engine(args: &Args) -> CmdResult {
     if let Some(dir) = &args.keep {
         referee::prepare_keep(dir)?;
     }
+    if let Some(dir) = &args.report {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        fencesim::files::remove_stale(&[&dir.join("soak-engine.json"), &dir.join("junit.xml")])?;
+    }
     let report = soak_engine::run_engine_soak(&opts)?;
     let short = quorum.short(&report);
+    let verdict = SoakVerdict::of(report.violations.len(), &short);
     let counters: Vec<String> = ENGINE_COUNTERS.iter().map(|k| format!("{k}={}", report.get(k))).collect();
-    let passed = report.passed() && short.is_empty();
     println!(
         "soak engine seed {} workers {workers} runs {runs}: {} ({} ms)",
         args.seed,
-        if passed { "PASS" } else { "FAIL" },
+        verdict.name().to_uppercase(),
         report.wall_ms
     );
     println!("  {} (quorum {quorum})", counters.join(" "));
@@ -218,16 +229,14 @@ fn run_engine(args: &Args) -> CmdResult {
         "  history: {} store calls from every process, {} indeterminate, judged by the oracle",
         report.calls, report.indeterminate
     );
-    for (name, have, need) in &short {
-        println!("  QUORUM MISSED {name}: {have} of {need}");
+    if !short.is_empty() {
+        println!("  QUORUM MISSED: {}", fencesim::soak::shortfall(&short));
     }
     for v in &report.violations {
         println!("  VIOLATION {v}");
     }
     println!("  repro: {} (the OS scheduler is not deterministic)", repro(args, i64::from(ttl_ms)));
     if let Some(dir) = &args.report {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        fencesim::files::remove_stale(&[&dir.join("soak-engine.json")])?;
         let doc = serde_json::json!({
             "schema": "fencesim.soak-engine/1",
             "level": "engine",
@@ -238,11 +247,14 @@ fn run_engine(args: &Args) -> CmdResult {
             "quorum": quorum,
             "quorum_short": short,
             "report": report,
-            "verdict": if passed { "pass" } else { "fail" },
+            "verdict": verdict,
         });
         report::write_atomic(&dir.join("soak-engine.json"), format!("{doc}\n").as_bytes())?;
+        let suite = format!("fencesim soak engine seed {}", args.seed);
+        let junit = fencesim::soak::junit(&suite, report.wall_ms as f64 / 1000.0, &short, &report.violations);
+        report::write_atomic(&dir.join("junit.xml"), &junit)?;
     }
-    Ok(if passed { Verdict::Pass } else { Verdict::Fail })
+    Ok(exit_verdict(verdict))
 }
 
 /// The command that runs the same soak again: every flag that changes a run at `args.level`,

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::log::{Begin, End, Ev, Line, LogOutcome, LogPayload, from_hex, read_all};
 use super::{Layout, MAX_WRITERS, META_FILE, OTHER, RUN, SoakError, SoakResult, log_name, within};
-use crate::history::{Call, CallOutcome, Event, Payload, Row, Snapshot, Surface};
+use crate::history::{Call, CallOutcome, Effect, Event, Payload, Row, Snapshot, Surface};
 use crate::oracle::{OracleConfig, Scope, check};
 
 /// How one writer process ended, as the referee saw it.
@@ -187,6 +187,12 @@ struct Pending<'a> {
     end: Option<&'a End>,
 }
 
+/// What becomes one history row: a store call, or a payment an engine process logged.
+enum Item<'a> {
+    Call(Pending<'a>),
+    Effect(&'a Effect),
+}
+
 /// The merged history: rows in stamp order, and the protocol events.
 pub struct Merged {
     pub rows: Vec<Row>,
@@ -197,8 +203,18 @@ pub struct Merged {
     pub orphan_ends: Vec<(String, u64)>,
 }
 
+/// A payment an engine process logged: its node, its monotonic stamp, what it paid.
+pub type Payment = (String, u64, Effect);
+
 pub fn merge(logs: &Logs, start_mono_ns: u64) -> Merged {
-    let mut pending: Vec<(u64, Pending)> = Vec::new();
+    merge_with_effects(logs, &[], start_mono_ns)
+}
+
+/// [`merge`], with the payments of engine processes interleaved by their stamps, so the oracle's
+/// `repay-bound` and `renew-loss` judge them against the calls around them.
+pub fn merge_with_effects(logs: &Logs, payments: &[Payment], start_mono_ns: u64) -> Merged {
+    // (stamp, node, tie-break within the node, item): calls by their id, payments after them.
+    let mut items: Vec<(u64, &str, (u8, u64), Item)> = Vec::new();
     let mut events = Vec::new();
     let mut orphan_ends = Vec::new();
     for lines in logs.per_writer.values() {
@@ -223,54 +239,68 @@ pub fn merge(logs: &Logs, start_mono_ns: u64) -> Merged {
         for (key, begin) in begins {
             let end = ends.get(&key).copied();
             let stamp = end.map_or(begin.mono_ns, |e| e.mono_ns);
-            pending.push((stamp, Pending { begin, end }));
+            items.push((stamp, begin.node.as_str(), (0, begin.id), Item::Call(Pending { begin, end })));
         }
     }
-    pending.sort_by(|(a, pa), (b, pb)| (a, &pa.begin.node, pa.begin.id).cmp(&(b, &pb.begin.node, pb.begin.id)));
+    for (order, (node, stamp, effect)) in (0u64..).zip(payments) {
+        items.push((*stamp, node.as_str(), (1, order), Item::Effect(effect)));
+    }
+    items.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
     events.sort_by_key(|e| e.mono_ns);
     let mut counters: BTreeMap<(String, RunId, Epoch), u64> = BTreeMap::new();
-    let mut rows = Vec::with_capacity(pending.len());
+    let mut rows = Vec::with_capacity(items.len());
     let mut open_calls = Vec::new();
-    for (stamp, Pending { begin, end }) in pending {
-        let Some(surface) = surface_of(&begin.surface) else { continue };
-        let payload = match &begin.payload {
-            LogPayload::None => Payload::None,
-            LogPayload::Entry(e) => Payload::Entry(e.clone()),
-            LogPayload::Meta(m) => Payload::Meta(m.clone()),
-            LogPayload::Blob(hex) => Payload::Blob(from_hex(hex).unwrap_or_default()),
-        };
-        let outcome = end.map_or(CallOutcome::Indeterminate, |e| outcome_of(&e.outcome));
-        let lease = match surface {
-            Surface::Acquire => end.and_then(|e| e.granted.clone()),
-            _ => begin.lease.clone(),
-        };
-        let mut counter = 0;
-        if let Some(l) = &lease
-            && surface != Surface::Acquire
-        {
-            let c = counters.entry((begin.node.clone(), l.run.clone(), l.epoch)).or_default();
-            *c += 1;
-            counter = *c;
-        }
-        let call = Call {
-            clock_ms: end.map_or(begin.clock_ms, |e| e.clock_ms),
-            lease,
-            owner: begin.owner.clone(),
-            counter,
-            surface,
-            run: begin.run.clone(),
-            blob_ref: begin.blob_ref.clone(),
-            payload,
-            outcome,
-        };
-        let index = rows.len();
-        if end.is_none() {
-            open_calls.push((begin.node.clone(), index));
-        }
+    for (stamp, node, _, item) in items {
         let at_ms = i64::try_from(stamp.saturating_sub(start_mono_ns) / 1_000_000).unwrap_or(i64::MAX);
-        rows.push(Row { index, at_ms, node: begin.node.clone(), event: Event::Call(call) });
+        let event = match item {
+            Item::Effect(effect) => Event::Effect(effect.clone()),
+            Item::Call(Pending { begin, end }) => {
+                let Some(call) = call_of(begin, end, &mut counters) else { continue };
+                if end.is_none() {
+                    open_calls.push((begin.node.clone(), rows.len()));
+                }
+                Event::Call(call)
+            }
+        };
+        rows.push(Row { index: rows.len(), at_ms, node: node.to_owned(), event });
     }
     Merged { rows, events, open_calls, orphan_ends }
+}
+
+/// The oracle's call for a logged begin and its end (none for a surface the oracle does not
+/// know); `counters` numbers each node's calls under one lease.
+fn call_of(begin: &Begin, end: Option<&End>, counters: &mut BTreeMap<(String, RunId, Epoch), u64>) -> Option<Call> {
+    let surface = surface_of(&begin.surface)?;
+    let payload = match &begin.payload {
+        LogPayload::None => Payload::None,
+        LogPayload::Entry(e) => Payload::Entry(e.clone()),
+        LogPayload::Meta(m) => Payload::Meta(m.clone()),
+        LogPayload::Blob(hex) => Payload::Blob(from_hex(hex).unwrap_or_default()),
+    };
+    let outcome = end.map_or(CallOutcome::Indeterminate, |e| outcome_of(&e.outcome));
+    let lease = match surface {
+        Surface::Acquire => end.and_then(|e| e.granted.clone()),
+        _ => begin.lease.clone(),
+    };
+    let mut counter = 0;
+    if let Some(l) = &lease
+        && surface != Surface::Acquire
+    {
+        let c = counters.entry((begin.node.clone(), l.run.clone(), l.epoch)).or_default();
+        *c += 1;
+        counter = *c;
+    }
+    Some(Call {
+        clock_ms: end.map_or(begin.clock_ms, |e| e.clock_ms),
+        lease,
+        owner: begin.owner.clone(),
+        counter,
+        surface,
+        run: begin.run.clone(),
+        blob_ref: begin.blob_ref.clone(),
+        payload,
+        outcome,
+    })
 }
 
 /// The soak's database through a read-only store: the judge never writes to what it judges.
@@ -444,4 +474,86 @@ pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row
         torn_lines: logs.torn,
     };
     Ok((judgement, rows))
+}
+
+#[cfg(test)]
+mod tests {
+    use fencesim_store::{Lease, Seq};
+
+    use super::*;
+    use crate::history::EffectKind;
+
+    fn lease(owner: &str, epoch: i64) -> Lease {
+        Lease { run: RunId::new("s000"), owner: owner.into(), epoch: Epoch(epoch) }
+    }
+
+    /// One store call of `node` at `mono_ns`: begin and end lines.
+    fn call(id: u64, node: &str, surface: &str, held: Option<Lease>, outcome: LogOutcome, mono_ns: u64) -> [Line; 2] {
+        let acquire = surface == "acquire";
+        let begin = Begin {
+            id,
+            node: node.into(),
+            surface: surface.into(),
+            run: RunId::new("s000"),
+            blob_ref: None,
+            lease: held.clone().filter(|_| !acquire),
+            owner: acquire.then(|| node.to_owned()),
+            payload: LogPayload::None,
+            clock_ms: 0,
+            mono_ns,
+        };
+        let granted = held.filter(|_| acquire && outcome == LogOutcome::Ok);
+        let end = End { id, node: node.into(), outcome, granted, clock_ms: 0, mono_ns, stamped: true };
+        [Line::Begin(begin), Line::End(end)]
+    }
+
+    fn paid(node: &str, epoch: i64, mono_ns: u64) -> Payment {
+        let effect = Effect {
+            kind: EffectKind::Call,
+            run: RunId::new("s000"),
+            epoch: Some(Epoch(epoch)),
+            running: Seq(1),
+            n: 1,
+        };
+        (node.into(), mono_ns, effect)
+    }
+
+    /// w0 holds e1, loses its lease to a busy renew and w1 takes over at e2: the soak's calls.
+    fn lost_lease_logs() -> Logs {
+        let w0 = [
+            call(1, "w0.0", "acquire", Some(lease("w0.0", 1)), LogOutcome::Ok, 10),
+            call(2, "w0.0", "renew", Some(lease("w0.0", 1)), LogOutcome::Busy, 30),
+        ];
+        let w1 = [call(1, "w1.0", "acquire", Some(lease("w1.0", 2)), LogOutcome::Ok, 40)];
+        let per_writer = BTreeMap::from([
+            ("w0.0".to_owned(), w0.into_iter().flatten().collect()),
+            ("w1.0".to_owned(), w1.into_iter().flatten().collect()),
+        ]);
+        Logs { per_writer, torn: 0 }
+    }
+
+    fn repay_findings(payments: &[Payment]) -> Vec<String> {
+        let merged = merge_with_effects(&lost_lease_logs(), payments, 0);
+        let cfg = OracleConfig { ttl_ms: 100, planned: Vec::new(), scope: Scope::Engine };
+        check(&merged.rows, &Snapshot::default(), &cfg)
+            .into_iter()
+            .filter(|v| v.checker == "repay-bound")
+            .map(|v| v.to_string())
+            .collect()
+    }
+
+    /// The engine soak's payments reach the oracle in stamp order: a re-pay after a lease lost
+    /// to a failed renew is the interrupted tenure the contracts allow (the soak's own bound,
+    /// which counted only crashes and zombies, called it a violation); a dispatch paid twice
+    /// under one tenure is not allowed, whatever the soak injected.
+    #[test]
+    fn payments_are_judged_by_the_oracles_repay_bound() {
+        let merged = merge_with_effects(&lost_lease_logs(), &[paid("w0.0", 1, 20), paid("w1.0", 2, 50)], 0);
+        let kinds: Vec<_> = merged.rows.iter().map(|r| (r.node.as_str(), r.call().is_some())).collect();
+        assert_eq!(kinds, [("w0.0", true), ("w0.0", false), ("w0.0", true), ("w1.0", true), ("w1.0", false)]);
+        assert_eq!(repay_findings(&[paid("w0.0", 1, 20), paid("w1.0", 2, 50)]), Vec::<String>::new());
+        let twice = repay_findings(&[paid("w0.0", 1, 20), paid("w1.0", 2, 50), paid("w1.0", 2, 60)]);
+        assert_eq!(twice.len(), 1, "{twice:?}");
+        assert!(twice[0].contains("paid twice under e2"), "{twice:?}");
+    }
 }

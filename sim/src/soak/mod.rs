@@ -24,6 +24,61 @@ pub mod report;
 pub mod wall;
 pub mod writer;
 
+/// What a soak of either level concluded. A violation fails it whatever the quorum did; without
+/// one, a storm that ended below a floor proved too little to pass and is inconclusive (exit 3),
+/// which a release manager re-runs longer or on a quieter machine, never counts as a pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SoakVerdict {
+    Pass,
+    Fail,
+    Inconclusive,
+}
+
+impl SoakVerdict {
+    pub fn of(violations: usize, short: &[(String, u64, u64)]) -> Self {
+        match (violations, short.is_empty()) {
+            (0, true) => Self::Pass,
+            (0, false) => Self::Inconclusive,
+            _ => Self::Fail,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Pass => "pass",
+            Self::Fail => "fail",
+            Self::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+/// `epochs 480 of 500 (20 short)`: the floors a storm fell short of, and by how much.
+pub fn shortfall(short: &[(String, u64, u64)]) -> String {
+    let parts: Vec<String> =
+        short.iter().map(|(k, have, need)| format!("{k} {have} of {need} ({} short)", need - have)).collect();
+    parts.join(", ")
+}
+
+/// A soak's `junit.xml` (either level): a `quorum` case, skipped when the storm fell short (an
+/// inconclusive soak is neither a pass nor a failure), and a `violations` case that fails with
+/// every finding.
+pub fn junit(suite: &str, seconds: f64, short: &[(String, u64, u64)], findings: &[String]) -> Vec<u8> {
+    use crate::report::Case;
+    let quorum = Case {
+        name: "quorum".into(),
+        seconds,
+        failure: None,
+        skipped: (!short.is_empty()).then(|| format!("quorum not met: {}", shortfall(short))),
+    };
+    let violations = Case {
+        name: "violations".into(),
+        seconds: 0.0,
+        failure: (!findings.is_empty()).then(|| findings.join("\n")),
+        skipped: None,
+    };
+    crate::report::junit(suite, &[quorum, violations]).into_bytes()
+}
 /// The run every writer contends for.
 pub const RUN: &str = "soak-run";
 /// The side run a live cross-run probe targets; it must stay untouched.

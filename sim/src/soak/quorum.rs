@@ -232,6 +232,34 @@ impl Quorum {
         Ok(q)
     }
 
+    /// Refuse a quorum no storm of this shape can honestly pass: one that gates nothing (every
+    /// floor 0: a storm of no history would pass it), one gating refused SIGSTOP zombies with a
+    /// single writer (a zombie is refused only after another writer took its run over), or, at
+    /// the engine level, more settled runs than the client submits.
+    pub fn check_reachable(&self, writers: usize, runs: Option<u32>) -> SoakResult<()> {
+        let usage = |why: String| Err(SoakError::Usage(format!("quorum {}: {why}", self.name)));
+        if self.floors.iter().all(|(_, floor)| *floor == 0) {
+            return usage("every floor is 0, so a storm that did nothing would pass it".into());
+        }
+        let least = self.min_writers.max(if self.floor("sigstop_zombies") > 0 { 2 } else { 1 });
+        if writers < least {
+            return usage(format!(
+                "needs at least {least} writers (a SIGSTOP zombie is refused only after another writer takes its \
+                 run over), got {writers}"
+            ));
+        }
+        if let Some(runs) = runs
+            && self.floor("runs_settled") > u64::from(runs)
+        {
+            return usage(format!("runs_settled={} can never be met by --runs {runs}", self.floor("runs_settled")));
+        }
+        Ok(())
+    }
+
+    fn floor(&self, counter: &str) -> u64 {
+        self.floors.iter().find(|(k, _)| k == counter).map_or(0, |(_, v)| *v)
+    }
+
     pub fn met(&self, activity: &impl Counters) -> bool {
         self.short(activity).is_empty()
     }
@@ -280,5 +308,20 @@ mod tests {
         a.epochs = 2;
         a.appends = 3;
         assert!(custom.met(&a));
+    }
+
+    /// Quorums no storm of the shape can pass are refused before anything starts.
+    #[test]
+    fn quorums_that_test_nothing_or_cannot_be_met_are_refused() {
+        let refused = |q: &Quorum, writers, runs| q.check_reachable(writers, runs).unwrap_err().to_string();
+        assert!(refused(&Quorum::parse("epochs=0").unwrap(), 3, None).contains("every floor is 0"));
+        assert!(refused(&Quorum::parse("epochs=0,appends=0").unwrap(), 3, None).contains("every floor is 0"));
+        assert!(refused(&Quorum::default_floors(), 1, None).contains("at least 2 writers"));
+        assert!(Quorum::default_floors().check_reachable(2, None).is_ok());
+        assert!(Quorum::parse("epochs=3").unwrap().check_reachable(1, None).is_ok());
+        assert!(refused(&Quorum::release(), 4, None).contains("at least 5 writers"));
+        let engine = Quorum::engine("default").unwrap();
+        assert!(refused(&engine, 3, Some(1)).contains("runs_settled=3 can never be met by --runs 1"));
+        assert!(engine.check_reachable(3, Some(3)).is_ok());
     }
 }

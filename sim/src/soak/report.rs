@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::judge::{Finding, WriterAccount};
 use super::quorum::{Activity, COUNTERS, Quorum};
 use super::referee::SoakOutcome;
-use super::{SoakError, SoakResult};
+use super::{SoakError, SoakResult, SoakVerdict};
 
 pub const SCHEMA: &str = "fencesim.soak/1";
 
@@ -34,6 +34,8 @@ struct Floor {
     /// Ms of the storm at which the counter first met its floor; absent if it never did.
     #[serde(skip_serializing_if = "Option::is_none")]
     met_at_ms: Option<u64>,
+    /// How far below its floor the counter ended (0 when met).
+    short_by: u64,
 }
 
 #[derive(Serialize)]
@@ -60,7 +62,7 @@ struct Report<'a> {
     processes: usize,
     wal_peak_bytes: u64,
     rss_peak_kib: RssPeaks,
-    verdict: &'static str,
+    verdict: SoakVerdict,
 }
 
 #[derive(Serialize)]
@@ -69,8 +71,12 @@ struct RssPeaks {
     writer_max: u64,
 }
 
-pub fn verdict(outcome: &SoakOutcome) -> &'static str {
-    if outcome.passed() { "pass" } else { "fail" }
+/// Pass only with the quorum met and no violation; a violation fails whatever the quorum did.
+pub fn verdict(outcome: &SoakOutcome) -> SoakVerdict {
+    let short = if outcome.met { &[][..] } else { &outcome.short[..] };
+    // A storm that missed its quorum always names what it missed.
+    debug_assert!(outcome.met || !outcome.short.is_empty(), "an unmet quorum with no short floor");
+    SoakVerdict::of(outcome.judgement.findings.len(), short)
 }
 
 /// `soak.json`.
@@ -83,6 +89,7 @@ pub fn json(outcome: &SoakOutcome, quorum: &Quorum, skew_ms: i64) -> SoakResult<
             floor: *v,
             observed: outcome.activity.get(k),
             met_at_ms: outcome.floor_ms.iter().find(|(name, _)| name == k).and_then(|(_, at)| *at),
+            short_by: v.saturating_sub(outcome.activity.get(k)),
         })
         .collect();
     let report = Report {
@@ -118,49 +125,13 @@ pub fn json(outcome: &SoakOutcome, quorum: &Quorum, skew_ms: i64) -> SoakResult<
     Ok(bytes)
 }
 
-fn xml(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
-
-/// `junit.xml`: one test case for the quorum, one per checker family that reported.
+/// `junit.xml`: the quorum's case (skipped when it was not met) and the violations' case.
 pub fn junit(outcome: &SoakOutcome) -> Vec<u8> {
-    let mut cases = Vec::new();
-    let quorum_fail = (!outcome.met).then(|| {
-        outcome.short.iter().map(|(k, have, need)| format!("{k} {have}/{need}")).collect::<Vec<_>>().join(", ")
-    });
-    cases.push(("quorum".to_owned(), quorum_fail));
-    let violations = (!outcome.judgement.findings.is_empty()).then(|| {
-        outcome
-            .judgement
-            .findings
-            .iter()
-            .map(|f| format!("{}: {}", f.checker, f.explanation))
-            .collect::<Vec<_>>()
-            .join("\n")
-    });
-    cases.push(("violations".to_owned(), violations));
-    let failures = cases.iter().filter(|(_, f)| f.is_some()).count();
-    let mut out = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"fencesim soak store seed {}\" tests=\"{}\" failures=\"{failures}\" time=\"{:.3}\">\n",
-        outcome.meta.seed,
-        cases.len(),
-        outcome.storm_ms as f64 / 1000.0
-    );
-    for (name, failure) in cases {
-        match failure {
-            None => out += &format!("    <testcase name=\"{name}\"/>\n"),
-            Some(message) => {
-                let first = message.lines().next().unwrap_or_default();
-                out += &format!(
-                    "    <testcase name=\"{name}\">\n      <failure message=\"{}\">{}</failure>\n    </testcase>\n",
-                    xml(first),
-                    xml(&message)
-                );
-            }
-        }
-    }
-    out += "  </testsuite>\n</testsuites>\n";
-    out.into_bytes()
+    let findings: Vec<String> =
+        outcome.judgement.findings.iter().map(|f| format!("{}: {}", f.checker, f.explanation)).collect();
+    let short = if outcome.met { &[][..] } else { &outcome.short[..] };
+    let suite = format!("fencesim soak store seed {}", outcome.meta.seed);
+    super::junit(&suite, outcome.storm_ms as f64 / 1000.0, short, &findings)
 }
 
 /// `epochs 12.3s stale_rejects 40.1s ... (last: stale_rejects)`: when each gated counter met its
@@ -194,7 +165,7 @@ pub fn text(outcome: &SoakOutcome, quorum: &Quorum) -> String {
         outcome.meta.writers,
         outcome.meta.ttl_ms,
         if outcome.meta.defects.is_empty() { "none".to_owned() } else { outcome.meta.defects.join(",") },
-        verdict(outcome).to_uppercase()
+        verdict(outcome).name().to_uppercase()
     );
     let counters: Vec<String> = COUNTERS.iter().map(|k| format!("{k}={}", a.get(k))).collect();
     out += &format!("  activity: {}\n", counters.join(" "));
@@ -206,8 +177,8 @@ pub fn text(outcome: &SoakOutcome, quorum: &Quorum) -> String {
         if outcome.capped { " (capped)" } else { "" }
     );
     out += &format!("  time to floor: {}\n", floors_met(outcome));
-    for (k, have, need) in &outcome.short {
-        out += &format!("  SHORT {k}: {have} of {need}\n");
+    if !outcome.met {
+        out += &format!("  QUORUM MISSED: {}\n", super::shortfall(&outcome.short));
     }
     let j = &outcome.judgement;
     out += &format!(
