@@ -563,8 +563,32 @@ fn a_soak_whose_process_group_is_killed_leaves_nothing_behind() {
 fn the_engine_level_passes_honest_and_fails_a_planted_defect() {
     let report = tempfile::tempdir().unwrap();
     let dir = report.path().to_str().unwrap();
-    let out = fencesim(&["soak", "--level", "engine", "--seed", "2", "--report", dir]);
+    let kept = report.path().join("keep");
+    let keep = kept.to_str().unwrap();
+    let out = fencesim(&["soak", "--level", "engine", "--seed", "2", "--report", dir, "--keep", keep]);
     assert_exit(&out, 0);
+    // The kept folder is judged again offline, the same way, and left as it was.
+    let before = folder_digest(&kept);
+    let again = fencesim(&["soak-check", keep]);
+    assert_exit(&again, 0);
+    assert!(
+        stdout(&again).contains("(engine level, seed 2)") && stdout(&again).contains(": PASS"),
+        "{}",
+        stdout(&again)
+    );
+    assert_eq!(folder_digest(&kept), before, "soak-check changed the kept folder");
+    // A payment the logs never made, forged into a worker's effects log, fails the re-judge.
+    let effects = fs::read_dir(&kept)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "effects") && fs::read_to_string(p).unwrap().contains("\"call\""))
+        .expect("an effects log with a paid call");
+    let text = fs::read_to_string(&effects).unwrap();
+    let first = text.lines().find(|l| l.contains("\"call\"")).unwrap().to_owned();
+    fs::write(&effects, format!("{text}{first}\n")).unwrap();
+    let forged = fencesim(&["soak-check", keep]);
+    assert_exit(&forged, 1);
+    assert!(stdout(&forged).contains("repay-bound"), "{}", stdout(&forged));
     assert!(stdout(&out).contains("judged by the oracle"), "{}", stdout(&out));
     let doc: serde_json::Value =
         serde_json::from_slice(&fs::read(report.path().join("soak-engine.json")).unwrap()).unwrap();
@@ -606,4 +630,16 @@ fn a_soak_short_of_its_quorum_is_inconclusive_at_both_levels() {
     let doc: Value = serde_json::from_slice(&fs::read(report.path().join("soak.json")).unwrap()).unwrap();
     let floor = &doc["floors"][0];
     assert_eq!(floor["short_by"].as_u64(), Some(1_000_000 - floor["observed"].as_u64().unwrap()), "{doc}");
+}
+
+/// Every file of a folder with its bytes, to prove a command left it as it was.
+fn folder_digest(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), fs::read(&p).unwrap()))
+        .collect();
+    files.sort();
+    files
 }

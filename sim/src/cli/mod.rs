@@ -115,10 +115,11 @@ enum Command {
     ///
     /// One seed fixes every writer's choices and the fault schedule; the OS scheduler is not
     /// deterministic, so two runs of a seed interleave differently. Exit 0 only with the quorum
-    /// met, no violation and every writer accounted for; 1 on a violation or a missed quorum;
-    /// 2 on bad input or a harness error.
+    /// met, no violation and every writer accounted for; 1 on a violation, whatever the quorum
+    /// did; 3 (inconclusive) when the storm ended below a floor with no violation; 2 on bad
+    /// input or a harness error.
     Soak(soak::Args),
-    /// Re-judge a soak folder kept with `fencesim soak --keep DIR`: exit 0, 1 or 2.
+    /// Re-judge a soak folder kept with `fencesim soak --keep DIR` (either level): exit 0, 1 or 2.
     SoakCheck(soak::CheckArgs),
     /// One writer process of the soak (started by `fencesim soak`).
     #[command(hide = true)]

@@ -344,6 +344,9 @@ pub struct CheckArgs {
 
 /// Re-judge a kept soak: the same merge, oracle and soak checks as the referee's.
 pub fn check(args: &CheckArgs) -> CmdResult {
+    if args.dir.join(soak_engine::RECORD_FILE).exists() {
+        return check_engine(args);
+    }
     let layout = Layout::new(&args.dir);
     let text = std::fs::read(layout.meta())
         .with_context(|| format!("{} is not a kept soak (no {})", args.dir.display(), fencesim::soak::META_FILE))?;
@@ -363,4 +366,24 @@ pub fn check(args: &CheckArgs) -> CmdResult {
         println!("  VIOLATION {}: {}{row}", f.checker, f.explanation);
     }
     Ok(if judgement.findings.is_empty() { Verdict::Pass } else { Verdict::Fail })
+}
+
+/// Re-judge a kept engine-level soak: the oracle over every process's calls and payments, the
+/// per-run checks, and the operator's repair on a copy of the file.
+fn check_engine(args: &CheckArgs) -> CmdResult {
+    let exe = std::env::current_exe().context("cannot locate the fencesim binary")?;
+    let report = soak_engine::rejudge(&exe, &args.dir)?;
+    println!(
+        "soak-check {} (engine level, seed {}): {} store calls, {} indeterminate, {} paid calls: {}",
+        args.dir.display(),
+        report.seed,
+        report.calls,
+        report.indeterminate,
+        report.paid_calls,
+        if report.passed() { "PASS" } else { "FAIL" }
+    );
+    for v in &report.violations {
+        println!("  VIOLATION {v}");
+    }
+    Ok(if report.passed() { Verdict::Pass } else { Verdict::Fail })
 }

@@ -39,7 +39,7 @@ use std::sync::Arc;
 use fencesim_store::{RunFilter, RunId, RunStatus, SqliteOptions, SqliteStore, Store, StoreDefects};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::Layout;
 use super::judge::{merge_with_effects, read_logs};
@@ -117,6 +117,24 @@ impl EngineSoakReport {
     pub fn passed(&self) -> bool {
         self.violations.is_empty()
     }
+}
+
+/// The file in a soak's folder that records what the judge needs to judge it again offline
+/// (`fencesim soak-check DIR` of a folder kept with `--keep DIR`).
+pub const RECORD_FILE: &str = "soak-engine-meta.json";
+
+/// What a finished storm was: the plan's seed and size, the ttl, the shared monotonic start, the
+/// faults the referee injected and every process's effects log (file names in the folder).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineRecord {
+    pub seed: u64,
+    pub workers: u32,
+    pub runs: u32,
+    pub ttl_ms: u32,
+    pub start_mono_ns: u64,
+    pub crashes: u32,
+    pub zombies: u32,
+    pub effects: Vec<String>,
 }
 
 /// Why a soak could not be judged (a harness error, never a pass).
@@ -447,9 +465,21 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
     drop(client);
     report.violations.extend(client_failed);
 
-    judge(start_mono_ns, exe, &dir, &db, store.as_ref(), &plan, &effects, opts, &mut report)?;
-    report.wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     drop(store);
+    let record = EngineRecord {
+        seed: opts.seed,
+        workers: opts.workers,
+        runs: opts.runs,
+        ttl_ms: opts.ttl_ms,
+        start_mono_ns,
+        crashes: report.crashes,
+        zombies: report.zombies,
+        effects: effects.iter().filter_map(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned()).collect(),
+    };
+    let text = serde_json::to_vec_pretty(&record).map_err(super::SoakError::json("the soak's record"))?;
+    crate::files::write_atomic(&dir.join(RECORD_FILE), &text, false).map_err(|e| RealError::Harness(e.to_string()))?;
+    judge(exe, &dir, &record, &mut report)?;
+    report.wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     if opts.keep.is_none() {
         temp.close().map_err(killpoints_real::io("remove the soak's temporary folder"))?;
     }
@@ -469,25 +499,38 @@ fn settled_or_waiting(store: &dyn Store, plan: &[(RunId, Workflow)]) -> Result<b
     }))
 }
 
-/// The end-of-soak checks over the file and the effects logs.
-#[allow(clippy::too_many_arguments, reason = "one call site, every argument a different thing")]
-fn judge(
-    start_mono_ns: u64,
-    exe: &Path,
-    dir: &Path,
-    db: &Path,
-    store: &dyn Store,
-    plan: &[(RunId, Workflow)],
-    effects: &[PathBuf],
-    opts: &EngineSoakOptions,
-    report: &mut EngineSoakReport,
-) -> Result<(), SoakError> {
+/// Judge a kept engine soak again, offline: the same oracle and checks as at the end of its
+/// storm, over the same files (the operator's repair runs on a copy, so the folder is unchanged).
+pub fn rejudge(exe: &Path, dir: &Path) -> Result<EngineSoakReport, SoakError> {
+    let path = dir.join(RECORD_FILE);
+    let text = std::fs::read(&path).map_err(killpoints_real::io(format!("read {}", path.display())))?;
+    let record: EngineRecord = serde_json::from_slice(&text)
+        .map_err(|e| RealError::Harness(format!("{} is not a soak record: {e}", path.display())))?;
+    let mut report = EngineSoakReport {
+        seed: record.seed,
+        crashes: record.crashes,
+        zombies: record.zombies,
+        ..EngineSoakReport::default()
+    };
+    judge(exe, dir, &record, &mut report)?;
+    Ok(report)
+}
+
+/// The end-of-soak checks over the file and the effects logs, which they never change.
+fn judge(exe: &Path, dir: &Path, record: &EngineRecord, report: &mut EngineSoakReport) -> Result<(), SoakError> {
+    let opts = EngineSoakOptions { seed: record.seed, runs: record.runs, ..EngineSoakOptions::tiny(record.seed) };
+    let plan = plan(&opts);
+    let db = dir.join(super::DB_FILE);
+    let store = super::judge::open_read_only(&db)?;
+    let store: &dyn Store = &store;
+    let effects: Vec<PathBuf> = record.effects.iter().map(|name| dir.join(name)).collect();
+    let (start_mono_ns, plan) = (record.start_mono_ns, &plan[..]);
     let violations = &mut report.violations;
     // The oracle over every process's logged calls and payments, before the operator's repair
     // writes anything: its `repay-bound` holds each dispatch to one payment plus one per
     // interrupted tenure (a crash, a zombie, a lease lost to a failed renew), as in a world.
     let mut payments = Vec::new();
-    for log in effects {
+    for log in &effects {
         let node = log.file_stem().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
         for (stamp, effect) in killpoints_real::read_effect_stamps(log)? {
             match effect.kind {
@@ -503,7 +546,7 @@ fn judge(
     named.extend(plan.iter().map(|(run, _)| run.clone()));
     let snapshot = Snapshot::read(store, named)?;
     let cfg = OracleConfig {
-        ttl_ms: i64::from(opts.ttl_ms),
+        ttl_ms: i64::from(record.ttl_ms),
         planned: plan.iter().map(|(run, _)| run.clone()).collect(),
         scope: Scope::Engine,
     };
@@ -536,11 +579,23 @@ fn judge(
             violations.push(format!("run={run} {ahead}"));
         }
     }
-    // The operator's repair, as a real process, then the audit must be consistent.
-    let argv: Vec<OsString> = vec!["runs".into(), "audit".into(), "--db".into(), db.into(), "--repair".into()];
-    let mut repair = killpoints_real::spawn(exe, &argv, dir, "audit")?;
+    // The operator's repair, as a real process on a copy of the file, then the audit of the copy
+    // must be consistent.
+    let copy =
+        crate::janitor::temp_dir("fencesim-soak-repair-", false).map_err(killpoints_real::io("create a folder"))?;
+    let repaired = copy.path().join(super::DB_FILE);
+    std::fs::copy(&db, &repaired).map_err(killpoints_real::io("copy the database"))?;
+    let wal = dir.join(format!("{}-wal", super::DB_FILE));
+    if wal.exists() {
+        std::fs::copy(&wal, copy.path().join(format!("{}-wal", super::DB_FILE)))
+            .map_err(killpoints_real::io("copy the database's WAL"))?;
+    }
+    let argv: Vec<OsString> =
+        vec!["runs".into(), "audit".into(), "--db".into(), repaired.clone().into(), "--repair".into()];
+    let mut repair = killpoints_real::spawn(exe, &argv, copy.path(), "audit")?;
     let _ = repair.0.wait().map_err(killpoints_real::io("wait for runs audit"))?;
-    for divergent in audit::audit_runs(store, false)? {
+    let after = killpoints_real::open_store(&repaired, record.ttl_ms, StoreDefects::NONE)?;
+    for divergent in audit::audit_runs(after.as_ref(), false)? {
         if divergent.verdict != AuditVerdict::Consistent {
             violations.push(format!("audit after repair: {divergent}"));
         }
