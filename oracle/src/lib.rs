@@ -27,6 +27,7 @@ pub mod history;
 mod journal;
 mod leases;
 mod model;
+mod monotonic;
 mod outcomes;
 mod serial;
 #[cfg(test)]
@@ -187,6 +188,10 @@ pub const CHECKERS: &[(&str, &str)] = &[
         "the operator repairs only runs that a crash, stall, takeover, failed segment, unreleased tenure or offline resolution touched (E14)",
     ),
     (
+        monotonic::OBSERVABLES_MONOTONIC,
+        "within a generation, segments never decrease, genesis and workflow binding never change, and a journal's final run_settle is never overturned: no other settle status, no other terminal meta, no non-terminal meta but a new segment's boot (1.2, 3.1, 3.6, 4.3)",
+    ),
+    (
         leases::TYPED_REJECTIONS,
         "a rejected acquire is held-by; a fenced call is never rejected for the live holder's lease, and otherwise run-mismatch for another run's lease, else stale; the fence is checked before the seq guard (2.7.7)",
     ),
@@ -226,6 +231,7 @@ pub fn check(rows: &[Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Viola
         conduct::silent_replay,
         conduct::renew_loss,
         conduct::justified_repair,
+        monotonic::observables_monotonic,
         leases::typed_rejections,
     ];
     checkers
