@@ -268,6 +268,15 @@ impl<'e, E: Env> Segment<'e, E> {
             if self.cancel.is_cancelled() {
                 return Ok(self.abandon(agent, running));
             }
+            // A checkpoint of an ended dispatch (its final state, saved after a terminal this
+            // tenure never saw): the model already answered, or already asked past the tool cap.
+            // It ends as it did, paying nothing: no turn past the script's last is ever paid.
+            if state.turns > agent.tool_turns {
+                return self.finish(agent, running, status::OK, agent.answer.clone(), state, &ckpt_ref).await;
+            }
+            if state.turns > state.tool_calls_used && state.tool_calls_used >= agent.max_tool_calls {
+                return limit(state).await;
+            }
             if state.turns >= agent.max_turns {
                 return limit(state).await;
             }

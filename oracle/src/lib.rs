@@ -29,11 +29,13 @@ mod leases;
 mod model;
 mod monotonic;
 mod outcomes;
+mod script;
 mod serial;
 #[cfg(test)]
 mod tests;
 
 pub use leases::ADMIN_NODE;
+pub use script::{Script, ScriptStep};
 
 /// What the oracle needs to know about the world beyond its history.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,6 +47,9 @@ pub struct OracleConfig {
     pub planned: Vec<RunId>,
     /// Which promises the history is judged against.
     pub scope: Scope,
+    /// The workflows runs may be bound to, for `reference-model` (a run bound to none is not
+    /// judged by it).
+    pub scripts: Vec<Script>,
 }
 
 /// Which checkers apply to a history.
@@ -188,6 +193,10 @@ pub const CHECKERS: &[(&str, &str)] = &[
         "the operator repairs only runs that a crash, stall, takeover, failed segment, unreleased tenure or offline resolution touched (E14)",
     ),
     (
+        script::REFERENCE_MODEL,
+        "each run's journal walks its workflow's script in order (a step opens only after the steps before it finished, ok terminals carry the scripted answer, ok settles only a finished script) and no dispatch pays past what its step can reach (1.3, 3.4-3.6)",
+    ),
+    (
         monotonic::OBSERVABLES_MONOTONIC,
         "within a generation, segments never decrease, genesis and workflow binding never change, and a journal's final run_settle is never overturned: no other settle status, no other terminal meta, no non-terminal meta but a new segment's boot (1.2, 3.1, 3.6, 4.3)",
     ),
@@ -231,6 +240,7 @@ pub fn check(rows: &[Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Viola
         conduct::silent_replay,
         conduct::renew_loss,
         conduct::justified_repair,
+        script::reference_model,
         monotonic::observables_monotonic,
         leases::typed_rejections,
     ];

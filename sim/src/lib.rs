@@ -25,6 +25,7 @@ pub mod probes;
 pub mod report;
 pub mod rng;
 pub mod scenario;
+pub mod scripts;
 pub mod shrink;
 pub mod signals;
 pub mod soak;

@@ -321,6 +321,37 @@ fn an_undecodable_checkpoint_is_refused_whole_and_the_dispatch_reruns_from_the_t
     });
 }
 
+/// A dangling dispatch whose checkpoint holds its final state (saved after a terminal the resuming
+/// tenure never saw, as a stalled tenure meets it) ends as it did and pays nothing: no turn past
+/// the script's last. Before, `happy` paid a second turn and `limit` a fourth (the oracle's
+/// `reference-model` found it in clean worlds).
+#[test]
+fn a_final_checkpoint_ends_its_dispatch_without_paying_a_turn_past_the_script() {
+    use fencesim_engine::checkpoint::Checkpoint;
+    for (workflow, last, status) in [
+        (Workflow::happy(), Checkpoint { turns: 1, tool_calls_used: 0 }, "ok"),
+        (Workflow::limit(), Checkpoint { turns: 3, tool_calls_used: 2 }, "limit"),
+    ] {
+        let db = world(DbKind::Memdb);
+        let name = workflow.name.clone();
+        sim(move || async move {
+            let (a, b) = (node(&db, "a", EngineDefects::NONE), node(&db, "b", EngineDefects::NONE));
+            let run = RunId::new("r");
+            // Crash at the first paid call: the dispatch at seq 1 dangles.
+            a.env.on_fault(|p| if matches!(p.site, Site::Call { .. }) { Fault::Crash } else { Fault::Continue });
+            assert!(matches!(a.engine.run(&run, &workflow, RunOptions::default()).await, Err(EngineError::Crashed)));
+            sleep_ms(u64::from(TTL) + 10).await;
+            a.store.put_blob(&entries::checkpoint_ref(&run, Seq(1)), &last.encode(), None).unwrap();
+            b.engine.resume(&run, &workflow, RunOptions::default()).await.expect("settles");
+            let paid = b.ledger.paid(&run, Seq(1));
+            assert_eq!((paid.calls, paid.tools), (0, 0), "{name}: a finished dispatch paid again");
+            let journal = b.store.load(&run).unwrap();
+            let terminal = journal.iter().find(|e| e.ref_seq == Some(Seq(1))).expect("a terminal");
+            assert_eq!(terminal.status, status, "{name}");
+        });
+    }
+}
+
 #[test]
 fn delete_and_prune_cascades_carry_the_lease() {
     each_backend(|backend, nodes| async move {

@@ -549,6 +549,7 @@ fn judge(exe: &Path, dir: &Path, record: &EngineRecord, report: &mut EngineSoakR
         ttl_ms: i64::from(record.ttl_ms),
         planned: plan.iter().map(|(run, _)| run.clone()).collect(),
         scope: Scope::Engine,
+        scripts: crate::scripts::builtin(),
     };
     report.calls = merged.rows.iter().filter(|r| r.call().is_some()).count() as u64;
     report.indeterminate = merged.open_calls.len() as u32;

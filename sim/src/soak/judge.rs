@@ -351,7 +351,7 @@ pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row
     named.insert(RunId::new(OTHER));
     named.remove(&RunId::new("*"));
     let snapshot = Snapshot::read(&store, named)?;
-    let cfg = OracleConfig { ttl_ms: meta.ttl_ms, planned: vec![], scope: Scope::Store };
+    let cfg = OracleConfig { ttl_ms: meta.ttl_ms, planned: vec![], scope: Scope::Store, scripts: Vec::new() };
     let mut findings: Vec<Finding> = check(&rows, &snapshot, &cfg)
         .into_iter()
         .map(|v| Finding { checker: v.checker.to_owned(), explanation: v.explanation, row: v.row })
@@ -534,7 +534,7 @@ mod tests {
 
     fn repay_findings(payments: &[Payment]) -> Vec<String> {
         let merged = merge_with_effects(&lost_lease_logs(), payments, 0);
-        let cfg = OracleConfig { ttl_ms: 100, planned: Vec::new(), scope: Scope::Engine };
+        let cfg = OracleConfig { ttl_ms: 100, planned: Vec::new(), scope: Scope::Engine, scripts: Vec::new() };
         check(&merged.rows, &Snapshot::default(), &cfg)
             .into_iter()
             .filter(|v| v.checker == "repay-bound")

@@ -532,7 +532,12 @@ fn judge(shared: &Arc<Shared>, observer: &SqliteStore, settled_early: bool) -> R
     let violations = oracle::check(
         &rows,
         &snapshot,
-        &OracleConfig { ttl_ms: i64::from(shared.plan.ttl_ms), planned, scope: Scope::Engine },
+        &OracleConfig {
+            ttl_ms: i64::from(shared.plan.ttl_ms),
+            planned,
+            scope: Scope::Engine,
+            scripts: crate::scripts::builtin(),
+        },
     );
     if let Some(out) = &shared.cfg.keep_db {
         keep(observer, out)?;
