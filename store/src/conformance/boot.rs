@@ -30,6 +30,7 @@ pub(super) fn checks() -> Vec<Check> {
         check("B1", "ttl-intake", ttl_intake),
         check("B2", "concurrent-boot", concurrent_boot),
         check("B3", "runtime-fail-fast", runtime_fail_fast),
+        check("B4", "format-boundaries", format_boundaries),
     ]
 }
 
@@ -138,6 +139,41 @@ fn first_stderr_line(child: &mut Child) -> String {
     text.lines().find(|l| !l.trim().is_empty()).unwrap_or("no stderr").to_owned()
 }
 
+/// B4: every file that is not exactly a fencesim database of this schema version is refused (a
+/// config or storage error) and left byte for byte as it was: fencesim's application id with a newer or an
+/// older schema version, a half-created schema (stamped, some objects missing: a bootstrap is one
+/// transaction, so no crash of ours leaves one), another application's database, and one of ours
+/// with an object fencesim did not create.
+fn format_boundaries(t: &dyn Target) -> CheckResult {
+    use crate::sqlite::schema::{APPLICATION_ID, SCHEMA_VERSION};
+    let stamp = |version: i64| format!("PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {version};");
+    let table = "CREATE TABLE entries (id INTEGER PRIMARY KEY, run_id TEXT, seq INTEGER, payload TEXT);";
+    let cases = [
+        ("a newer schema version", format!("{}{table}", stamp(SCHEMA_VERSION + 1))),
+        ("an older schema version", format!("{}{table}", stamp(SCHEMA_VERSION - 1))),
+        ("schema version 0 under fencesim's id", format!("{}{table}", stamp(0))),
+        ("a half-created schema", format!("{}{table}", stamp(SCHEMA_VERSION))),
+        ("another application's database", format!("PRAGMA application_id = 1234; {table}")),
+        ("an unstamped database with tables", table.to_owned()),
+        (
+            "a foreign object in a fencesim database",
+            format!("{}{}CREATE TABLE extra (x);", stamp(SCHEMA_VERSION), crate::sqlite::schema::DDL),
+        ),
+    ];
+    for (what, setup) in cases {
+        let Some(open) = t.open_prepared(&setup) else {
+            return Err(Verdict::Skip("store keeps no SQLite file".to_owned()));
+        };
+        match &open.result {
+            Err(StoreError::Config(_) | StoreError::Storage { .. }) => {}
+            Err(e) => fail!("{what}: expected a refusal (config or storage), got {} ({e})", e.code()),
+            Ok(()) => fail!("{what}: expected a refusal, but the store opened it"),
+        }
+        ensure!(open.unchanged, "{what}: expected the file left as it was, but opening it changed it");
+    }
+    Ok(())
+}
+
 /// B3: while a fenced append holds the write lock (stopped at its fence check), another
 /// connection's unleased put_meta of another run fails busy at once and commits nothing; the
 /// append itself commits.
@@ -183,4 +219,50 @@ fn runtime_fail_fast(t: &dyn Target) -> CheckResult {
         markers(&seen)
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conformance::targets::SqliteTarget;
+    use crate::conformance::{Fixture, PreparedOpen, TtlIntake};
+    use crate::error::StoreResult;
+
+    /// A store that opens whatever it is given, or rewrites what it refuses.
+    struct Lax {
+        opens: bool,
+    }
+
+    impl Target for Lax {
+        fn name(&self) -> &str {
+            "lax"
+        }
+
+        fn fresh(&self, _: u32) -> StoreResult<Box<dyn Fixture>> {
+            unreachable!("B4 needs no fixture")
+        }
+
+        fn ttl_intake(&self, _: i64) -> Option<TtlIntake> {
+            None
+        }
+
+        fn boot_command(&self, _: u32, _: i64) -> Option<std::process::Command> {
+            None
+        }
+
+        fn open_prepared(&self, _: &str) -> Option<PreparedOpen> {
+            let result = if self.opens { Ok(()) } else { Err(StoreError::Config("no".into())) };
+            Some(PreparedOpen { result, unchanged: false })
+        }
+    }
+
+    #[test]
+    fn format_boundaries_passes_the_sqlite_store_and_fails_a_lax_one() {
+        let folder = tempfile::tempdir().unwrap();
+        assert_eq!(format_boundaries(&SqliteTarget::file(folder.path())), Ok(()));
+        let opened = format_boundaries(&Lax { opens: true }).unwrap_err();
+        assert!(format!("{opened:?}").contains("a newer schema version: expected a refusal"), "{opened:?}");
+        let rewritten = format_boundaries(&Lax { opens: false }).unwrap_err();
+        assert!(format!("{rewritten:?}").contains("opening it changed it"), "{rewritten:?}");
+    }
 }

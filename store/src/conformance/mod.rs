@@ -51,6 +51,21 @@ pub trait Target {
     /// `round` must name the same fresh location. `None` when the store cannot be shared across
     /// processes.
     fn boot_command(&self, round: u32, start_at_unix_ms: i64) -> Option<Command>;
+
+    /// Open a store over an existing location first shaped by `setup` (SQL run on a fresh SQLite
+    /// file) and report what opening did to it (B4). `None` when the store does not keep a SQLite
+    /// file.
+    fn open_prepared(&self, _setup: &str) -> Option<PreparedOpen> {
+        None
+    }
+}
+
+/// What opening a store over a prepared file did.
+#[derive(Debug)]
+pub struct PreparedOpen {
+    pub result: StoreResult<()>,
+    /// Whether the file's bytes and the files beside it are exactly as before the open.
+    pub unchanged: bool,
 }
 
 /// One fresh location. Every `connect` is a new connection over the same data.

@@ -6,10 +6,10 @@ use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::{Fixture, Target, TtlIntake};
+use super::{Fixture, PreparedOpen, Target, TtlIntake};
 use crate::clock::ManualClock;
 use crate::defects::StoreDefects;
-use crate::error::StoreResult;
+use crate::error::{StoreError, StoreResult};
 use crate::memory::MemoryStore;
 use crate::spi::Store;
 use crate::sqlite::{Location, SqliteOptions, SqliteStore};
@@ -105,6 +105,38 @@ impl Target for SqliteTarget {
         let (folder, boot) = (self.folder.as_ref()?, self.boot.as_ref()?);
         Some(boot(&folder.join(format!("boot-round-{round}.db")), start_at_unix_ms))
     }
+
+    fn open_prepared(&self, setup: &str) -> Option<PreparedOpen> {
+        let folder = self.folder.as_ref()?;
+        let n = NEXT_LOCATION.fetch_add(1, Ordering::Relaxed);
+        let path = folder.join(format!("prepared-{n}.db"));
+        let made = rusqlite::Connection::open(&path).and_then(|c| c.execute_batch(setup));
+        if let Err(e) = made {
+            let result = Err(StoreError::Config(format!("the kit could not prepare {}: {e}", path.display())));
+            return Some(PreparedOpen { result, unchanged: false });
+        }
+        let before = (std::fs::read(&path).ok(), files_beside(&path));
+        let clock = ManualClock::new(CLOCK_START_MS);
+        let result = SqliteStore::open(self.options(Location::File(path.clone()), 1_000, &clock)).map(drop);
+        let unchanged = before == (std::fs::read(&path).ok(), files_beside(&path));
+        Some(PreparedOpen { result, unchanged })
+    }
+}
+
+/// The names of the files in `path`'s folder that start with its name (its WAL, shm, journal).
+fn files_beside(path: &Path) -> Vec<std::ffi::OsString> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut files: Vec<_> = path
+        .parent()
+        .and_then(|p| std::fs::read_dir(p).ok())
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .filter(|f| f.to_string_lossy().starts_with(&name))
+        .collect();
+    files.sort();
+    files
 }
 
 /// Whether anything exists at a location: a file (or its WAL), or a memdb with any schema.

@@ -250,10 +250,24 @@ fn probe(path: &Path) -> Result<bool, Failure> {
         return Ok(false);
     }
     check_schema(&conn)?;
+    check_whole(&conn)?;
+    Ok(true)
+}
+
+/// A stamped database holds every object of the schema: the stamp and the DDL commit in one
+/// transaction, so no boot of ours (crashed or not) leaves a stamped file with objects missing,
+/// and one that has them missing was made or damaged by something else.
+fn check_whole(conn: &Connection) -> Result<(), Failure> {
     let list = schema::OBJECTS.map(|name| format!("'{name}'")).join(", ");
     let present: i64 =
         conn.query_row(&format!("SELECT count(*) FROM sqlite_master WHERE name IN ({list})"), [], |r| r.get(0))?;
-    Ok(usize::try_from(present).ok() == Some(schema::OBJECTS.len()))
+    if usize::try_from(present).ok() == Some(schema::OBJECTS.len()) {
+        return Ok(());
+    }
+    Err(Failure::Refused(format!(
+        "refusing a half-created fencesim schema: {present} of its {} objects exist, and fencesim creates them all at once",
+        schema::OBJECTS.len()
+    )))
 }
 
 /// Whether this is a complete fencesim database of this schema version with no foreign object,
@@ -309,15 +323,12 @@ fn bootstrap_schema(conn: &Connection) -> Result<(), Failure> {
         conn.execute_batch(&format!(
             "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
         ))?;
+        check_schema(conn)?;
+        conn.execute_batch(schema::DDL)?;
+        return Ok(());
     }
     check_schema(conn)?;
-    let list = schema::OBJECTS.map(|name| format!("'{name}'")).join(", ");
-    let present: i64 =
-        conn.query_row(&format!("SELECT count(*) FROM sqlite_master WHERE name IN ({list})"), [], |r| r.get(0))?;
-    if usize::try_from(present).ok() != Some(schema::OBJECTS.len()) {
-        conn.execute_batch(schema::DDL)?;
-    }
-    Ok(())
+    check_whole(conn)
 }
 
 /// The SQLITE_BUSY family: primary result code 5, which includes SQLITE_BUSY_RECOVERY (261).
