@@ -23,6 +23,7 @@ use crate::history::{Row, RunState, Snapshot};
 use model::{LeaseReplay, Runs, Writers, effective_epochs};
 
 mod conduct;
+mod duties;
 pub mod history;
 mod journal;
 mod leases;
@@ -193,6 +194,10 @@ pub const CHECKERS: &[(&str, &str)] = &[
         "the operator repairs only runs that a crash, stall, takeover, failed segment, unreleased tenure or offline resolution touched (E14)",
     ),
     (
+        duties::HEALTHY_HOLDER,
+        "a holder nothing disturbed (no fault on its node or run, no busy or failing store call of its own) never lets its lease lapse: a fenced call of its tenure is never refused for its own expired row (E2, E8)",
+    ),
+    (
         script::REFERENCE_MODEL,
         "each run's journal walks its workflow's script in order (a step opens only after the steps before it finished, ok terminals carry the scripted answer, ok settles only a finished script) and no dispatch pays past what its step can reach (1.3, 3.4-3.6)",
     ),
@@ -240,6 +245,7 @@ pub fn check(rows: &[Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Viola
         conduct::silent_replay,
         conduct::renew_loss,
         conduct::justified_repair,
+        duties::healthy_holder,
         script::reference_model,
         monotonic::observables_monotonic,
         leases::typed_rejections,

@@ -1,0 +1,80 @@
+//! `healthy-holder`: a holder nothing disturbs keeps its lease (contracts 3.2 E2, 3.8 E8). A
+//! segment renews every `floor(ttl/3)` ms, so a lease only lapses under its live holder when
+//! something stopped that holder: a stall, a crash, a clock jump, a restart, a busy or failing
+//! store, a takeover or purge aimed at its run. A fenced call refused because its own lease row
+//! had expired (no one else took the run over) is a healthy holder that let its lease lapse: a
+//! renew cadence that is wrong, a renew loop that stopped, a drive that never renews.
+//!
+//! The tenure's span runs from its grant to the lapsed call; any fault row of the holder's node
+//! (from up to 100 ttls before the grant: a node stall may have begun earlier) or aimed at the
+//! run, and any call of that node that met a busy, failing or injected store (or never learned
+//! its outcome), in that span excuses it. A lapse after another node took the run
+//! over is not judged here (clock skews between nodes decide those).
+
+use super::model::Fence;
+use super::{Context, Violation};
+use crate::history::{CallOutcome, Event, Surface};
+
+pub(super) const HEALTHY_HOLDER: &str = "healthy-holder";
+
+/// How far before a tenure's grant a fault of its node still excuses it, in ttls: a stall pauses
+/// the whole node and may have begun before the grant (the history records its start only), and
+/// no world stalls a node longer than 100 ttls (the scenarios' bound on a stall's factor).
+const LOOKBACK_TTLS: i64 = 100;
+
+pub(super) fn healthy_holder(ctx: &Context) -> Vec<Violation> {
+    let mut found = Vec::new();
+    let mut judged = std::collections::BTreeSet::new();
+    for (pos, row) in ctx.rows.iter().enumerate() {
+        let Some(call) = row.call() else { continue };
+        let (Some(Fence::Expired { clock, expires_at }), Some(lease)) = (ctx.leases.fence(pos), &call.lease) else {
+            continue;
+        };
+        if call.outcome.is_ok() || !judged.insert((&row.node, &lease.run, lease.epoch)) {
+            continue;
+        }
+        let Some(granted) = ctx.rows[..pos].iter().rposition(|r| {
+            r.call().is_some_and(|c| {
+                c.surface == Surface::Acquire
+                    && c.outcome.is_ok()
+                    && c.lease.as_ref() == Some(lease)
+                    && r.node == row.node
+            })
+        }) else {
+            continue;
+        };
+        let since = ctx.rows[granted].at_ms.saturating_sub(ctx.cfg.ttl_ms.saturating_mul(LOOKBACK_TTLS));
+        let first = ctx.rows[..granted].partition_point(|r| r.at_ms < since);
+        let disturbed = ctx.rows[first..=pos].iter().any(|r| match &r.event {
+            Event::Fault { run, .. } => r.node == row.node || run.as_ref() == Some(&lease.run),
+            Event::Call(c) if r.node == row.node => matches!(
+                c.outcome,
+                CallOutcome::Busy | CallOutcome::Error(_) | CallOutcome::Injected | CallOutcome::Indeterminate
+            ),
+            _ => false,
+        });
+        if disturbed {
+            continue;
+        }
+        let renewed = ctx.rows[granted..pos]
+            .iter()
+            .rev()
+            .find(|r| r.node == row.node && r.call().is_some_and(|c| c.surface == Surface::Renew && c.outcome.is_ok()))
+            .map_or(granted, |r| r.index);
+        found.push(Violation::new(
+            HEALTHY_HOLDER,
+            format!(
+                "{} let its lease {}@e{} on {} lapse with no fault: its {} at clock {clock} met the row expired at {expires_at} (last grant or renew at row {renewed}, ttl {} ms)",
+                row.node,
+                lease.owner,
+                lease.epoch,
+                lease.run,
+                call.surface.as_str(),
+                ctx.cfg.ttl_ms
+            ),
+            Some(row.index),
+            Some(renewed),
+        ));
+    }
+    found
+}
