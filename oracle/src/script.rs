@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use super::model::settle_status;
 use super::{Context, Violation};
-use crate::history::{EffectKind, Event, Surface};
+use crate::history::{Effect, EffectKind, Event, Surface};
 
 pub(super) const REFERENCE_MODEL: &str = "reference-model";
 
@@ -76,13 +76,26 @@ pub(super) fn reference_model(ctx: &Context) -> Vec<Violation> {
     if scripts.is_empty() {
         return Vec::new();
     }
+    // Each run's payments since its last accepted delete (an earlier generation's running seqs
+    // name other entries), in one pass.
+    let mut paid: BTreeMap<&RunId, Vec<(usize, &Effect)>> = BTreeMap::new();
+    for row in ctx.rows {
+        match &row.event {
+            Event::Effect(effect) => paid.entry(&effect.run).or_default().push((row.index, effect)),
+            Event::Call(c) if c.surface == Surface::Delete && c.outcome.is_ok() => {
+                paid.remove(&c.run);
+            }
+            _ => {}
+        }
+    }
     let mut found = Vec::new();
     for (run, state) in &ctx.snapshot.runs {
         let bound = state.meta.as_ref().and_then(|m| m.extra.get("workflow")).and_then(Value::as_str);
         let Some(script) = bound.and_then(|name| scripts.get(name)) else { continue };
         let row_of = |entry: &JournalEntry| ctx.writers.entry(run, entry);
         found.extend(Walk::new(script).journal(run, &state.journal, row_of));
-        found.extend(payments(ctx, run, &state.journal, script));
+        let payments = paid.get(run).map_or(&[][..], Vec::as_slice);
+        found.extend(past_reach(run, &state.journal, script, payments));
     }
     found
 }
@@ -223,29 +236,24 @@ impl<'s> Walk<'s> {
     }
 }
 
-/// No payment of a dispatch past what its step's script can reach. The dispatch is found by its
-/// running entry in the final journal (a payment of a deleted generation is not judged here).
-fn payments(ctx: &Context, run: &RunId, journal: &[JournalEntry], script: &Script) -> Vec<Violation> {
-    let mut found = Vec::new();
-    // Only the final generation's payments: an earlier one's running seqs name other entries.
-    let deleted = ctx
-        .rows
-        .iter()
-        .rposition(|r| r.call().is_some_and(|c| &c.run == run && c.surface == Surface::Delete && c.outcome.is_ok()));
-    for row in &ctx.rows[deleted.map_or(0, |d| d + 1)..] {
-        let Event::Effect(effect) = &row.event else { continue };
-        if &effect.run != run {
-            continue;
-        }
-        let Some(running) = journal.iter().find(|e| e.seq == effect.running && e.status == "running") else { continue };
-        let Some(step) = key_of(running).and_then(|k| script.steps.iter().find(|s| s.key() == k)) else { continue };
-        let Some((turns, tools)) = step.reach() else { continue };
+/// The first payment of a dispatch past what its step's script can reach. The dispatch is found by
+/// its running entry in the final journal.
+fn past_reach(
+    run: &RunId,
+    journal: &[JournalEntry],
+    script: &Script,
+    payments: &[(usize, &Effect)],
+) -> Option<Violation> {
+    payments.iter().find_map(|&(row, effect)| {
+        let running = journal.iter().find(|e| e.seq == effect.running && e.status == "running")?;
+        let step = key_of(running).and_then(|k| script.steps.iter().find(|s| s.key() == k))?;
+        let (turns, tools) = step.reach()?;
         let (what, reach) = match effect.kind {
             EffectKind::Call => ("call turn", turns),
             EffectKind::Tool => ("tool", tools),
         };
-        if effect.n > reach || effect.n == 0 {
-            found.push(violation(
+        (effect.n > reach || effect.n == 0).then(|| {
+            violation(
                 run,
                 format!(
                     "paid {what} {} of step '{}' (dispatch running={}), where its script reaches at most {reach}",
@@ -253,10 +261,8 @@ fn payments(ctx: &Context, run: &RunId, journal: &[JournalEntry], script: &Scrip
                     step.key(),
                     effect.running
                 ),
-                Some(row.index),
-            ));
-            break;
-        }
-    }
-    found
+                Some(row),
+            )
+        })
+    })
 }
