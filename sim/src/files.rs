@@ -84,6 +84,80 @@ pub fn remove_stale(paths: &[&Path]) -> Result<(), WriteError> {
     Ok(())
 }
 
+/// A path a command names (by a flag, or as an argument), for [`check_distinct`]: what names it
+/// (`--keep-db`, `the --plan file`) and the path as given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Named {
+    pub what: String,
+    pub path: PathBuf,
+}
+
+impl Named {
+    pub fn new(what: impl Into<String>, path: impl Into<PathBuf>) -> Self {
+        Self { what: what.into(), path: path.into() }
+    }
+}
+
+/// Two paths a command names resolve to one file: an output over another output, or over an
+/// input the command reads. One line naming both.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Clash(pub String);
+
+/// Where a path leads: its folder resolved (symbolic links, `..`) plus its own name, and the
+/// file's device and inode when it exists (so a hard link, or a symbolic link to the file, is
+/// the same file too).
+#[derive(Debug)]
+struct Identity {
+    resolved: PathBuf,
+    inode: Option<(u64, u64)>,
+}
+
+impl Identity {
+    fn of(path: &Path) -> Self {
+        use std::os::unix::fs::MetadataExt as _;
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+        let resolved = match (absolute.file_name(), std::fs::canonicalize(parent(&absolute))) {
+            (Some(name), Ok(dir)) => dir.join(name),
+            _ => std::fs::canonicalize(&absolute).unwrap_or(absolute),
+        };
+        let inode = std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+        Self { resolved, inode }
+    }
+
+    fn same(&self, other: &Identity) -> bool {
+        self.resolved == other.resolved || (self.inode.is_some() && self.inode == other.inode)
+    }
+}
+
+/// Check, before any work, that a command's outputs are pairwise distinct files and that none
+/// of them is one of its inputs (a plan, a scenario, a corpus, a shard report, a database it
+/// reads): a page written over the kept database, or a database over the plan it was run from,
+/// would destroy what the command was given or what it just made.
+pub fn check_distinct(outputs: &[Named], inputs: &[Named]) -> Result<(), Clash> {
+    let outs: Vec<Identity> = outputs.iter().map(|o| Identity::of(&o.path)).collect();
+    for (i, (a, ida)) in outputs.iter().zip(&outs).enumerate() {
+        if let Some(b) = outputs[..i].iter().zip(&outs).find(|(_, idb)| ida.same(idb)).map(|(b, _)| b) {
+            return Err(Clash(format!(
+                "{} and {} name the same path {}; every output needs a place of its own",
+                b.what,
+                a.what,
+                a.path.display()
+            )));
+        }
+        if let Some(input) = inputs.iter().find(|input| ida.same(&Identity::of(&input.path))) {
+            return Err(Clash(format!(
+                "{} {} would write over {} {}, which this command reads; refusing to write over an input",
+                a.what,
+                a.path.display(),
+                input.what,
+                input.path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The `*.toml` files of a folder, sorted: an entry that cannot be read fails the listing, so
 /// a corpus or a scenario folder is never replayed with a file silently left out.
 pub fn toml_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
@@ -130,6 +204,30 @@ mod tests {
         assert_eq!(std::fs::read(&target).expect("read"), b"keep", "the link's target is untouched");
         remove_stale(&[&link]).expect("a stale link is removed");
         assert!(!link.exists() && target.exists(), "the link went, its target stayed");
+    }
+
+    #[test]
+    fn outputs_must_differ_from_each_other_and_from_every_input() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path();
+        std::fs::write(p.join("plan.toml"), "x").expect("write");
+        std::fs::create_dir(p.join("sub")).expect("mkdir");
+        std::fs::hard_link(p.join("plan.toml"), p.join("hard.toml")).expect("hard link");
+        std::os::unix::fs::symlink(p.join("plan.toml"), p.join("soft.toml")).expect("symlink");
+        let plan = [Named::new("the --plan file", p.join("plan.toml"))];
+        let out = |what: &str, path: PathBuf| Named::new(what, path);
+        check_distinct(&[out("--keep-db", p.join("a.db")), out("--html", p.join("a.html"))], &plan).expect("distinct");
+        let same = [out("--keep-db", p.join("a.db")), out("--html", p.join("sub/../a.db"))];
+        let e = check_distinct(&same, &plan).expect_err("one file by two names");
+        assert!(e.to_string().starts_with("--keep-db and --html name the same path"), "{e}");
+        for name in ["plan.toml", "hard.toml", "soft.toml", "sub/../plan.toml"] {
+            let e = check_distinct(&[out("--keep-db", p.join(name))], &plan).expect_err(name);
+            assert!(e.to_string().contains("would write over the --plan file"), "{name}: {e}");
+        }
+        // A name in the current folder is the same file as its absolute path.
+        let here = std::env::current_dir().expect("cwd").join("Cargo.toml");
+        let e = check_distinct(&[out("--out", "Cargo.toml".into())], &[Named::new("the scenario", here)]);
+        assert!(e.is_err(), "a relative and an absolute name of one file");
     }
 
     #[test]

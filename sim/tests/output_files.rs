@@ -90,7 +90,7 @@ fn every_output_is_checked_before_anything_is_written() {
     std::fs::write(p.join("afile"), "keep").unwrap();
     let cases: [(&[&str], &[&str]); 4] = [
         (&["--keep-db", "new.db", "--html", "nodir/x.html"], &["--html", "its folder does not exist"]),
-        (&["--keep-db", "new.db", "--html", "new.db"], &["--keep-db and --html name the same file"]),
+        (&["--keep-db", "new.db", "--html", "new.db"], &["--keep-db and --html name the same path"]),
         (&["--keep-db", "new.db", "--bundle", "afile"], &["afile", "is not a folder"]),
         (&["--keep-db", "new.db", "--shrink", "--bundle", "afile"], &["afile", "is not a folder"]),
     ];
@@ -215,4 +215,60 @@ fn a_printed_repro_is_shell_quoted() {
     assert_exit(&rerun, 1);
     let fingerprint = |text: &str| text.split("(fingerprint ").nth(1).map(|s| s[..16].to_owned());
     assert_eq!(fingerprint(&stdout(&rerun)), fingerprint(&stdout(&out)), "{}", stdout(&rerun));
+}
+
+/// Outputs are compared as files, never by spelling: two flags naming one file (`same.db` and
+/// `./same.db`), an output over the plan or scenario the command reads, a report folder over
+/// the corpus being replayed, a regression over the plan it is promoted from, and a soak's kept
+/// folder that is its report folder are refused (exit 2) before anything runs, every input
+/// untouched.
+#[test]
+fn an_output_is_never_another_output_nor_an_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let out = run_with(p, &["--keep-db", "same.db", "--html", "./same.db", "--force"]);
+    assert_refused(&out, &["--keep-db and --html name the same path"]);
+    assert!(!p.join("same.db").exists(), "something was written");
+
+    let plan =
+        fencesim_in(p, &["plan", "--scenario", "mid-call-takeover", "--seed", "1", "--defect", "non-atomic-fence"]);
+    assert_exit(&plan, 0);
+    std::fs::write(p.join("victim.toml"), &plan.stdout).unwrap();
+    std::fs::hard_link(p.join("victim.toml"), p.join("alias.toml")).unwrap();
+    let cases: [&[&str]; 4] = [
+        &["run", "--plan", "victim.toml", "--keep-db", "victim.toml", "--force"],
+        &["run", "--plan", "victim.toml", "--html", "alias.toml", "--force"],
+        &["shrink", "--plan", "victim.toml", "--out", "./victim.toml", "--force"],
+        &["run", "--scenario", "victim.toml", "--seed", "1", "--keep-db", "alias.toml", "--force"],
+    ];
+    for args in cases {
+        let out = fencesim_in(p, args);
+        assert_refused(&out, &["would write over the", "victim.toml"]);
+        assert_eq!(std::fs::read(p.join("victim.toml")).unwrap(), plan.stdout, "{args:?} changed the plan");
+    }
+
+    // A regression promoted over the very plan it is read from.
+    std::fs::create_dir(p.join("regs")).unwrap();
+    let kept = p.join("regs/non-atomic-fence-mid-call-takeover-seed1.toml");
+    let text =
+        String::from_utf8_lossy(&plan.stdout).replacen("seed = 1\n", "seed = 1\nexpect = \"no-stale-acceptance\"\n", 1);
+    std::fs::write(&kept, &text).unwrap();
+    let kept_arg = kept.to_str().unwrap();
+    let out = fencesim_in(p, &["promote", "--plan", kept_arg, "--dir", "regs", "--story", "x", "--force"]);
+    assert_refused(&out, &["would write over the --plan file"]);
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), text);
+
+    // A corpus that is one of the report files replay would clear first.
+    std::fs::create_dir(p.join("r")).unwrap();
+    std::fs::write(p.join("r/junit.xml"), "boot-storm 1\n").unwrap();
+    let out = fencesim_in(p, &["replay", "r/junit.xml", "--report", "r"]);
+    assert_refused(&out, &["--report r/junit.xml would write over the corpus"]);
+    assert_eq!(std::fs::read_to_string(p.join("r/junit.xml")).unwrap(), "boot-storm 1\n");
+
+    let out =
+        fencesim_in(p, &["sweep", "--scenario", "boot-storm", "--seeds", "1", "--report", "x", "--bundle", "./x"]);
+    assert_refused(&out, &["--bundle and --report name the same path"]);
+    let out = fencesim_in(p, &["soak", "--cap-s", "1", "--report", "k", "--keep", "k/"]);
+    assert_refused(&out, &["--keep and --report name the same path"]);
+    assert!(!p.join("x").exists() && !p.join("k").exists(), "a folder was made");
 }

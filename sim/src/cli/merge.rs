@@ -9,6 +9,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
+use fencesim::files::Named;
 use fencesim::fleet::{self, ShardReport};
 
 use super::{CmdResult, Verdict};
@@ -28,20 +29,26 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> CmdResult {
-    let mut reports = Vec::with_capacity(args.dirs.len());
     // The merged report replaces whatever report --out holds, so --out may not be a shard's folder.
     let out = std::fs::canonicalize(&args.out).ok();
+    let mut paths = Vec::with_capacity(args.dirs.len());
     for dir in &args.dirs {
         if out.is_some() && std::fs::canonicalize(dir).ok() == out {
             anyhow::bail!("--out {}: is one of the shard folders; merge into another folder", args.out.display());
         }
         let found: Vec<PathBuf> =
-            ["sweep.json", "replay.json"].iter().map(|n| dir.join(n)).filter(|p| p.is_file()).collect();
-        let path = match found.as_slice() {
+            ["sweep.json", "replay.json"].iter().map(|n| dir.join(n)).filter(|p| p.exists()).collect();
+        paths.push(match found.as_slice() {
             [one] => one.clone(),
             [] => anyhow::bail!("{}: no sweep.json or replay.json", dir.display()),
             _ => anyhow::bail!("{}: holds both sweep.json and replay.json; merge one kind at a time", dir.display()),
-        };
+        });
+    }
+    let inputs: Vec<Named> = paths.iter().map(|p| Named::new("the shard report", p)).collect();
+    let outputs = super::folder_outputs("--out", &args.out, &["sweep.json", "replay.json", "junit.xml"]);
+    fencesim::files::check_distinct(&outputs, &inputs)?;
+    let mut reports = Vec::with_capacity(paths.len());
+    for path in paths {
         let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
         let doc = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
         reports.push(ShardReport { from: path.display().to_string(), doc });

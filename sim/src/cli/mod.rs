@@ -246,6 +246,18 @@ fn one_line(text: &str) -> String {
     fencesim::report::printable(&text.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
+/// The file a `--scenario` names, as an input of the command (a built-in name reads no file).
+pub fn scenario_file(name: Option<&str>) -> Option<fencesim::files::Named> {
+    name.filter(|n| n.ends_with(".toml")).map(|n| fencesim::files::Named::new("the --scenario file", n))
+}
+
+/// A report folder's outputs: the folder itself (no other output may be it) and each file the
+/// command writes into it.
+pub fn folder_outputs(flag: &str, dir: &std::path::Path, files: &[&str]) -> Vec<fencesim::files::Named> {
+    use fencesim::files::Named;
+    std::iter::once(Named::new(flag, dir)).chain(files.iter().map(|f| Named::new(flag, dir.join(f)))).collect()
+}
+
 /// `--defect NAME`: a store defect, or a one-line error listing the valid names.
 pub fn parse_defect(name: &str) -> Result<StoreDefect, String> {
     StoreDefect::parse(name).ok_or_else(|| format!("unknown defect '{name}' (valid: {})", defect_names()))

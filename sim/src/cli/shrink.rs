@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use fencesim::catalogue::{self, Defect};
-use fencesim::files::write_atomic;
+use fencesim::files::{Named, write_atomic};
 use fencesim::mutants::{self, Detector};
 use fencesim::planfile::PlanFile;
 use fencesim::shrink::{self, Shrunk, Size};
@@ -68,6 +68,14 @@ pub fn run(args: &Args) -> CmdResult {
     if args.kill_matrix {
         return kill_matrix(args);
     }
+    let outputs: Vec<Named> = args.out.iter().map(|p| Named::new("--out", p)).collect();
+    let inputs: Vec<Named> = args
+        .plan
+        .iter()
+        .map(|p| Named::new("the --plan file", p))
+        .chain(super::scenario_file(args.scenario.as_deref()))
+        .collect();
+    fencesim::files::check_distinct(&outputs, &inputs)?;
     let file = match (&args.plan, &args.scenario, args.seed) {
         (Some(path), None, None) => {
             let mut file = PlanFile::load(path)?;

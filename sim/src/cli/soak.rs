@@ -120,6 +120,16 @@ impl Args {
 
 pub fn run(args: &Args) -> CmdResult {
     args.check_level()?;
+    let mut outputs: Vec<fencesim::files::Named> =
+        args.keep.iter().map(|d| fencesim::files::Named::new("--keep", d)).collect();
+    if let Some(dir) = &args.report {
+        let files: &[&str] = match args.level {
+            Level::Store => &["soak.json", "junit.xml"],
+            Level::Engine => &["soak-engine.json"],
+        };
+        outputs.extend(super::folder_outputs("--report", dir, files));
+    }
+    fencesim::files::check_distinct(&outputs, &[])?;
     if args.level == Level::Engine {
         return run_engine(args);
     }

@@ -65,6 +65,13 @@ struct Summary {
 }
 
 pub fn run(args: &Args) -> CmdResult {
+    let mut outputs = args.bundle.iter().map(|d| fencesim::files::Named::new("--bundle", d)).collect::<Vec<_>>();
+    if let Some(dir) = &args.report {
+        outputs.extend(super::folder_outputs("--report", dir, &["sweep.json", "junit.xml"]));
+    }
+    let inputs: Vec<_> = super::scenario_file(Some(&args.scenario)).into_iter().collect();
+    // Before the stale reports go: one of them may be the scenario file itself.
+    fencesim::files::check_distinct(&outputs, &inputs)?;
     if let Some(dir) = &args.report {
         // An earlier run's reports go first: no refusal or harness error below may leave its verdict.
         fencesim::files::remove_stale(&[&dir.join("sweep.json"), &dir.join("junit.xml")])?;
