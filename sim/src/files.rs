@@ -26,7 +26,7 @@ pub struct Output {
 /// again at the rename, which never replaces one).
 pub fn write_atomic(path: &Path, bytes: &[u8], overwrite: bool) -> Result<(), WriteError> {
     let fail = |message: String| WriteError { path: path.display().to_string(), message };
-    check_target(path, overwrite)?;
+    check_place(path, overwrite)?;
     let mut tmp = tempfile::Builder::new()
         .prefix(".fencesim-")
         .tempfile_in(parent(path))
@@ -48,10 +48,58 @@ pub fn parent(path: &Path) -> &Path {
     }
 }
 
-/// Whether `path` may be written: into a folder that exists, never over a directory or a
-/// symbolic link (dangling or not), and over an existing file only with `overwrite`. Checked
-/// before any work so a refusal costs nothing.
+/// Whether `path` may be written: into a folder that exists and takes new files (a probe file is
+/// created there and removed), never over a directory or a symbolic link (dangling or not), and
+/// over an existing file only with `overwrite`. Checked before any work so a refusal costs
+/// nothing.
 pub fn check_target(path: &Path, overwrite: bool) -> Result<(), WriteError> {
+    check_place(path, overwrite)?;
+    probe(parent(path)).map_err(|e| WriteError {
+        path: path.display().to_string(),
+        message: format!("its folder {} is not writable: {e}", parent(path).display()),
+    })
+}
+
+/// Create and remove a file in `dir`: whether this process can write there now (permissions,
+/// a read-only mount, a folder that is not one).
+fn probe(dir: &Path) -> std::io::Result<()> {
+    tempfile::Builder::new().prefix(".fencesim-probe-").tempfile_in(dir)?.close()
+}
+
+/// Make a report folder (with its parents) if needed and check that it takes new files, before
+/// any work, so a run never ends unable to write its verdict.
+pub fn prepare_folder(dir: &Path) -> Result<(), WriteError> {
+    let fail = |message: String| WriteError { path: dir.display().to_string(), message };
+    std::fs::create_dir_all(dir).map_err(|e| fail(format!("cannot create the folder: {e}")))?;
+    probe(dir).map_err(|e| fail(format!("the folder is not writable: {e}")))
+}
+
+/// Whether a folder that may not exist yet can be made and written: the folder itself when it
+/// exists, else its nearest existing ancestor, must be a folder that takes new files. A symbolic
+/// link to nothing is named as such (making the folder would fail with "File exists").
+pub fn check_future_folder(dir: &Path) -> Result<(), WriteError> {
+    let fail = |message: String| Err(WriteError { path: dir.display().to_string(), message });
+    let mut at = dir;
+    loop {
+        match (std::fs::symlink_metadata(at), std::fs::metadata(at)) {
+            (Ok(link), Err(e)) if link.file_type().is_symlink() && e.kind() == std::io::ErrorKind::NotFound => {
+                return fail(format!(
+                    "{} is a symbolic link to nothing (a dangling link); remove it or name a folder",
+                    at.display()
+                ));
+            }
+            (_, Ok(m)) if m.is_dir() => {
+                return probe(at).or_else(|e| fail(format!("{} is not writable: {e}", at.display())));
+            }
+            (_, Ok(_)) => return fail(format!("{} is not a folder", at.display())),
+            (_, Err(e)) if e.kind() == std::io::ErrorKind::NotFound && parent(at) != at => at = parent(at),
+            (_, Err(e)) => return fail(format!("cannot inspect {}: {e}", at.display())),
+        }
+    }
+}
+
+/// [`check_target`] without the probe: what a write checks again at the moment it writes.
+fn check_place(path: &Path, overwrite: bool) -> Result<(), WriteError> {
     let fail = |message: &str| Err(WriteError { path: path.display().to_string(), message: message.to_owned() });
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !parent(path).is_dir() => {

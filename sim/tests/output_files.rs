@@ -272,3 +272,32 @@ fn an_output_is_never_another_output_nor_an_input() {
     assert_refused(&out, &["--keep and --report name the same path"]);
     assert!(!p.join("x").exists() && !p.join("k").exists(), "a folder was made");
 }
+
+/// Every output folder is checked writable before anything runs (`/proc` takes no new file, even
+/// for root): a kept database, a page, a shrunk plan, a bundle folder, a report folder; a bundle
+/// folder that is a dangling symbolic link is named as one, not as `File exists`.
+#[test]
+fn an_output_folder_that_cannot_be_written_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let out = run_with(p, &["--keep-db", "new.db", "--html", "/proc/fencesim-page.html"]);
+    assert_refused(&out, &["--html /proc/fencesim-page.html", "not writable"]);
+    assert!(!p.join("new.db").exists(), "the world ran and kept its database");
+    assert_refused(&run_with(p, &["--keep-db", "/proc/fencesim.db"]), &["--keep-db", "not writable"]);
+    let out = fencesim_in(p, &["shrink", "--scenario", "swarm", "--seed", "3", "--out", "/proc/min.toml"]);
+    assert_refused(&out, &["--out /proc/min.toml", "not writable"]);
+
+    let sweep = ["sweep", "--scenario", "mid-call-takeover", "--seeds", "3", "--defect", "non-atomic-fence"];
+    let out = fencesim_in(p, &[&sweep[..], &["--bundle", "/proc/fencesim-bundles/b"]].concat());
+    assert_refused(&out, &["/proc is not writable"]);
+    assert_eq!(stdout(&out), "", "a seed ran");
+    std::os::unix::fs::symlink(p.join("gone"), p.join("dangling")).unwrap();
+    let out = fencesim_in(p, &[&sweep[..], &["--bundle", "dangling"]].concat());
+    assert_refused(&out, &["dangling is a symbolic link to nothing"]);
+    assert_eq!(stdout(&out), "", "a seed ran");
+
+    let soak = ["soak", "--level", "engine", "--cap-s", "2", "--report", "/proc/fencesim-report"];
+    let out = fencesim_in(p, &soak);
+    assert_refused(&out, &["--report /proc/fencesim-report"]);
+    assert_eq!(stdout(&out), "", "the soak ran");
+}

@@ -47,6 +47,7 @@ pub fn run(args: &Args) -> CmdResult {
     let inputs: Vec<Named> = paths.iter().map(|p| Named::new("the shard report", p)).collect();
     let outputs = super::folder_outputs("--out", &args.out, &["sweep.json", "replay.json", "junit.xml"]);
     fencesim::files::check_distinct(&outputs, &inputs)?;
+    fencesim::files::prepare_folder(&args.out).map_err(|e| anyhow::anyhow!("--out {e}"))?;
     let mut reports = Vec::with_capacity(paths.len());
     for path in paths {
         let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -69,8 +70,6 @@ pub fn run(args: &Args) -> CmdResult {
         doc["summary"]["missing_coverage"] = missing.clone().into();
         junit = fleet::junit_of(&doc);
     }
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create the output folder {}", args.out.display()))?;
     let name = if doc["schema"] == fencesim::report::SWEEP_SCHEMA { "sweep.json" } else { "replay.json" };
     super::replay::write_reports(&args.out, name, &doc, &junit)?;
     let s = &doc["summary"];

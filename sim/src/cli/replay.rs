@@ -211,8 +211,7 @@ pub fn run(args: &Args) -> CmdResult {
         fencesim::bundle::check_root(dir)?;
     }
     // Refuse an unwritable report folder before the worlds run, not after.
-    std::fs::create_dir_all(&args.report)
-        .with_context(|| format!("cannot create the report folder {}", args.report.display()))?;
+    fencesim::files::prepare_folder(&args.report).map_err(|e| anyhow::anyhow!("--report {e}"))?;
 
     let clock = Stopwatch::start();
     // Both runs of an entry are separate items (2i and 2i + 1), so with two jobs or more they run

@@ -5,7 +5,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use fencesim::catalogue::{self, Defect};
 use fencesim::coverage;
 use fencesim::fleet::{self, Shard};
@@ -89,7 +88,7 @@ pub fn run(args: &Args) -> CmdResult {
         fencesim::bundle::check_root(dir)?;
     }
     if let Some(dir) = &args.report {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create the report folder {}", dir.display()))?;
+        fencesim::files::prepare_folder(dir).map_err(|e| anyhow::anyhow!("--report {e}"))?;
     }
     let mut failures = Vec::new();
     let mut table = coverage::Table::default();
