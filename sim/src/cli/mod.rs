@@ -54,8 +54,8 @@ enum Command {
     Boot(boot::Args),
     /// Operator tooling over an existing SqliteStore database: audit (and repair) or list runs.
     ///
-    /// `runs audit` exits 0 when nothing remains divergent, 1 otherwise, 2 on bad input; it never
-    /// creates a database.
+    /// `runs audit` exits 0 when nothing remains divergent, 1 otherwise, 2 on bad input; `runs
+    /// list` exits 1 on a damaged file; neither ever creates a database.
     Runs(runs::Args),
     /// The kill-point suite: crash a run at each durable write, resume it, check the recovery.
     ///
