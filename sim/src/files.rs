@@ -132,6 +132,63 @@ pub fn remove_stale(paths: &[&Path]) -> Result<(), WriteError> {
     Ok(())
 }
 
+/// The most bytes a text input may hold: a scenario, a plan, a corpus, a shard report, a kept
+/// soak's record. 64 MiB is far above anything fencesim writes (a 10,000-run plan is about
+/// 1 MB) and small enough to read whole.
+pub const MAX_TEXT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The most bytes one writer log of a soak may hold (`soak-check` reads a kept folder's logs
+/// whole): 1 GiB, about a hundred times what a writer logs in a ten-minute storm (0.17 MB in
+/// ten seconds, measured).
+pub const MAX_LOG_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// A file fencesim was given to read that it will not read: one line naming it.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct InputError {
+    pub path: String,
+    pub message: String,
+}
+
+/// Open a file fencesim reads, refusing anything but a regular file of at most `max_bytes`: a
+/// FIFO would block the read forever (the open never blocks: it is non-blocking, and the checks
+/// are made on the opened file, so a path swapped after a look cannot slip one in), a folder or
+/// a device is no input, an enormous file would be read whole.
+pub fn open_input(path: &Path, max_bytes: u64) -> Result<std::fs::File, InputError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let fail = |message: String| InputError { path: path.display().to_string(), message };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| fail(format!("cannot open it: {e}")))?;
+    let meta = file.metadata().map_err(|e| fail(format!("cannot inspect it: {e}")))?;
+    if meta.is_dir() {
+        return Err(fail("is a folder, not a file".to_owned()));
+    }
+    if !meta.is_file() {
+        return Err(fail("is not a regular file (a FIFO, a socket or a device); refusing to read it".to_owned()));
+    }
+    if meta.len() > max_bytes {
+        return Err(fail(format!("is {} bytes, more than the {max_bytes} an input may hold", meta.len())));
+    }
+    Ok(file)
+}
+
+/// Read a file fencesim was given, whole: [`open_input`]'s refusals, a file that grew past
+/// `max_bytes` while it was read, and bytes that are not UTF-8 text.
+pub fn read_input(path: &Path, max_bytes: u64) -> Result<String, InputError> {
+    use std::io::Read as _;
+    let fail = |message: String| InputError { path: path.display().to_string(), message };
+    let file = open_input(path, max_bytes)?;
+    let mut bytes = Vec::new();
+    file.take(max_bytes.saturating_add(1)).read_to_end(&mut bytes).map_err(|e| fail(format!("cannot read it: {e}")))?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(fail(format!("grew past the {max_bytes} bytes an input may hold while it was read")));
+    }
+    String::from_utf8(bytes).map_err(|e| fail(format!("is not UTF-8 text (byte {})", e.utf8_error().valid_up_to())))
+}
+
 /// A path a command names (by a flag, or as an argument), for [`check_distinct`]: what names it
 /// (`--keep-db`, `the --plan file`) and the path as given.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -301,3 +301,58 @@ fn an_output_folder_that_cannot_be_written_is_refused_before_anything_runs() {
     assert_refused(&out, &["--report /proc/fencesim-report"]);
     assert_eq!(stdout(&out), "", "the soak ran");
 }
+
+/// Run `fencesim` in `dir`, killing it (and failing) if it has not ended within 60 s: a command
+/// that blocks on a FIFO must not hang the test.
+#[allow(clippy::disallowed_methods, reason = "the test bounds a real process in wall time")]
+fn fencesim_bounded(dir: &Path, args: &[&str]) -> Output {
+    use std::time::{Duration, Instant};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .current_dir(dir)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(60) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("{args:?} still running after 60 s (blocked on a FIFO?)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Every file fencesim reads may be hostile: a FIFO (whose read would block forever), a folder, or
+/// an enormous file. Each is refused (exit 2, one line) promptly: a scenario, a plan, a corpus, a
+/// shard report, a kept soak's record and a database.
+#[test]
+fn a_fifo_a_folder_or_an_enormous_file_is_never_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let mkfifo = |path: &Path| assert!(Command::new("mkfifo").arg(path).status().unwrap().success());
+    mkfifo(&p.join("fifo.toml"));
+    std::fs::create_dir(p.join("folder.toml")).unwrap();
+    let huge = std::fs::File::create(p.join("huge.toml")).unwrap();
+    huge.set_len(64 * 1024 * 1024 + 1).unwrap(); // files::MAX_TEXT_BYTES + 1
+    std::fs::create_dir_all(p.join("shard/sweep.json")).unwrap();
+    std::fs::create_dir(p.join("kept")).unwrap();
+    mkfifo(&p.join("kept/soak-meta.json"));
+    let cases: [(&[&str], &str); 9] = [
+        (&["run", "--scenario", "fifo.toml", "--seed", "1"], "not a regular file"),
+        (&["sweep", "--scenario", "fifo.toml", "--seeds", "1"], "not a regular file"),
+        (&["run", "--plan", "folder.toml"], "is a folder"),
+        (&["run", "--plan", "fifo.toml"], "not a regular file"),
+        (&["shrink", "--plan", "huge.toml"], "more than the 67108864"),
+        (&["replay", "fifo.toml", "--report", "r"], "not a regular file"),
+        (&["merge", "shard", "--out", "m"], "is a folder"),
+        (&["soak-check", "kept"], "not a regular file"),
+        (&["runs", "list", "--db", "fifo.toml"], "not a regular file"),
+    ];
+    for (args, says) in cases {
+        assert_refused(&fencesim_bounded(p, args), &[says]);
+    }
+}

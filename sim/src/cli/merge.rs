@@ -50,7 +50,7 @@ pub fn run(args: &Args) -> CmdResult {
     fencesim::files::prepare_folder(&args.out).map_err(|e| anyhow::anyhow!("--out {e}"))?;
     let mut reports = Vec::with_capacity(paths.len());
     for path in paths {
-        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let text = fencesim::files::read_input(&path, fencesim::files::MAX_TEXT_BYTES)?;
         let doc = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
         reports.push(ShardReport { from: path.display().to_string(), doc });
     }

@@ -336,7 +336,8 @@ fn load_corpus(corpus: &Path) -> anyhow::Result<Vec<Entry>> {
     if corpus.is_dir() {
         return super::plan::corpus_dir(corpus);
     }
-    let text = std::fs::read_to_string(corpus).with_context(|| format!("cannot read corpus {file}"))?;
+    let text = fencesim::files::read_input(corpus, fencesim::files::MAX_TEXT_BYTES)
+        .map_err(|e| anyhow::anyhow!("cannot read corpus {e}"))?;
     Ok(parse_corpus(&file, &text)?)
 }
 

@@ -105,6 +105,8 @@ fn open_file(db: &Path, options: SqliteOptions) -> anyhow::Result<SqliteStore> {
     let exists =
         db.try_exists().with_context(|| format!("cannot inspect the database path location={}", db.display()))?;
     anyhow::ensure!(exists, "database file does not exist location={}", db.display());
+    // A FIFO would hang SQLite's first read; a folder or a device is no database.
+    fencesim::files::open_input(db, u64::MAX)?;
     // SQLite reads an empty file as an empty database, and opening would make it one of ours.
     let len =
         std::fs::metadata(db).with_context(|| format!("cannot inspect the database location={}", db.display()))?;

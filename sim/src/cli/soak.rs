@@ -366,9 +366,14 @@ pub fn check(args: &CheckArgs) -> CmdResult {
         return check_engine(args);
     }
     let layout = Layout::new(&args.dir);
-    let text = std::fs::read(layout.meta())
-        .with_context(|| format!("{} is not a kept soak (no {})", args.dir.display(), fencesim::soak::META_FILE))?;
-    let meta: SoakMeta = serde_json::from_slice(&text).context("cannot read the soak's record")?;
+    anyhow::ensure!(
+        layout.meta().exists(),
+        "{} is not a kept soak (no {})",
+        args.dir.display(),
+        fencesim::soak::META_FILE
+    );
+    let text = fencesim::files::read_input(&layout.meta(), fencesim::files::MAX_TEXT_BYTES)?;
+    let meta: SoakMeta = serde_json::from_str(&text).context("cannot read the soak's record")?;
     let (judgement, _) = judge(&layout, &meta)?;
     println!(
         "soak-check {}: {} rows, {} indeterminate, journal {} entries, integrity {}: {}",
