@@ -77,7 +77,7 @@ pub fn run(args: &Args) -> CmdResult {
     }
     if let Some(dir) = args.bundle.as_ref().filter(|_| !outcome.passed()) {
         let cfg = WorldConfig { keep_db: None, ..cfg.clone() };
-        let minimal = if args.shrink { Some(super::shrink::minimal(&cfg, &defects)?) } else { None };
+        let minimal = if args.shrink { super::shrink::minimal(&cfg, &defects)? } else { None };
         let written = fencesim::bundle::write_with(dir, &cfg, &defects, outcome.fingerprint, minimal.as_ref())?;
         eprintln!("bundle: {}", written.display());
     }
