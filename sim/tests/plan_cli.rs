@@ -260,3 +260,49 @@ fn a_shrink_budget_stops_a_long_world() {
     assert!(stderr(&out).contains("the 1 s budget ran out before the original world finished"), "{}", stderr(&out));
     assert!(seconds < 30.0, "a 1 s budget took {seconds:.1} s");
 }
+
+/// `shrink --kill-matrix` keeps its minimal plans in a temporary folder inside the process root,
+/// so nothing is left behind however it ends: a `SIGINT` (the handler removes the root, exit 130)
+/// or a `SIGKILL` (the root's janitor removes it).
+#[test]
+#[allow(clippy::disallowed_methods, reason = "the test watches a real process in wall time")]
+fn the_kill_matrix_leaves_no_folder_behind_when_killed() {
+    use std::time::{Duration, Instant};
+    for signal in [nix::sys::signal::Signal::SIGINT, nix::sys::signal::Signal::SIGKILL] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
+            .args(["shrink", "--kill-matrix", "--seeds", "1", "--budget-s", "5"])
+            .env("TMPDIR", tmp.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Readiness: the plans' folder exists (in the root, or, before the fix, beside it).
+        let entries = |dir: &std::path::Path| -> Vec<std::path::PathBuf> {
+            std::fs::read_dir(dir).map(|d| d.map(|e| e.unwrap().path()).collect()).unwrap_or_default()
+        };
+        let name = |p: &std::path::Path| p.file_name().unwrap().to_string_lossy().into_owned();
+        let ready = || {
+            entries(tmp.path()).iter().any(|p| {
+                name(p).starts_with(".tmp") || entries(p).iter().any(|q| name(q).starts_with("fencesim-shrink-"))
+            })
+        };
+        let start = Instant::now();
+        while !ready() {
+            assert!(start.elapsed() < Duration::from_secs(60), "{signal}: no plans folder appeared");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if signal == nix::sys::signal::Signal::SIGKILL {
+            child.kill().unwrap();
+        } else {
+            assert!(cli::signal_while_running(&mut child, signal), "{signal}: it ended before the signal");
+        }
+        let status = child.wait().unwrap();
+        assert!(signal == nix::sys::signal::Signal::SIGKILL || status.code() == Some(130), "{signal}: {status:?}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !entries(tmp.path()).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(entries(tmp.path()), Vec::<std::path::PathBuf>::new(), "{signal}: left behind");
+    }
+}

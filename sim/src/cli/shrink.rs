@@ -161,7 +161,9 @@ struct Row {
 
 fn kill_matrix(args: &Args) -> CmdResult {
     anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
-    let dir = tempfile::tempdir().context("a temporary folder for the minimal plans")?;
+    // Inside the process root: its janitor, or the signal handler, removes it however this ends.
+    let dir =
+        fencesim::janitor::temp_dir("fencesim-shrink-", false).context("a temporary folder for the minimal plans")?;
     let exe = std::env::current_exe().context("this program's path")?;
     let mut rows = Vec::new();
     for defect in Defect::all() {
