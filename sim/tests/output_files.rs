@@ -328,7 +328,7 @@ fn fencesim_bounded(dir: &Path, args: &[&str]) -> Output {
 
 /// Every file fencesim reads may be hostile: a FIFO (whose read would block forever), a folder, or
 /// an enormous file. Each is refused (exit 2, one line) promptly: a scenario, a plan, a corpus, a
-/// shard report, a kept soak's record and a database.
+/// shard report, a kept soak's record (store and engine level) and a database.
 #[test]
 fn a_fifo_a_folder_or_an_enormous_file_is_never_read() {
     let dir = tempfile::tempdir().unwrap();
@@ -341,7 +341,9 @@ fn a_fifo_a_folder_or_an_enormous_file_is_never_read() {
     std::fs::create_dir_all(p.join("shard/sweep.json")).unwrap();
     std::fs::create_dir(p.join("kept")).unwrap();
     mkfifo(&p.join("kept/soak-meta.json"));
-    let cases: [(&[&str], &str); 9] = [
+    std::fs::create_dir(p.join("kept-engine")).unwrap();
+    mkfifo(&p.join("kept-engine/soak-engine-meta.json"));
+    let cases: [(&[&str], &str); 10] = [
         (&["run", "--scenario", "fifo.toml", "--seed", "1"], "not a regular file"),
         (&["sweep", "--scenario", "fifo.toml", "--seeds", "1"], "not a regular file"),
         (&["run", "--plan", "folder.toml"], "is a folder"),
@@ -350,6 +352,7 @@ fn a_fifo_a_folder_or_an_enormous_file_is_never_read() {
         (&["replay", "fifo.toml", "--report", "r"], "not a regular file"),
         (&["merge", "shard", "--out", "m"], "is a folder"),
         (&["soak-check", "kept"], "not a regular file"),
+        (&["soak-check", "kept-engine"], "not a regular file"),
         (&["runs", "list", "--db", "fifo.toml"], "not a regular file"),
     ];
     for (args, says) in cases {
