@@ -86,6 +86,15 @@ impl RunAudit {
     }
 }
 
+impl RunAudit {
+    /// Whether the repair this audit names rewrites a terminal meta to a status that is not
+    /// terminal: it reopens a finished run (`stranded`, R4 and R6).
+    pub fn reopens(&self) -> bool {
+        let terminal = self.meta.as_ref().is_some_and(|m| m.status.is_terminal());
+        terminal && self.repair_to.is_some_and(|to| !to.is_terminal())
+    }
+}
+
 impl fmt::Display for RunAudit {
     /// `<run> <verdict>: <reason>`, the line `runs audit` prints.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -238,10 +247,36 @@ pub fn reconcile_run_meta(
     lease: Option<&Lease>,
     now_ms: i64,
 ) -> Result<Reconciled, StoreError> {
+    reconcile(store, run, lease, now_ms, true)
+}
+
+/// [`reconcile_run_meta`] for an operator's tool on a file it did not watch being written: a
+/// terminal meta is never rewritten to a status that is not terminal (a `stranded` run stays as
+/// it is, [`RunAudit::reopens`]). A finished run reopened from a journal that lost its settle
+/// (damage no scan can see) would be resumed and pay its calls again.
+pub fn reconcile_run_meta_never_reopening(
+    store: &dyn JournalStore,
+    run: &RunId,
+    lease: Option<&Lease>,
+    now_ms: i64,
+) -> Result<Reconciled, StoreError> {
+    reconcile(store, run, lease, now_ms, false)
+}
+
+fn reconcile(
+    store: &dyn JournalStore,
+    run: &RunId,
+    lease: Option<&Lease>,
+    now_ms: i64,
+    reopen: bool,
+) -> Result<Reconciled, StoreError> {
     let audit = audit_run(store, run)?;
     let (Some(repair_to), Some(meta)) = (audit.repair_to, audit.meta.as_ref()) else {
         return Ok(Reconciled { audit, repaired: None });
     };
+    if !reopen && audit.reopens() {
+        return Ok(Reconciled { audit, repaired: None });
+    }
     let repaired_meta = RunMeta { status: repair_to, updated_at_ms: Some(now_ms), ..meta.clone() };
     store.put_meta(&repaired_meta, lease)?;
     Ok(Reconciled { audit, repaired: Some(repair_to) })
@@ -465,6 +500,29 @@ mod tests {
         let divergent = audit_runs(&store, false).unwrap();
         assert_eq!(divergent.iter().map(|a| a.run.as_str()).collect::<Vec<_>>(), ["suspect"]);
         assert_eq!(audit_runs(&store, true).unwrap().len(), 2);
+    }
+
+    /// The operator's reconcile never reopens a finished run: a stranded terminal meta (R6) stays,
+    /// byte for byte, while a meta-behind one is still repaired; the world's reconcile reopens it.
+    #[test]
+    fn the_operators_reconcile_never_reopens_a_terminal_meta() {
+        let store = MemoryStore::new();
+        let stranded = RunId::new("stranded");
+        let meta = RunMeta::new(stranded.clone(), RunStatus::Ok).with_segments(1);
+        seed(&store, &stranded, &meta, &[running(Seq(1), kind::AGENT, "x")]);
+        let before = bytes(&store, &stranded);
+        let got = reconcile_run_meta_never_reopening(&store, &stranded, None, 7).unwrap();
+        assert!(got.audit.reopens() && got.audit.verdict == AuditVerdict::Stranded, "{got:?}");
+        assert_eq!(got.repaired, None);
+        assert_eq!(bytes(&store, &stranded), before);
+        let behind = RunId::new("behind");
+        let running_meta = RunMeta::new(behind.clone(), RunStatus::Running).with_segments(1);
+        seed(&store, &behind, &running_meta, &settled(RunStatus::Ok));
+        let got = reconcile_run_meta_never_reopening(&store, &behind, None, 7).unwrap();
+        assert!(!got.audit.reopens());
+        assert_eq!(got.repaired, Some(RunStatus::Ok));
+        let got = reconcile_run_meta(&store, &stranded, None, 7).unwrap();
+        assert_eq!(got.repaired, Some(RunStatus::Running));
     }
 
     #[test]

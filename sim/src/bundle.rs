@@ -66,16 +66,14 @@ fn repro_sh(cfg: &WorldConfig, report: &WorldReport, defects: &[Defect]) -> Stri
     )
 }
 
-/// Whether `root` can hold bundles: a folder, or nothing yet (it is created with its parents).
-/// Checked before any world runs, so a `--bundle` naming a file costs nothing.
+/// Whether `root` can hold bundles: a folder that takes new files, or nothing yet (it is created
+/// with its parents, so its nearest existing ancestor must take them). Checked before any world
+/// runs, so a `--bundle` naming a file, a dangling link or a read-only folder costs nothing.
 pub fn check_root(root: &Path) -> Result<(), BundleError> {
-    let fail = |message: &str| Err(BundleError::Io { path: root.display().to_string(), message: message.to_owned() });
-    match std::fs::metadata(root) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => fail(&format!("cannot inspect it: {e}")),
-        Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => fail("is not a folder; bundles are written into a folder"),
-    }
+    crate::files::check_future_folder(root).map_err(|e| BundleError::Io {
+        path: e.path,
+        message: format!("{}; bundles are written into a folder", e.message),
+    })
 }
 
 /// Write the bundle of a failing world under `root`; returns its folder. `seen` is the

@@ -216,10 +216,10 @@ impl PlanFile {
 
     /// Read a plan file; errors name the file and, when known, the line.
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        let text = crate::files::read_input(path, crate::files::MAX_TEXT_BYTES).map_err(|e| ScenarioError {
             path: path.display().to_string(),
             line: None,
-            message: format!("cannot read plan: {e}"),
+            message: format!("cannot read plan: {}", e.message),
         })?;
         Self::parse(path, &text)
     }

@@ -584,10 +584,10 @@ impl Scenario {
         } else {
             dir.join(format!("{name_or_path}.toml"))
         };
-        let text = std::fs::read_to_string(&path).map_err(|e| ScenarioError {
+        let text = crate::files::read_input(&path, crate::files::MAX_TEXT_BYTES).map_err(|e| ScenarioError {
             path: path.display().to_string(),
             line: None,
-            message: format!("cannot read scenario: {e}"),
+            message: format!("cannot read scenario: {}", e.message),
         })?;
         Scenario::parse(&path, &text)
     }

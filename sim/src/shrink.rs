@@ -6,10 +6,12 @@
 //! candidate is kept only when a violation of the target checker is among its violations.
 //!
 //! The shrinker is deterministic for a given plan and build: the same candidates in the same
-//! order. Only where it stops depends on the caller's budget (`out_of_time`), which it checks
-//! between worlds.
+//! order. Only where it stops depends on the caller's budget: a flag another thread raises when
+//! time is up, which it checks between worlds and every world checks between its steps, so a
+//! long world is cut short (the candidate counts as not run) and the best plan so far returned.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::catalogue::Defect;
 use crate::node::{Node, NodeTarget};
@@ -70,6 +72,9 @@ pub enum ShrinkError {
     /// Not a `source`: the message names it, and a printed chain names each cause once.
     #[error("the world could not run: {0}")]
     World(world::WorldError),
+    /// The budget ran out before the original world reached its verdict.
+    #[error("the time ran out before the original world finished: nothing is known to shrink yet")]
+    OutOfTime,
 }
 
 impl From<world::WorldError> for ShrinkError {
@@ -82,28 +87,32 @@ struct Shrinker<'a> {
     db: DbKind,
     checker: &'static str,
     worlds: usize,
-    out_of_time: &'a mut dyn FnMut() -> bool,
+    stop: &'a AtomicBool,
     stopped: bool,
     best: PlanFile,
     best_report: WorldReport,
 }
 
-fn run_plan(file: &PlanFile, db: DbKind) -> Result<WorldReport, world::WorldError> {
+fn run_plan(file: &PlanFile, db: DbKind, stop: Option<&AtomicBool>) -> Result<WorldReport, world::WorldError> {
     let (engine_defects, store_defects) = Defect::split(&file.defects);
-    world::run(&WorldConfig {
-        scenario: file.scenario("-"),
-        seed: file.seed,
-        db,
-        store_defects,
-        engine_defects,
-        keep_db: None,
-    })
+    let cfg =
+        WorldConfig { scenario: file.scenario("-"), seed: file.seed, db, store_defects, engine_defects, keep_db: None };
+    world::run_stoppable(&cfg, stop)
+}
+
+/// Whether a world ended because the stop flag was raised.
+fn was_stopped(e: &world::WorldError) -> bool {
+    matches!(*e.error, world::HarnessError::Stopped)
 }
 
 /// Shrink `file` (whose world must fail; `expect`, when set, names the checker to keep failing,
-/// else its first violation's checker). `out_of_time` is asked between worlds.
-pub fn shrink(file: &PlanFile, db: DbKind, out_of_time: &mut dyn FnMut() -> bool) -> Result<Shrunk, ShrinkError> {
-    let report = run_plan(file, db)?;
+/// else its first violation's checker) until `stop` is raised: the original world too stops at
+/// it ([`ShrinkError::OutOfTime`]), a candidate's world counts as not run.
+pub fn shrink(file: &PlanFile, db: DbKind, stop: &AtomicBool) -> Result<Shrunk, ShrinkError> {
+    let report = match run_plan(file, db, Some(stop)) {
+        Err(e) if was_stopped(&e) => return Err(ShrinkError::OutOfTime),
+        other => other?,
+    };
     let Some(first) = report.violations.first() else {
         return Err(ShrinkError::Passes);
     };
@@ -117,8 +126,7 @@ pub fn shrink(file: &PlanFile, db: DbKind, out_of_time: &mut dyn FnMut() -> bool
         None => first.checker,
     };
     let before = Size::of(file, &report);
-    let mut s =
-        Shrinker { db, checker, worlds: 1, out_of_time, stopped: false, best: file.clone(), best_report: report };
+    let mut s = Shrinker { db, checker, worlds: 1, stop, stopped: false, best: file.clone(), best_report: report };
     s.best.expect = Some(checker.to_owned());
     for _round in 0..2 {
         let start = s.best.clone();
@@ -201,7 +209,7 @@ impl Shrinker<'_> {
     /// Run a candidate; `Some(true)` when it fails the target checker (and becomes the best),
     /// `None` when time ran out.
     fn try_plan(&mut self, candidate: PlanFile) -> Option<bool> {
-        if self.stopped || (self.out_of_time)() {
+        if self.stopped || self.stop.load(Ordering::Relaxed) {
             self.stopped = true;
             return None;
         }
@@ -209,11 +217,15 @@ impl Shrinker<'_> {
             return Some(true);
         }
         self.worlds += 1;
-        match run_plan(&candidate, self.db) {
+        match run_plan(&candidate, self.db, Some(self.stop)) {
             Ok(report) if report.violations.iter().any(|v| v.checker == self.checker) => {
                 self.best = candidate;
                 self.best_report = report;
                 Some(true)
+            }
+            Err(e) if was_stopped(&e) => {
+                self.stopped = true;
+                None
             }
             _ => Some(false),
         }
@@ -398,17 +410,31 @@ mod tests {
         let scenario = crate::catalogue::scenario("mid-call-takeover").expect("built in");
         let defect = Defect::parse("non-atomic-fence").expect("defect");
         let file = PlanFile::draw(&scenario, 1, &[defect]);
-        let shrunk = shrink(&file, DbKind::Memdb, &mut || false).expect("shrinks");
+        let shrunk = shrink(&file, DbKind::Memdb, &AtomicBool::new(false)).expect("shrinks");
         assert_eq!(shrunk.checker, "no-stale-acceptance");
         assert!(shrunk.after.runs <= shrunk.before.runs && shrunk.after.runs <= 3, "{shrunk:?}");
         assert!(shrunk.after.events < shrunk.before.events, "{shrunk:?}");
-        let again = run_plan(&shrunk.minimal, DbKind::Memdb).expect("runs");
+        let again = run_plan(&shrunk.minimal, DbKind::Memdb, None).expect("runs");
         assert!(again.violations.iter().any(|v| v.checker == shrunk.checker));
         // Without the defect the same minimal plan passes: the checker sees the bug, not the plan.
         let mut clean = shrunk.minimal.clone();
         clean.defects.clear();
-        assert!(run_plan(&clean, DbKind::Memdb).expect("runs").passed());
+        assert!(run_plan(&clean, DbKind::Memdb, None).expect("runs").passed());
         let passing = PlanFile::draw(&scenario, 1, &[]);
-        assert!(matches!(shrink(&passing, DbKind::Memdb, &mut || false), Err(ShrinkError::Passes)));
+        assert!(matches!(shrink(&passing, DbKind::Memdb, &AtomicBool::new(false)), Err(ShrinkError::Passes)));
+    }
+
+    /// A raised flag stops a world between its steps (the original one: out of time), and a
+    /// flag never raised changes nothing: the same fingerprint as an unstoppable run.
+    #[test]
+    fn a_raised_flag_stops_the_world_and_an_unraised_one_changes_nothing() {
+        let scenario = crate::catalogue::scenario("mid-call-takeover").expect("built in");
+        let file = PlanFile::draw(&scenario, 1, &[Defect::parse("non-atomic-fence").expect("defect")]);
+        let stopped = run_plan(&file, DbKind::Memdb, Some(&AtomicBool::new(true))).expect_err("stopped");
+        assert!(was_stopped(&stopped), "{stopped}");
+        assert!(matches!(shrink(&file, DbKind::Memdb, &AtomicBool::new(true)), Err(ShrinkError::OutOfTime)));
+        let free = run_plan(&file, DbKind::Memdb, Some(&AtomicBool::new(false))).expect("runs");
+        let plain = run_plan(&file, DbKind::Memdb, None).expect("runs");
+        assert_eq!((free.fingerprint, free.rows.len()), (plain.fingerprint, plain.rows.len()));
     }
 }

@@ -90,7 +90,7 @@ fn every_output_is_checked_before_anything_is_written() {
     std::fs::write(p.join("afile"), "keep").unwrap();
     let cases: [(&[&str], &[&str]); 4] = [
         (&["--keep-db", "new.db", "--html", "nodir/x.html"], &["--html", "its folder does not exist"]),
-        (&["--keep-db", "new.db", "--html", "new.db"], &["--keep-db and --html name the same file"]),
+        (&["--keep-db", "new.db", "--html", "new.db"], &["--keep-db and --html name the same path"]),
         (&["--keep-db", "new.db", "--bundle", "afile"], &["afile", "is not a folder"]),
         (&["--keep-db", "new.db", "--shrink", "--bundle", "afile"], &["afile", "is not a folder"]),
     ];
@@ -215,4 +215,147 @@ fn a_printed_repro_is_shell_quoted() {
     assert_exit(&rerun, 1);
     let fingerprint = |text: &str| text.split("(fingerprint ").nth(1).map(|s| s[..16].to_owned());
     assert_eq!(fingerprint(&stdout(&rerun)), fingerprint(&stdout(&out)), "{}", stdout(&rerun));
+}
+
+/// Outputs are compared as files, never by spelling: two flags naming one file (`same.db` and
+/// `./same.db`), an output over the plan or scenario the command reads, a report folder over
+/// the corpus being replayed, a regression over the plan it is promoted from, and a soak's kept
+/// folder that is its report folder are refused (exit 2) before anything runs, every input
+/// untouched.
+#[test]
+fn an_output_is_never_another_output_nor_an_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let out = run_with(p, &["--keep-db", "same.db", "--html", "./same.db", "--force"]);
+    assert_refused(&out, &["--keep-db and --html name the same path"]);
+    assert!(!p.join("same.db").exists(), "something was written");
+
+    let plan =
+        fencesim_in(p, &["plan", "--scenario", "mid-call-takeover", "--seed", "1", "--defect", "non-atomic-fence"]);
+    assert_exit(&plan, 0);
+    std::fs::write(p.join("victim.toml"), &plan.stdout).unwrap();
+    std::fs::hard_link(p.join("victim.toml"), p.join("alias.toml")).unwrap();
+    let cases: [&[&str]; 4] = [
+        &["run", "--plan", "victim.toml", "--keep-db", "victim.toml", "--force"],
+        &["run", "--plan", "victim.toml", "--html", "alias.toml", "--force"],
+        &["shrink", "--plan", "victim.toml", "--out", "./victim.toml", "--force"],
+        &["run", "--scenario", "victim.toml", "--seed", "1", "--keep-db", "alias.toml", "--force"],
+    ];
+    for args in cases {
+        let out = fencesim_in(p, args);
+        assert_refused(&out, &["would write over the", "victim.toml"]);
+        assert_eq!(std::fs::read(p.join("victim.toml")).unwrap(), plan.stdout, "{args:?} changed the plan");
+    }
+
+    // A regression promoted over the very plan it is read from.
+    std::fs::create_dir(p.join("regs")).unwrap();
+    let kept = p.join("regs/non-atomic-fence-mid-call-takeover-seed1.toml");
+    let text =
+        String::from_utf8_lossy(&plan.stdout).replacen("seed = 1\n", "seed = 1\nexpect = \"no-stale-acceptance\"\n", 1);
+    std::fs::write(&kept, &text).unwrap();
+    let kept_arg = kept.to_str().unwrap();
+    let out = fencesim_in(p, &["promote", "--plan", kept_arg, "--dir", "regs", "--story", "x", "--force"]);
+    assert_refused(&out, &["would write over the --plan file"]);
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), text);
+
+    // A corpus that is one of the report files replay would clear first.
+    std::fs::create_dir(p.join("r")).unwrap();
+    std::fs::write(p.join("r/junit.xml"), "boot-storm 1\n").unwrap();
+    let out = fencesim_in(p, &["replay", "r/junit.xml", "--report", "r"]);
+    assert_refused(&out, &["--report r/junit.xml would write over the corpus"]);
+    assert_eq!(std::fs::read_to_string(p.join("r/junit.xml")).unwrap(), "boot-storm 1\n");
+
+    let out =
+        fencesim_in(p, &["sweep", "--scenario", "boot-storm", "--seeds", "1", "--report", "x", "--bundle", "./x"]);
+    assert_refused(&out, &["--bundle and --report name the same path"]);
+    let out = fencesim_in(p, &["soak", "--cap-s", "1", "--report", "k", "--keep", "k/"]);
+    assert_refused(&out, &["--keep and --report name the same path"]);
+    assert!(!p.join("x").exists() && !p.join("k").exists(), "a folder was made");
+}
+
+/// Every output folder is checked writable before anything runs (`/proc` takes no new file, even
+/// for root): a kept database, a page, a shrunk plan, a bundle folder, a report folder; a bundle
+/// folder that is a dangling symbolic link is named as one, not as `File exists`.
+#[test]
+fn an_output_folder_that_cannot_be_written_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let out = run_with(p, &["--keep-db", "new.db", "--html", "/proc/fencesim-page.html"]);
+    assert_refused(&out, &["--html /proc/fencesim-page.html", "not writable"]);
+    assert!(!p.join("new.db").exists(), "the world ran and kept its database");
+    assert_refused(&run_with(p, &["--keep-db", "/proc/fencesim.db"]), &["--keep-db", "not writable"]);
+    let out = fencesim_in(p, &["shrink", "--scenario", "swarm", "--seed", "3", "--out", "/proc/min.toml"]);
+    assert_refused(&out, &["--out /proc/min.toml", "not writable"]);
+
+    let sweep = ["sweep", "--scenario", "mid-call-takeover", "--seeds", "3", "--defect", "non-atomic-fence"];
+    let out = fencesim_in(p, &[&sweep[..], &["--bundle", "/proc/fencesim-bundles/b"]].concat());
+    assert_refused(&out, &["/proc is not writable"]);
+    assert_eq!(stdout(&out), "", "a seed ran");
+    std::os::unix::fs::symlink(p.join("gone"), p.join("dangling")).unwrap();
+    let out = fencesim_in(p, &[&sweep[..], &["--bundle", "dangling"]].concat());
+    assert_refused(&out, &["dangling is a symbolic link to nothing"]);
+    assert_eq!(stdout(&out), "", "a seed ran");
+
+    let soak = ["soak", "--level", "engine", "--cap-s", "2", "--report", "/proc/fencesim-report"];
+    let out = fencesim_in(p, &soak);
+    assert_refused(&out, &["--report /proc/fencesim-report"]);
+    assert_eq!(stdout(&out), "", "the soak ran");
+}
+
+/// Run `fencesim` in `dir`, killing it (and failing) if it has not ended within 60 s: a command
+/// that blocks on a FIFO must not hang the test.
+#[allow(clippy::disallowed_methods, reason = "the test bounds a real process in wall time")]
+fn fencesim_bounded(dir: &Path, args: &[&str]) -> Output {
+    use std::time::{Duration, Instant};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .current_dir(dir)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(60) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("{args:?} still running after 60 s (blocked on a FIFO?)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Every file fencesim reads may be hostile: a FIFO (whose read would block forever), a folder, or
+/// an enormous file. Each is refused (exit 2, one line) promptly: a scenario, a plan, a corpus, a
+/// shard report, a kept soak's record (store and engine level) and a database.
+#[test]
+fn a_fifo_a_folder_or_an_enormous_file_is_never_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let mkfifo = |path: &Path| assert!(Command::new("mkfifo").arg(path).status().unwrap().success());
+    mkfifo(&p.join("fifo.toml"));
+    std::fs::create_dir(p.join("folder.toml")).unwrap();
+    let huge = std::fs::File::create(p.join("huge.toml")).unwrap();
+    huge.set_len(64 * 1024 * 1024 + 1).unwrap(); // files::MAX_TEXT_BYTES + 1
+    std::fs::create_dir_all(p.join("shard/sweep.json")).unwrap();
+    std::fs::create_dir(p.join("kept")).unwrap();
+    mkfifo(&p.join("kept/soak-meta.json"));
+    std::fs::create_dir(p.join("kept-engine")).unwrap();
+    mkfifo(&p.join("kept-engine/soak-engine-meta.json"));
+    let cases: [(&[&str], &str); 10] = [
+        (&["run", "--scenario", "fifo.toml", "--seed", "1"], "not a regular file"),
+        (&["sweep", "--scenario", "fifo.toml", "--seeds", "1"], "not a regular file"),
+        (&["run", "--plan", "folder.toml"], "is a folder"),
+        (&["run", "--plan", "fifo.toml"], "not a regular file"),
+        (&["shrink", "--plan", "huge.toml"], "more than the 67108864"),
+        (&["replay", "fifo.toml", "--report", "r"], "not a regular file"),
+        (&["merge", "shard", "--out", "m"], "is a folder"),
+        (&["soak-check", "kept"], "not a regular file"),
+        (&["soak-check", "kept-engine"], "not a regular file"),
+        (&["runs", "list", "--db", "fifo.toml"], "not a regular file"),
+    ];
+    for (args, says) in cases {
+        assert_refused(&fencesim_bounded(p, args), &[says]);
+    }
 }

@@ -119,9 +119,14 @@ fn shrink_promote_replay() {
     let text = stdout(&out);
     assert!(text.contains("keeps failing no-stale-acceptance"), "{text}");
     assert!(text.contains(&format!("repro: fencesim run --plan {min_s} --trace")), "{text}");
+    // A 0 s budget stops the original world itself: nothing is known to shrink.
     let hurried = fencesim(&[&["shrink"][..], &world, &["--budget-s", "0"]].concat());
-    assert_exit(&hurried, 0);
-    assert!(stdout(&hurried).contains("stopped early: the 0 s budget ran out"), "{}", stdout(&hurried));
+    assert_exit(&hurried, 2);
+    assert!(
+        stderr(&hurried).contains("the 0 s budget ran out before the original world finished"),
+        "{}",
+        stderr(&hurried)
+    );
     let unbounded = fencesim(&[&["shrink"][..], &world, &["--budget-s", "18446744073709551615"]].concat());
     assert_exit(&unbounded, 2);
     assert!(
@@ -222,4 +227,82 @@ fn the_shipped_regression_plans_parse() {
         n += 1;
     }
     assert!(n >= 1, "no regression plan in {}", dir.display());
+}
+
+/// `shrink --budget-s` is a hard stop, inside a world too: a 1 s budget on a world of 5,000 runs
+/// (about a minute in a debug build) ends within seconds, saying the original world did not
+/// finish, instead of running it (and then its candidates) to the end.
+#[test]
+#[allow(clippy::disallowed_methods, reason = "the test measures a real process in wall time")]
+fn a_shrink_budget_stops_a_long_world() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("big.toml");
+    std::fs::write(
+        &scenario,
+        "description = \"big\"\n[world]\nworkers = [4, 4]\nruns = [5000, 5000]\n\
+         [faults.takeover]\non = 1.0\nrate = [0.1, 0.1]\n",
+    )
+    .unwrap();
+    let start = std::time::Instant::now();
+    let out = fencesim(&[
+        "shrink",
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--seed",
+        "1",
+        "--defect",
+        "non-atomic-fence",
+        "--budget-s",
+        "1",
+    ]);
+    let seconds = start.elapsed().as_secs_f64();
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("the 1 s budget ran out before the original world finished"), "{}", stderr(&out));
+    assert!(seconds < 30.0, "a 1 s budget took {seconds:.1} s");
+}
+
+/// `shrink --kill-matrix` keeps its minimal plans in a temporary folder inside the process root,
+/// so nothing is left behind however it ends: a `SIGINT` (the handler removes the root, exit 130)
+/// or a `SIGKILL` (the root's janitor removes it).
+#[test]
+#[allow(clippy::disallowed_methods, reason = "the test watches a real process in wall time")]
+fn the_kill_matrix_leaves_no_folder_behind_when_killed() {
+    use std::time::{Duration, Instant};
+    for signal in [nix::sys::signal::Signal::SIGINT, nix::sys::signal::Signal::SIGKILL] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
+            .args(["shrink", "--kill-matrix", "--seeds", "1", "--budget-s", "5"])
+            .env("TMPDIR", tmp.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Readiness: the plans' folder exists (in the root, or, before the fix, beside it).
+        let entries = |dir: &std::path::Path| -> Vec<std::path::PathBuf> {
+            std::fs::read_dir(dir).map(|d| d.map(|e| e.unwrap().path()).collect()).unwrap_or_default()
+        };
+        let name = |p: &std::path::Path| p.file_name().unwrap().to_string_lossy().into_owned();
+        let ready = || {
+            entries(tmp.path()).iter().any(|p| {
+                name(p).starts_with(".tmp") || entries(p).iter().any(|q| name(q).starts_with("fencesim-shrink-"))
+            })
+        };
+        let start = Instant::now();
+        while !ready() {
+            assert!(start.elapsed() < Duration::from_secs(60), "{signal}: no plans folder appeared");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if signal == nix::sys::signal::Signal::SIGKILL {
+            child.kill().unwrap();
+        } else {
+            assert!(cli::signal_while_running(&mut child, signal), "{signal}: it ended before the signal");
+        }
+        let status = child.wait().unwrap();
+        assert!(signal == nix::sys::signal::Signal::SIGKILL || status.code() == Some(130), "{signal}: {status:?}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !entries(tmp.path()).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(entries(tmp.path()), Vec::<std::path::PathBuf>::new(), "{signal}: left behind");
+    }
 }

@@ -1,7 +1,8 @@
 //! `fencesim runs audit` and `fencesim runs list` over real database files: bad input exits 2 and
 //! creates or changes nothing; the crash residues of contracts 4.2 (meta behind a settle, a
-//! stranded terminal meta, a suspect one) are reported, repaired when the table allows it, and
-//! the exit code says whether anything remains; a run leased by a live owner is skipped.
+//! stranded terminal meta, a suspect one) are reported, repaired when the table allows it (a
+//! finished run is never reopened), and the exit code says whether anything remains; a run leased
+//! by a live owner is skipped; damage is reported and never repaired from.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -155,18 +156,29 @@ fn meta_behind_is_reported_then_repaired_keeping_every_other_field() {
     assert_eq!(RunMeta { status: RunStatus::Running, updated_at_ms: None, ..after }, before);
 }
 
+/// A stranded run (a terminal meta over a journal with work to do) is reported and never
+/// reopened: its journal may have lost its settle to damage no scan sees, and a reopened run
+/// would be resumed and pay its calls again. It is not even leased (no epoch bump).
 #[test]
-fn a_stranded_run_is_repaired_to_running() {
+fn a_stranded_run_is_reported_and_never_reopened() {
     let db = Db::new();
-    db.seed(
-        &RunMeta::new("stranded", RunStatus::Cancelled).with_segments(1),
-        &[running(Seq(1), kind::AGENT, "step one")],
-    );
+    let meta = RunMeta::new("stranded", RunStatus::Cancelled).with_segments(1);
+    db.seed(&meta, &[running(Seq(1), kind::AGENT, "step one")]);
     let out = fencesim(&["runs", "audit", "--repair"], &db.path);
-    assert_exit(&out, 0);
+    assert_exit(&out, 1);
     assert!(stdout(&out).starts_with("stranded stranded: "), "{}", stdout(&out));
-    assert!(stdout(&out).contains("(repaired to 'running')"), "{}", stdout(&out));
-    assert_eq!(db.meta("stranded").status, RunStatus::Running);
+    assert!(stdout(&out).contains("(terminal: a repair never reopens a finished run)"), "{}", stdout(&out));
+    assert_eq!(db.meta("stranded"), meta);
+    assert_eq!(epoch_of(&db, "stranded"), None, "the run was leased");
+    let out = fencesim(&["runs", "audit", "--repair", "--format", "json"], &db.path);
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!((&doc["runs"][0]["repair"], &doc["remaining"]), (&json!("not-reopened"), &json!(1)));
+}
+
+/// The epoch high-water of a run (its `epochs` row), if any.
+fn epoch_of(db: &Db, run: &str) -> Option<i64> {
+    let conn = rusqlite::Connection::open_with_flags(&db.path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    conn.query_row("SELECT epoch FROM epochs WHERE run_id = ?1", [run], |r| r.get(0)).ok()
 }
 
 #[test]
@@ -375,7 +387,29 @@ fn fixtures() -> Vec<(&'static str, Db)> {
     let blob_id = Db::new();
     seed_meta_behind(&blob_id, "n");
     raw(&blob_id, "UPDATE meta SET run_id = CAST(run_id AS BLOB);");
+    // Rows moved between runs: an entry to a run id of no meta row (a number, stored as text),
+    // a meta row to another run's key.
+    let moved_entry = Db::new();
+    seed_meta_behind(&moved_entry, "me");
+    raw(&moved_entry, "UPDATE entries SET run_id = 6 WHERE id = (SELECT max(id) FROM entries);");
+    let moved_meta = Db::new();
+    seed_meta_behind(&moved_meta, "mm");
+    seed_meta_behind(&moved_meta, "other");
+    raw(&moved_meta, "UPDATE meta SET run_id = 6 WHERE run_id = 'mm';");
+    // Epochs the file records above the run's high-water: a lease row's, a genesis's.
+    let ghost = Db::new();
+    seed_meta_behind(&ghost, "gl");
+    raw(&ghost, "INSERT INTO epochs VALUES ('gl', 3); INSERT INTO leases VALUES ('gl', 'ghost', 1000, 0);");
+    let genesis = Db::new();
+    let mut meta = seed_meta_behind(&genesis, "ge");
+    meta.genesis = Some("ge@1700000000000#e2".to_owned());
+    genesis.store().put_meta(&meta, None).unwrap();
+    raw(&genesis, "INSERT INTO epochs VALUES ('ge', 1);");
     vec![
+        ("moved-entry", moved_entry),
+        ("moved-meta", moved_meta),
+        ("ghost-lease", ghost),
+        ("genesis-above-epochs", genesis),
         ("healthy", healthy),
         ("meta-behind", behind),
         ("foreign", foreign),
@@ -455,15 +489,84 @@ fn corruption_is_reported_with_the_run_and_never_repaired() {
         ("text-seq", "ts corrupt: entries.seq holds a text value, not integer"),
         ("blob-payload", "bp corrupt: meta.payload holds a blob value, not text"),
         ("blob-run-id", "database corrupt: meta.run_id holds a blob value, not text"),
+        ("moved-entry", "database corrupt: entries of run '6', which has no meta row, start at seq 3"),
+        ("moved-meta", "database corrupt: the meta row of run '6' holds the meta of run 'mm'"),
+        (
+            "ghost-lease",
+            "gl corrupt: its lease row records epoch 1000, above the run's epoch high-water (the epochs row's 3)",
+        ),
+        ("genesis-above-epochs", "ge corrupt: its meta's genesis records epoch 2, above the run's epoch high-water"),
     ];
     for (name, says) in expected {
         let db = fixtures().into_iter().find(|(n, _)| *n == name).unwrap().1;
         let out = fencesim(&["runs", "audit"], &db.path);
         assert_exit(&out, 1);
         assert!(stdout(&out).contains(says), "{name}: expected {says:?} in {}", stdout(&out));
+        let metas = folder_bytes(&db);
         let out = fencesim(&["runs", "audit", "--repair"], &db.path);
         assert_exit(&out, 1);
         assert!(stdout(&out).contains("(rows not trusted, not repaired)"), "{name}: {}", stdout(&out));
+        // A damaged file is not repaired at all: no other run either.
+        if says.starts_with("database corrupt") {
+            assert!(!stdout(&out).contains("repaired to"), "{name}: {}", stdout(&out));
+            assert!(folder_bytes(&db) == metas, "{name}: a repair wrote to a damaged file");
+            let list = fencesim(&["runs", "list"], &db.path);
+            assert_exit(&list, 1);
+            assert!(stderr(&list).starts_with("database corrupt: "), "{name}: {}", stderr(&list));
+            assert_eq!(stdout(&list), "", "{name}: listed from a damaged file");
+        }
+    }
+}
+
+/// The damage of issue 25 on a real world's file: a finished run whose last entry (its settle) is
+/// moved to another run id is never reopened; a run whose lease row or genesis records an epoch
+/// above its high-water is reported and never leased (an acquire would grant a used epoch); a
+/// moved meta row damages the whole file, so another run's lagging meta is left too.
+#[test]
+fn a_real_files_damage_is_never_repaired_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.db");
+    let out = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["run", "--scenario", "swarm", "--seed", "3", "--keep-db"])
+        .arg(&base)
+        .output()
+        .unwrap();
+    assert_exit(&out, 0);
+    let copy = |sql: &str| {
+        let db = Db::new();
+        std::fs::copy(&base, &db.path).unwrap();
+        raw(&db, sql);
+        db
+    };
+    let conn = rusqlite::Connection::open(&base).unwrap();
+    let finished: Vec<String> = conn
+        .prepare("SELECT run_id FROM meta WHERE status = 'ok' ORDER BY run_id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(finished.len() >= 2, "two finished runs: {finished:?}");
+    let (run, other) = (&finished[0], &finished[1]);
+    let behind = format!(
+        "UPDATE meta SET payload = json_set(payload, '$.status', 'running'), status = 'running' WHERE run_id = '{run}';"
+    );
+    let cases = [
+        format!("UPDATE entries SET run_id = 6 WHERE id = (SELECT max(id) FROM entries WHERE run_id = '{run}');"),
+        format!("INSERT INTO leases VALUES ('{run}', 'ghost', 1000, 0); {behind}"),
+        format!("DELETE FROM epochs WHERE run_id = '{run}'; {behind}"),
+        format!("UPDATE meta SET run_id = 6 WHERE run_id = '{other}'; {behind}"),
+    ];
+    for sql in &cases {
+        let db = copy(sql);
+        let before = folder_bytes(&db);
+        let audit = fencesim(&["runs", "audit"], &db.path);
+        assert_exit(&audit, 1);
+        assert!(stdout(&audit).contains("corrupt: "), "{sql}: {}", stdout(&audit));
+        assert!(folder_bytes(&db) == before, "{sql}: the audit wrote");
+        let repair = fencesim(&["runs", "audit", "--repair"], &db.path);
+        assert_exit(&repair, 1);
+        assert!(folder_bytes(&db) == before, "{sql}: the repair wrote\n{}", stdout(&repair));
     }
 }
 

@@ -9,6 +9,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
+use fencesim::files::Named;
 use fencesim::fleet::{self, ShardReport};
 
 use super::{CmdResult, Verdict};
@@ -28,21 +29,28 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> CmdResult {
-    let mut reports = Vec::with_capacity(args.dirs.len());
     // The merged report replaces whatever report --out holds, so --out may not be a shard's folder.
     let out = std::fs::canonicalize(&args.out).ok();
+    let mut paths = Vec::with_capacity(args.dirs.len());
     for dir in &args.dirs {
         if out.is_some() && std::fs::canonicalize(dir).ok() == out {
             anyhow::bail!("--out {}: is one of the shard folders; merge into another folder", args.out.display());
         }
         let found: Vec<PathBuf> =
-            ["sweep.json", "replay.json"].iter().map(|n| dir.join(n)).filter(|p| p.is_file()).collect();
-        let path = match found.as_slice() {
+            ["sweep.json", "replay.json"].iter().map(|n| dir.join(n)).filter(|p| p.exists()).collect();
+        paths.push(match found.as_slice() {
             [one] => one.clone(),
             [] => anyhow::bail!("{}: no sweep.json or replay.json", dir.display()),
             _ => anyhow::bail!("{}: holds both sweep.json and replay.json; merge one kind at a time", dir.display()),
-        };
-        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        });
+    }
+    let inputs: Vec<Named> = paths.iter().map(|p| Named::new("the shard report", p)).collect();
+    let outputs = super::folder_outputs("--out", &args.out, &["sweep.json", "replay.json", "junit.xml"]);
+    fencesim::files::check_distinct(&outputs, &inputs)?;
+    fencesim::files::prepare_folder(&args.out).map_err(|e| anyhow::anyhow!("--out {e}"))?;
+    let mut reports = Vec::with_capacity(paths.len());
+    for path in paths {
+        let text = fencesim::files::read_input(&path, fencesim::files::MAX_TEXT_BYTES)?;
         let doc = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
         reports.push(ShardReport { from: path.display().to_string(), doc });
     }
@@ -62,8 +70,6 @@ pub fn run(args: &Args) -> CmdResult {
         doc["summary"]["missing_coverage"] = missing.clone().into();
         junit = fleet::junit_of(&doc);
     }
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create the output folder {}", args.out.display()))?;
     let name = if doc["schema"] == fencesim::report::SWEEP_SCHEMA { "sweep.json" } else { "replay.json" };
     super::replay::write_reports(&args.out, name, &doc, &junit)?;
     let s = &doc["summary"];

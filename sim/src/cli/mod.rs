@@ -54,8 +54,8 @@ enum Command {
     Boot(boot::Args),
     /// Operator tooling over an existing SqliteStore database: audit (and repair) or list runs.
     ///
-    /// `runs audit` exits 0 when nothing remains divergent, 1 otherwise, 2 on bad input; it never
-    /// creates a database.
+    /// `runs audit` exits 0 when nothing remains divergent, 1 otherwise, 2 on bad input; `runs
+    /// list` exits 1 on a damaged file; neither ever creates a database.
     Runs(runs::Args),
     /// The kill-point suite: crash a run at each durable write, resume it, check the recovery.
     ///
@@ -244,6 +244,18 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 /// file's contents) written out as a Rust escape.
 fn one_line(text: &str) -> String {
     fencesim::report::printable(&text.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// The file a `--scenario` names, as an input of the command (a built-in name reads no file).
+pub fn scenario_file(name: Option<&str>) -> Option<fencesim::files::Named> {
+    name.filter(|n| n.ends_with(".toml")).map(|n| fencesim::files::Named::new("the --scenario file", n))
+}
+
+/// A report folder's outputs: the folder itself (no other output may be it) and each file the
+/// command writes into it.
+pub fn folder_outputs(flag: &str, dir: &std::path::Path, files: &[&str]) -> Vec<fencesim::files::Named> {
+    use fencesim::files::Named;
+    std::iter::once(Named::new(flag, dir)).chain(files.iter().map(|f| Named::new(flag, dir.join(f)))).collect()
 }
 
 /// `--defect NAME`: a store defect, or a one-line error listing the valid names.

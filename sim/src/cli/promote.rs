@@ -45,6 +45,10 @@ pub fn run(args: &Args) -> CmdResult {
     let scenario = file_name_part(&file.scenario);
     let stem = if defects.is_empty() { format!("{scenario}-{}", file_name_part(&checker)) } else { defects };
     let path = args.dir.join(format!("{stem}-{scenario}-seed{}.toml", file.seed));
+    fencesim::files::check_distinct(
+        &[fencesim::files::Named::new("the regression", &path)],
+        &[fencesim::files::Named::new("the --plan file", &args.plan)],
+    )?;
     if args.dir.is_dir() {
         fencesim::files::check_target(&path, args.force)?;
     }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use fencesim::catalogue;
+use fencesim::files::Named;
 use fencesim::fleet::{self, Shard};
 use fencesim::report;
 use fencesim::scenario::Scenario;
@@ -185,16 +186,22 @@ fn reduce(mut report: WorldReport, seconds: f64, ttl_ms: u32) -> Reduced {
 }
 
 pub fn run(args: &Args) -> CmdResult {
+    let file = args.corpus.display().to_string();
+    // Read (never written) before the outputs are checked against every file it names.
+    let parsed = load_corpus(&args.corpus);
+    let mut inputs = vec![Named::new("the corpus", &args.corpus)];
+    if let Ok(entries) = &parsed {
+        // A scenario or plan file an entry names (a built-in scenario's name is no file).
+        let files = entries.iter().filter(|e| Path::new(&e.name).exists());
+        inputs.extend(files.map(|e| Named::new("a file the corpus names:", &e.name)));
+    }
+    let mut outputs = super::folder_outputs("--report", &args.report, &["replay.json", "junit.xml"]);
+    outputs.extend(args.bundle.iter().map(|d| Named::new("--bundle", d)));
+    fencesim::files::check_distinct(&outputs, &inputs)?;
     // An earlier run's reports go first: no refusal or harness error below may leave its verdict.
     fencesim::files::remove_stale(&[&args.report.join("replay.json"), &args.report.join("junit.xml")])?;
     let jobs = par::jobs(args.jobs)?;
-    let file = args.corpus.display().to_string();
-    let entries = if args.corpus.is_dir() {
-        super::plan::corpus_dir(&args.corpus)?
-    } else {
-        let text = std::fs::read_to_string(&args.corpus).with_context(|| format!("cannot read corpus {file}"))?;
-        parse_corpus(&file, &text)?
-    };
+    let entries = parsed?;
     anyhow::ensure!(!entries.is_empty(), "{file}: the corpus has no entries");
     let shard = args.shard.unwrap_or(Shard::ALL);
     let total = entries.len();
@@ -204,8 +211,7 @@ pub fn run(args: &Args) -> CmdResult {
         fencesim::bundle::check_root(dir)?;
     }
     // Refuse an unwritable report folder before the worlds run, not after.
-    std::fs::create_dir_all(&args.report)
-        .with_context(|| format!("cannot create the report folder {}", args.report.display()))?;
+    fencesim::files::prepare_folder(&args.report).map_err(|e| anyhow::anyhow!("--report {e}"))?;
 
     let clock = Stopwatch::start();
     // Both runs of an entry are separate items (2i and 2i + 1), so with two jobs or more they run
@@ -322,6 +328,17 @@ pub fn run(args: &Args) -> CmdResult {
         cases
     );
     Ok(verdict)
+}
+
+/// A corpus's entries: every plan of a folder, or the lines of a corpus file.
+fn load_corpus(corpus: &Path) -> anyhow::Result<Vec<Entry>> {
+    let file = corpus.display().to_string();
+    if corpus.is_dir() {
+        return super::plan::corpus_dir(corpus);
+    }
+    let text = fencesim::files::read_input(corpus, fencesim::files::MAX_TEXT_BYTES)
+        .map_err(|e| anyhow::anyhow!("cannot read corpus {e}"))?;
+    Ok(parse_corpus(&file, &text)?)
 }
 
 /// Standard output that keeps the first write error (a closed pipe) instead of panicking, and

@@ -53,6 +53,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> CmdResult {
+    check_paths(args)?;
     let (scenario, seed, defects) =
         super::plan::resolve(args.scenario.as_deref(), args.seed, args.plan.as_deref(), &args.defects)?;
     let (engine_defects, store_defects) = Defect::split(&defects);
@@ -64,11 +65,6 @@ pub fn run(args: &Args) -> CmdResult {
     }
     if let Some(html) = &args.html {
         fencesim::files::check_target(html, args.force).map_err(|e| anyhow::anyhow!("--html {e}"))?;
-        anyhow::ensure!(
-            args.keep_db.as_ref() != Some(html),
-            "--keep-db and --html name the same file {}",
-            html.display()
-        );
     }
     if let Some(dir) = &args.bundle {
         fencesim::bundle::check_root(dir)?;
@@ -81,7 +77,7 @@ pub fn run(args: &Args) -> CmdResult {
     }
     if let Some(dir) = args.bundle.as_ref().filter(|_| !outcome.passed()) {
         let cfg = WorldConfig { keep_db: None, ..cfg.clone() };
-        let minimal = if args.shrink { Some(super::shrink::minimal(&cfg, &defects)?) } else { None };
+        let minimal = if args.shrink { super::shrink::minimal(&cfg, &defects)? } else { None };
         let written = fencesim::bundle::write_with(dir, &cfg, &defects, outcome.fingerprint, minimal.as_ref())?;
         eprintln!("bundle: {}", written.display());
     }
@@ -104,4 +100,21 @@ pub fn run(args: &Args) -> CmdResult {
         }
     }
     Ok(if outcome.passed() { Verdict::Pass } else { Verdict::Fail })
+}
+
+/// The outputs are distinct files, none of them the plan or the scenario file the world comes
+/// from: checked before anything is read or run.
+fn check_paths(args: &Args) -> anyhow::Result<()> {
+    use fencesim::files::Named;
+    let outputs: Vec<Named> = [("--keep-db", &args.keep_db), ("--html", &args.html), ("--bundle", &args.bundle)]
+        .into_iter()
+        .filter_map(|(flag, path)| path.as_ref().map(|p| Named::new(flag, p)))
+        .collect();
+    let inputs: Vec<Named> = args
+        .plan
+        .iter()
+        .map(|p| Named::new("the --plan file", p))
+        .chain(super::scenario_file(args.scenario.as_deref()))
+        .collect();
+    Ok(fencesim::files::check_distinct(&outputs, &inputs)?)
 }

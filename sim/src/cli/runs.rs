@@ -1,9 +1,11 @@
 //! `fencesim runs`: operator tooling over an existing SqliteStore database file. `runs audit`
 //! first scans the file's integrity (`PRAGMA quick_check`, missing schema objects, seqs that
 //! repeat, skip or disagree with their payload, entries without a meta row), then compares every
-//! run's meta with its journal (contracts 4.2-4.5) and, with `--repair`, rewrites the lagging or
-//! stranded metas under a brief lease of its own, never a run whose rows it cannot trust; it exits
-//! 0 iff nothing remains divergent, so it can gate a cron probe. `runs list` prints the catalog.
+//! run's meta with its journal (contracts 4.2-4.5) and, with `--repair`, rewrites the lagging
+//! metas under a brief lease of its own, never a run whose rows it cannot trust and never a
+//! finished run reopened (a `stranded` run is reported, not rewritten); it exits 0 iff nothing
+//! remains divergent, so it can gate a cron probe. `runs list` prints the catalog, or exits 1 on a
+//! damaged file.
 //! Without `--repair` the file is opened read-only and its bytes never change; neither command
 //! ever creates a database, and a file that is not exactly a fencesim database (another
 //! application's, or one carrying a trigger, view, table or index fencesim did not create) exits 2
@@ -38,6 +40,9 @@ enum RunsCommand {
     /// 1 otherwise, 2 on bad input.
     Audit(AuditArgs),
     /// List the runs of a database, one line each.
+    ///
+    /// Exit 0, 1 when the file is damaged (nothing is listed; `runs audit` names the damage), 2 on
+    /// bad input.
     List(ListArgs),
 }
 
@@ -46,7 +51,8 @@ struct AuditArgs {
     /// An existing SqliteStore database file.
     #[arg(long)]
     db: PathBuf,
-    /// Rewrite meta-behind and stranded metas, each under a brief lease of this process.
+    /// Rewrite meta-behind metas, each under a brief lease of this process (a stranded run, a
+    /// finished one the journal says is not, is never reopened).
     #[arg(long)]
     repair: bool,
     #[arg(long, value_enum, default_value_t)]
@@ -99,6 +105,8 @@ fn open_file(db: &Path, options: SqliteOptions) -> anyhow::Result<SqliteStore> {
     let exists =
         db.try_exists().with_context(|| format!("cannot inspect the database path location={}", db.display()))?;
     anyhow::ensure!(exists, "database file does not exist location={}", db.display());
+    // A FIFO would hang SQLite's first read; a folder or a device is no database.
+    fencesim::files::open_input(db, u64::MAX)?;
     // SQLite reads an empty file as an empty database, and opening would make it one of ours.
     let len =
         std::fs::metadata(db).with_context(|| format!("cannot inspect the database location={}", db.display()))?;
@@ -111,6 +119,9 @@ fn open_file(db: &Path, options: SqliteOptions) -> anyhow::Result<SqliteStore> {
 enum Repair {
     Repaired(RunStatus),
     NotRepaired,
+    /// A terminal meta the journal says is not finished (`stranded`): a repair never reopens a
+    /// finished run, whose journal may have lost its settle to damage no scan sees.
+    NotReopened,
     SkippedLiveOwner,
     /// The database stayed locked by another process for the whole busy timeout.
     SkippedBusy,
@@ -121,6 +132,7 @@ impl Repair {
         match self {
             Repair::Repaired(to) => format!(" (repaired to '{to}')"),
             Repair::NotRepaired => " (not repaired)".to_owned(),
+            Repair::NotReopened => " (terminal: a repair never reopens a finished run)".to_owned(),
             Repair::SkippedLiveOwner => " (leased by a live owner, skipped)".to_owned(),
             Repair::SkippedBusy => " (database busy, skipped)".to_owned(),
         }
@@ -130,6 +142,7 @@ impl Repair {
         match self {
             Repair::Repaired(_) => "repaired",
             Repair::NotRepaired => "not-repaired",
+            Repair::NotReopened => "not-reopened",
             Repair::SkippedLiveOwner => "skipped-live-owner",
             Repair::SkippedBusy => "skipped-busy",
         }
@@ -177,6 +190,8 @@ fn run_audit(args: &AuditArgs) -> CmdResult {
     }
     for a in &audits {
         let repair = match &writer {
+            // Not even leased: the lease alone would bump the epoch of a run left as it is.
+            Some(_) if a.reopens() => Some(Repair::NotReopened),
             Some(store) => Some(repair_one(store, a, &owner)?),
             None => None,
         };
@@ -220,9 +235,10 @@ fn repair_one(store: &SqliteStore, a: &RunAudit, owner: &str) -> anyhow::Result<
         Err(e) if e.is_busy() => return Ok(Repair::SkippedBusy),
         Err(e) => return Err(e).with_context(|| format!("cannot lease the run for repair run={}", a.run)),
     };
-    let reconciled = audit::reconcile_run_meta(store, &a.run, Some(&lease), SystemClock.now_ms());
+    let reconciled = audit::reconcile_run_meta_never_reopening(store, &a.run, Some(&lease), SystemClock.now_ms());
     let released = store.release(&lease);
     let repair = match reconciled {
+        Ok(r) if r.repaired.is_none() && r.audit.reopens() => Repair::NotReopened,
         Ok(r) => r.repaired.map_or(Repair::NotRepaired, Repair::Repaired),
         Err(e) if e.is_busy() => Repair::SkippedBusy,
         Err(e) if e.is_lease_held() => Repair::SkippedLiveOwner,
@@ -260,6 +276,16 @@ fn shown(text: &str) -> String {
 
 fn run_list(args: &ListArgs) -> CmdResult {
     let store = open_existing(&args.db)?;
+    // A damaged file's rows prove nothing: no catalog from it (exit 1, as `runs audit` exits).
+    let corrupt = store.scan_integrity().context("cannot scan the database")?;
+    let damage: Vec<String> = corrupt.iter().filter(|f| f.run.is_none()).map(|f| f.reason.clone()).collect();
+    if !damage.is_empty() {
+        eprintln!(
+            "database corrupt: {} (no run is listed from a damaged file; `fencesim runs audit` names every problem)",
+            shown(&damage.join("; "))
+        );
+        return Ok(Verdict::Fail);
+    }
     let filter = RunFilter { status: args.status, ..RunFilter::all() };
     // list_runs may over-return by status; the filter is re-applied here.
     let metas: Vec<_> =

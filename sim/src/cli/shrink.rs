@@ -1,21 +1,23 @@
 //! `fencesim shrink`: from a failing world (a seed, or a plan file) to a minimal plan that still
 //! fails the same checker (see `fencesim::shrink`). Prints the before and after sizes and the
 //! minimal plan's repro command, writes the plan with `--out` (atomically; an existing file only
-//! with `--force`), and stops at `--budget-s`, saying so. `--kill-matrix` measures it: every
+//! with `--force`), and stops at `--budget-s` (a hard stop, even inside a world), saying so. `--kill-matrix` measures it: every
 //! planted defect's first catching world is shrunk and the minimal plan replayed in a fresh
 //! process, which must fail the same checker.
 
 #![allow(clippy::disallowed_methods, reason = "the CLI edge keeps the wall-clock budget and runs child processes")]
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
 
 use anyhow::Context;
 use fencesim::catalogue::{self, Defect};
-use fencesim::files::write_atomic;
+use fencesim::files::{Named, write_atomic};
 use fencesim::mutants::{self, Detector};
 use fencesim::planfile::PlanFile;
-use fencesim::shrink::{self, Shrunk, Size};
+use fencesim::shrink::{self, ShrinkError, Shrunk, Size};
 use fencesim::stores::DbKind;
 
 use super::{CmdResult, Verdict};
@@ -40,7 +42,9 @@ pub struct Args {
     out: Option<PathBuf>,
     #[arg(long)]
     force: bool,
-    /// Wall-clock seconds to spend (per world shrunk, with --kill-matrix), at most a day.
+    /// Wall-clock seconds to spend (per world shrunk, with --kill-matrix), at most a day: a hard
+    /// stop, which cuts short the world running when it comes (the original world too: then there
+    /// is nothing to shrink yet, exit 2).
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(0..=86_400))]
     budget_s: u64,
     /// Measure: shrink every planted defect's first catching world (seeds 1..=--seeds) and
@@ -52,9 +56,37 @@ pub struct Args {
     seeds: u64,
 }
 
-fn budget(seconds: u64) -> impl FnMut() -> bool {
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    move || Instant::now() >= deadline
+/// A wall-clock budget: a timer thread raises its flag when the time is up, and the shrinker and
+/// every world it runs stop at it. Dropping the budget ends the timer.
+struct Budget {
+    seconds: u64,
+    flag: Arc<AtomicBool>,
+    _cancel: mpsc::Sender<()>,
+}
+
+impl Budget {
+    fn start(seconds: u64) -> Self {
+        let flag = Arc::new(AtomicBool::new(false));
+        let (cancel, cancelled) = mpsc::channel::<()>();
+        let raise = Arc::clone(&flag);
+        std::thread::spawn(move || {
+            if let Err(mpsc::RecvTimeoutError::Timeout) = cancelled.recv_timeout(Duration::from_secs(seconds)) {
+                raise.store(true, Ordering::Relaxed);
+            }
+        });
+        Self { seconds, flag, _cancel: cancel }
+    }
+
+    /// Shrink `file` within the budget.
+    fn shrink(&self, file: &PlanFile, db: DbKind) -> anyhow::Result<Shrunk> {
+        match shrink::shrink(file, db, &self.flag) {
+            Err(ShrinkError::OutOfTime) => anyhow::bail!(
+                "the {} s budget ran out before the original world finished: nothing is known to shrink yet (raise --budget-s)",
+                self.seconds
+            ),
+            other => Ok(other?),
+        }
+    }
 }
 
 fn sizes(s: &Size) -> String {
@@ -68,6 +100,14 @@ pub fn run(args: &Args) -> CmdResult {
     if args.kill_matrix {
         return kill_matrix(args);
     }
+    let outputs: Vec<Named> = args.out.iter().map(|p| Named::new("--out", p)).collect();
+    let inputs: Vec<Named> = args
+        .plan
+        .iter()
+        .map(|p| Named::new("the --plan file", p))
+        .chain(super::scenario_file(args.scenario.as_deref()))
+        .collect();
+    fencesim::files::check_distinct(&outputs, &inputs)?;
     let file = match (&args.plan, &args.scenario, args.seed) {
         (Some(path), None, None) => {
             let mut file = PlanFile::load(path)?;
@@ -81,7 +121,7 @@ pub fn run(args: &Args) -> CmdResult {
     if let Some(out) = &args.out {
         fencesim::files::check_target(out, args.force).map_err(|e| anyhow::anyhow!("--out {e}"))?;
     }
-    let shrunk = shrink::shrink(&file, args.db, &mut budget(args.budget_s))?;
+    let shrunk = Budget::start(args.budget_s).shrink(&file, args.db)?;
     println!("shrink {} seed {}: keeps failing {}", file.scenario, file.seed, shrunk.checker);
     println!("  before: {}", sizes(&shrunk.before));
     println!("  after:  {}", sizes(&shrunk.after));
@@ -121,7 +161,9 @@ struct Row {
 
 fn kill_matrix(args: &Args) -> CmdResult {
     anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
-    let dir = tempfile::tempdir().context("a temporary folder for the minimal plans")?;
+    // Inside the process root: its janitor, or the signal handler, removes it however this ends.
+    let dir =
+        fencesim::janitor::temp_dir("fencesim-shrink-", false).context("a temporary folder for the minimal plans")?;
     let exe = std::env::current_exe().context("this program's path")?;
     let mut rows = Vec::new();
     for defect in Defect::all() {
@@ -136,7 +178,9 @@ fn kill_matrix(args: &Args) -> CmdResult {
         let seed = catch.seed.unwrap_or_default();
         let scenario = catalogue::scenario(&catch.scenario)?;
         let file = PlanFile::draw(&scenario, seed, &[defect]);
-        let shrunk = shrink::shrink(&file, args.db, &mut budget(args.budget_s))?;
+        let shrunk = Budget::start(args.budget_s)
+            .shrink(&file, args.db)
+            .with_context(|| format!("shrinking {}'s world", defect.name()))?;
         let path = dir.path().join(format!("{}.toml", defect.name()));
         write_atomic(&path, shrunk.minimal.to_toml().as_bytes(), false)?;
         // A fresh process: the minimal plan must fail the same checker there too.
@@ -195,8 +239,15 @@ fn print_row(r: &Row) {
     );
 }
 
-/// The shrunk plan of a failing world (`run --bundle DIR --shrink`), within 60 s.
-pub fn minimal(cfg: &fencesim::world::WorldConfig, defects: &[Defect]) -> anyhow::Result<PlanFile> {
+/// The shrunk plan of a failing world (`run --bundle DIR --shrink`), within 60 s; none (said on
+/// stderr) when the world takes longer than that to fail again.
+pub fn minimal(cfg: &fencesim::world::WorldConfig, defects: &[Defect]) -> anyhow::Result<Option<PlanFile>> {
     let file = PlanFile::draw(&cfg.scenario, cfg.seed, defects);
-    Ok(shrink::shrink(&file, cfg.db, &mut budget(60))?.minimal)
+    match shrink::shrink(&file, cfg.db, &Budget::start(60).flag) {
+        Err(ShrinkError::OutOfTime) => {
+            eprintln!("bundle: the 60 s shrink budget ran out before the world failed again: no plan.min.toml");
+            Ok(None)
+        }
+        other => Ok(Some(other?.minimal)),
+    }
 }

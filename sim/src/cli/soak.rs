@@ -120,6 +120,16 @@ impl Args {
 
 pub fn run(args: &Args) -> CmdResult {
     args.check_level()?;
+    let mut outputs: Vec<fencesim::files::Named> =
+        args.keep.iter().map(|d| fencesim::files::Named::new("--keep", d)).collect();
+    if let Some(dir) = &args.report {
+        let files: &[&str] = match args.level {
+            Level::Store => &["soak.json", "junit.xml"],
+            Level::Engine => &["soak-engine.json", "junit.xml"],
+        };
+        outputs.extend(super::folder_outputs("--report", dir, files));
+    }
+    fencesim::files::check_distinct(&outputs, &[])?;
     if args.level == Level::Engine {
         return run_engine(args);
     }
@@ -150,11 +160,8 @@ pub fn run(args: &Args) -> CmdResult {
     // Every bound before anything is created or started.
     opts.validate()?;
     quorum.check_reachable(args.writers, None)?;
-    if let Some(dir) = &args.keep {
-        referee::prepare_keep(dir)?;
-    }
+    prepare_outputs(args)?;
     if let Some(dir) = &args.report {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         fencesim::files::remove_stale(&[&dir.join("soak.json"), &dir.join("junit.xml")])?;
     }
     let outcome = referee::run(opts)?;
@@ -194,8 +201,9 @@ fn run_engine(args: &Args) -> CmdResult {
     anyhow::ensure!(args.cap_s >= 1, "--cap-s must be at least 1, got 0");
     let cap_ms = args.cap_s.checked_mul(1000).context("--cap-s is too large")?;
     let base = EngineSoakOptions::tiny(args.seed);
-    // Faults for as long as the runs take to submit, a tenth of the cap at least.
-    let fault_ms = (base.fault_ms * u64::from(runs) / 8).clamp(base.fault_ms, cap_ms / 2);
+    // Faults for as long as the runs take to submit, the base window at least, half the cap at
+    // most (a cap under twice the base window shortens the window: no `clamp` panic on it).
+    let fault_ms = (base.fault_ms * u64::from(runs) / 8).max(base.fault_ms).min(cap_ms / 2);
     let opts = EngineSoakOptions {
         workers,
         runs,
@@ -207,11 +215,8 @@ fn run_engine(args: &Args) -> CmdResult {
         keep: args.keep.clone(),
         ..base
     };
-    if let Some(dir) = &args.keep {
-        referee::prepare_keep(dir)?;
-    }
+    prepare_outputs(args)?;
     if let Some(dir) = &args.report {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         fencesim::files::remove_stale(&[&dir.join("soak-engine.json"), &dir.join("junit.xml")])?;
     }
     let report = soak_engine::run_engine_soak(&opts)?;
@@ -255,6 +260,19 @@ fn run_engine(args: &Args) -> CmdResult {
         report::write_atomic(&dir.join("junit.xml"), &junit)?;
     }
     Ok(exit_verdict(verdict))
+}
+
+/// The kept folder (empty or new) and the report folder, made and checked writable before the
+/// storm starts, so a soak never ends unable to write its verdict.
+fn prepare_outputs(args: &Args) -> anyhow::Result<()> {
+    if let Some(dir) = &args.keep {
+        referee::prepare_keep(dir)?;
+        fencesim::files::prepare_folder(dir).map_err(|e| anyhow::anyhow!("--keep {e}"))?;
+    }
+    if let Some(dir) = &args.report {
+        fencesim::files::prepare_folder(dir).map_err(|e| anyhow::anyhow!("--report {e}"))?;
+    }
+    Ok(())
 }
 
 /// The command that runs the same soak again: every flag that changes a run at `args.level`,
@@ -348,9 +366,14 @@ pub fn check(args: &CheckArgs) -> CmdResult {
         return check_engine(args);
     }
     let layout = Layout::new(&args.dir);
-    let text = std::fs::read(layout.meta())
-        .with_context(|| format!("{} is not a kept soak (no {})", args.dir.display(), fencesim::soak::META_FILE))?;
-    let meta: SoakMeta = serde_json::from_slice(&text).context("cannot read the soak's record")?;
+    anyhow::ensure!(
+        layout.meta().exists(),
+        "{} is not a kept soak (no {})",
+        args.dir.display(),
+        fencesim::soak::META_FILE
+    );
+    let text = fencesim::files::read_input(&layout.meta(), fencesim::files::MAX_TEXT_BYTES)?;
+    let meta: SoakMeta = serde_json::from_str(&text).context("cannot read the soak's record")?;
     let (judgement, _) = judge(&layout, &meta)?;
     println!(
         "soak-check {}: {} rows, {} indeterminate, journal {} entries, integrity {}: {}",

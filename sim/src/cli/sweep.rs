@@ -5,7 +5,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use fencesim::catalogue::{self, Defect};
 use fencesim::coverage;
 use fencesim::fleet::{self, Shard};
@@ -65,6 +64,13 @@ struct Summary {
 }
 
 pub fn run(args: &Args) -> CmdResult {
+    let mut outputs = args.bundle.iter().map(|d| fencesim::files::Named::new("--bundle", d)).collect::<Vec<_>>();
+    if let Some(dir) = &args.report {
+        outputs.extend(super::folder_outputs("--report", dir, &["sweep.json", "junit.xml"]));
+    }
+    let inputs: Vec<_> = super::scenario_file(Some(&args.scenario)).into_iter().collect();
+    // Before the stale reports go: one of them may be the scenario file itself.
+    fencesim::files::check_distinct(&outputs, &inputs)?;
     if let Some(dir) = &args.report {
         // An earlier run's reports go first: no refusal or harness error below may leave its verdict.
         fencesim::files::remove_stale(&[&dir.join("sweep.json"), &dir.join("junit.xml")])?;
@@ -82,7 +88,7 @@ pub fn run(args: &Args) -> CmdResult {
         fencesim::bundle::check_root(dir)?;
     }
     if let Some(dir) = &args.report {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create the report folder {}", dir.display()))?;
+        fencesim::files::prepare_folder(dir).map_err(|e| anyhow::anyhow!("--report {e}"))?;
     }
     let mut failures = Vec::new();
     let mut table = coverage::Table::default();

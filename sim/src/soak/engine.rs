@@ -503,8 +503,9 @@ fn settled_or_waiting(store: &dyn Store, plan: &[(RunId, Workflow)]) -> Result<b
 /// storm, over the same files (the operator's repair runs on a copy, so the folder is unchanged).
 pub fn rejudge(exe: &Path, dir: &Path) -> Result<EngineSoakReport, SoakError> {
     let path = dir.join(RECORD_FILE);
-    let text = std::fs::read(&path).map_err(killpoints_real::io(format!("read {}", path.display())))?;
-    let record: EngineRecord = serde_json::from_slice(&text)
+    let text = crate::files::read_input(&path, crate::files::MAX_TEXT_BYTES)
+        .map_err(|e| RealError::Harness(format!("cannot read the soak's record {e}")))?;
+    let record: EngineRecord = serde_json::from_str(&text)
         .map_err(|e| RealError::Harness(format!("{} is not a soak record: {e}", path.display())))?;
     let mut report = EngineSoakReport {
         seed: record.seed,
@@ -591,6 +592,8 @@ fn judge(exe: &Path, dir: &Path, record: &EngineRecord, report: &mut EngineSoakR
     std::fs::copy(&db, &repaired).map_err(killpoints_real::io("copy the database"))?;
     let wal = dir.join(format!("{}-wal", super::DB_FILE));
     if wal.exists() {
+        // A kept folder's WAL may be anything: a FIFO would block the copy forever.
+        crate::files::open_input(&wal, u64::MAX).map_err(|e| RealError::Harness(e.to_string()))?;
         std::fs::copy(&wal, copy.path().join(format!("{}-wal", super::DB_FILE)))
             .map_err(killpoints_real::io("copy the database's WAL"))?;
     }

@@ -305,6 +305,8 @@ fn call_of(begin: &Begin, end: Option<&End>, counters: &mut BTreeMap<(String, Ru
 
 /// The soak's database through a read-only store: the judge never writes to what it judges.
 pub fn open_read_only(db: &Path) -> SoakResult<SqliteStore> {
+    // A FIFO in a kept folder would hang SQLite's first read.
+    crate::files::open_input(db, u64::MAX).map_err(|e| SoakError::Usage(e.to_string()))?;
     Ok(SqliteStore::open(SqliteOptions::file(db, Arc::new(SystemClock)).read_only())?)
 }
 

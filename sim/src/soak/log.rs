@@ -169,11 +169,16 @@ impl Tail {
 
     /// The complete lines appended since the last call, parsed. A missing file reads as empty.
     pub fn read_new(&mut self) -> SoakResult<Vec<Line>> {
-        let mut file = match File::open(&self.path) {
-            Ok(f) => f,
+        match std::fs::symlink_metadata(&self.path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(SoakError::Io { what: format!("cannot read {}", self.path.display()), source: e }),
-        };
+            _ => {}
+        }
+        // A kept folder's log may be anything (`soak-check`): never a FIFO's endless wait.
+        let mut file =
+            crate::files::open_input(&self.path, crate::files::MAX_LOG_BYTES).map_err(|e| SoakError::Io {
+                what: format!("cannot read {}", self.path.display()),
+                source: std::io::Error::other(e.message),
+            })?;
         file.seek(SeekFrom::Start(self.offset)).map_err(SoakError::io("cannot seek a log"))?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(SoakError::io(format!("cannot read {}", self.path.display())))?;

@@ -128,6 +128,9 @@ pub enum HarnessError {
     /// A bug in the harness: the panic's message.
     #[error("the world panicked: {0}")]
     Panicked(String),
+    /// The caller's stop flag was raised before the world reached its verdict ([`run_stoppable`]).
+    #[error("stopped before its verdict: the caller's time ran out")]
+    Stopped,
 }
 
 thread_local! {
@@ -144,6 +147,14 @@ pub fn inside_world() -> bool {
 /// Run one world to its verdict. A panic inside the world (a harness bug) comes back as a
 /// [`WorldError`] naming the seed, so a sweep can report it and go on.
 pub fn run(cfg: &WorldConfig) -> Result<WorldReport, WorldError> {
+    run_stoppable(cfg, None)
+}
+
+/// [`run`], stopped early when `stop` is raised (by another thread: a wall-clock budget): the
+/// supervisor looks at it between its steps (every 250 virtual ms, and before judging) and ends
+/// the world with [`HarnessError::Stopped`]. Reading the flag changes nothing else: a world it
+/// does not stop is the world [`run`] runs, byte for byte.
+pub fn run_stoppable(cfg: &WorldConfig, stop: Option<&AtomicBool>) -> Result<WorldReport, WorldError> {
     let fail =
         |error: HarnessError| WorldError { scenario: cfg.scenario.name.clone(), seed: cfg.seed, error: error.into() };
     IN_WORLD.with(|w| w.set(true));
@@ -158,7 +169,7 @@ pub fn run(cfg: &WorldConfig) -> Result<WorldReport, WorldError> {
         // the folder goes, pass or fail, unless the CLI was told to keep temporary folders.
         let folder = db.detach_folder();
         let runtime = Runtime::with_seed_and_config(cfg.seed, madsim::Config::default());
-        let outcome = runtime.block_on(supervise(cfg.clone(), db));
+        let outcome = runtime.block_on(supervise(cfg.clone(), db, stop));
         drop(runtime);
         drop(folder);
         outcome
@@ -184,7 +195,7 @@ pub fn run(cfg: &WorldConfig) -> Result<WorldReport, WorldError> {
 pub async fn run_in_runtime(cfg: WorldConfig) -> Result<WorldReport, HarnessError> {
     let mut db = Db::new(cfg.db).map_err(HarnessError::CreateDatabase)?;
     let folder = db.detach_folder();
-    let result = supervise(cfg, db).await;
+    let result = supervise(cfg, db, None).await;
     // The nodes were killed at the end of `supervise`; madsim drops a killed node's tasks only
     // when its executor next runs them. Yield once so it does: otherwise their futures (each
     // holding the world's connections) stay queued in a runtime they keep alive, and every world
@@ -333,7 +344,7 @@ impl Shared {
     }
 }
 
-async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, HarnessError> {
+async fn supervise(cfg: WorldConfig, db: Db, stop: Option<&AtomicBool>) -> Result<WorldReport, HarnessError> {
     let shared = share(cfg, db);
     shared.history.push(
         &Node::World.to_string(),
@@ -342,7 +353,16 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, HarnessError
     let (observer, zombie) = boot(&shared)?;
     let handle = Handle::current();
     start_nodes(&shared, &handle);
-    let settled_early = drive(&shared, &handle, &observer, zombie).await?;
+    let stopped = || stop.is_some_and(|s| s.load(Ordering::Relaxed));
+    let settled_early = match drive(&shared, &handle, &observer, zombie, &stopped).await {
+        Ok(settled_early) => settled_early,
+        Err(e) => {
+            for id in lock(&shared.node_ids).values() {
+                handle.kill(*id);
+            }
+            return Err(e);
+        }
+    };
     shared.history.push(
         &Node::World.to_string(),
         Event::Note(if settled_early {
@@ -356,6 +376,9 @@ async fn supervise(cfg: WorldConfig, db: Db) -> Result<WorldReport, HarnessError
     }
     if let Some(error) = lock(&shared.errors).drain(..).next() {
         return Err(error);
+    }
+    if stopped() {
+        return Err(HarnessError::Stopped);
     }
     judge(&shared, &observer, settled_early)
 }
@@ -446,6 +469,7 @@ async fn drive(
     handle: &Handle,
     observer: &SqliteStore,
     mut zombie: Option<nodes::Zombie>,
+    stopped: &dyn Fn() -> bool,
 ) -> Result<bool, HarnessError> {
     let world = &shared.cfg.scenario.world;
     let mut events = shared.plan.events.clone().into_iter().peekable();
@@ -454,6 +478,9 @@ async fn drive(
     let tick = 250;
     loop {
         sleep_ms(tick).await;
+        if stopped() {
+            return Err(HarnessError::Stopped);
+        }
         let now = elapsed_ms();
         while let Some((at, event)) = events.next_if(|(at, _)| i64::from(*at) <= now) {
             fire(shared, at, event, zombie.as_mut());

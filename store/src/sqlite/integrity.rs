@@ -3,8 +3,10 @@
 //! fencesim's tables: a journal
 //! whose seqs repeat, skip or do not start at 1; an entry whose payload disagrees with its row;
 //! entries of a run that has no meta row; an undecodable payload; an epoch or lease that is not
-//! positive; a value of another type than its column's (text in a seq). It reads only, so it runs
-//! over a read-only store.
+//! positive; an epoch high-water below an epoch the file records for the run (a lease row's, its
+//! meta's genesis); a value of another type than its column's (text in a seq). Rows moved between
+//! runs (a meta row holding another run's meta, a journal without a meta row that does not start
+//! at seq 1) damage the whole file. It reads only, so it runs over a read-only store.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -88,6 +90,8 @@ pub(super) fn scan(conn: &Connection) -> StoreResult<Vec<IntegrityFinding>> {
         return Ok(mistyped);
     }
     let mut journals: BTreeMap<String, Option<String>> = BTreeMap::new();
+    // Each run's first entry: its seq and row id.
+    let mut firsts: BTreeMap<String, (i64, i64)> = BTreeMap::new();
     let mut statement =
         conn.prepare("SELECT run_id, seq, payload, id FROM entries ORDER BY run_id, id").map_err(sql)?;
     let mut rows = statement.query([]).map_err(sql)?;
@@ -100,6 +104,7 @@ pub(super) fn scan(conn: &Connection) -> StoreResult<Vec<IntegrityFinding>> {
             _ => None,
         };
         last = Some((run.clone(), seq));
+        firsts.entry(run.clone()).or_insert((seq, id));
         let slot = journals.entry(run).or_default();
         if slot.is_some() {
             continue;
@@ -123,21 +128,43 @@ pub(super) fn scan(conn: &Connection) -> StoreResult<Vec<IntegrityFinding>> {
     for (run, why) in journals {
         per_run.entry(run).or_default().extend(why);
     }
+    // Rows moved between runs make every run's rows suspect, the run they came from first (it
+    // looks whole, short of what was moved): the file is damaged, not one run.
+    let mut damaged = Vec::new();
     let orphans = strings(conn, "SELECT DISTINCT run_id FROM entries WHERE run_id NOT IN (SELECT run_id FROM meta)")?;
     for run in orphans {
+        // A journal without a meta row is a crash before the first meta write (contracts 4.2,
+        // R2) only when it starts at seq 1; a fragment starting later came from another run.
+        if let Some((seq, id)) = firsts.get(&run).filter(|(seq, _)| *seq != 1) {
+            damaged.push(format!(
+                "entries of run '{run}', which has no meta row, start at seq {seq} (entry row {id}): a piece of \
+                 another run's journal; no run's rows can be trusted"
+            ));
+        }
         per_run.entry(run).or_default().push("journal entries without a meta row".to_owned());
     }
+    // Each run's genesis epoch (`<run>@<ms>#e<epoch>`, minted under the run's lease).
+    let mut genesis: BTreeMap<String, i64> = BTreeMap::new();
     let mut statement = conn.prepare("SELECT run_id, payload FROM meta ORDER BY run_id").map_err(sql)?;
     let metas: Vec<(String, String)> =
         statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(sql)?.collect::<Result<_, _>>().map_err(sql)?;
     for (run, payload) in metas {
         match serde_json::from_str::<RunMeta>(&payload) {
             Err(e) => per_run.entry(run).or_default().push(format!("meta has an undecodable payload: {e}")),
-            Ok(meta) if meta.run_id.as_str() != run => {
-                per_run.entry(run).or_default().push(format!("meta row names another run: {}", meta.run_id))
+            Ok(meta) if meta.run_id.as_str() != run => damaged.push(format!(
+                "the meta row of run '{run}' holds the meta of run '{}': a row moved between runs; no run's rows \
+                 can be trusted",
+                meta.run_id
+            )),
+            Ok(meta) => {
+                if let Some(epoch) = meta.genesis.as_deref().and_then(genesis_epoch) {
+                    genesis.insert(run, epoch);
+                }
             }
-            Ok(_) => {}
         }
+    }
+    for (run, why) in epochs_behind(conn, &genesis)? {
+        per_run.entry(run).or_default().push(why);
     }
     for (table, sql_text) in [
         ("epochs", "SELECT run_id, epoch FROM epochs WHERE epoch < 1 ORDER BY run_id"),
@@ -153,6 +180,7 @@ pub(super) fn scan(conn: &Connection) -> StoreResult<Vec<IntegrityFinding>> {
             per_run.entry(run).or_default().push(format!("{table} holds epoch {epoch}, which is not positive"));
         }
     }
+    found.extend(damaged.into_iter().map(|reason| IntegrityFinding { run: None, reason }));
     for (run, reasons) in per_run {
         if !reasons.is_empty() {
             found.push(IntegrityFinding::run(&run, reasons.join("; ")));
@@ -191,6 +219,41 @@ fn mistyped(conn: &Connection) -> StoreResult<Vec<IntegrityFinding>> {
         }
     }
     found.extend(per_run.into_iter().map(|(run, reasons)| IntegrityFinding::run(&run, reasons.join("; "))));
+    Ok(found)
+}
+
+/// The epoch a genesis was minted at: `<run>@<ms>#e<epoch>` (an unleased run's `#<n>` names none).
+fn genesis_epoch(genesis: &str) -> Option<i64> {
+    genesis.rsplit_once("#e").and_then(|(_, epoch)| epoch.parse().ok())
+}
+
+/// Runs whose epoch high-water (the `epochs` row an acquire adds one to) is below an epoch the
+/// file records for them elsewhere: a lease row's, or the genesis of their meta. A repair's
+/// acquire would grant that epoch, or one below it, again (contracts L4): such a run's rows are
+/// not trusted.
+fn epochs_behind(conn: &Connection, genesis: &BTreeMap<String, i64>) -> StoreResult<Vec<(String, String)>> {
+    let sql = |e| sql_error(Op::Load, None, e);
+    let mut statement = conn.prepare("SELECT run_id, epoch FROM epochs").map_err(sql)?;
+    let high: BTreeMap<String, i64> =
+        statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(sql)?.collect::<Result<_, _>>().map_err(sql)?;
+    let mut statement = conn.prepare("SELECT run_id, epoch FROM leases ORDER BY run_id").map_err(sql)?;
+    let leases: Vec<(String, i64)> =
+        statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).map_err(sql)?.collect::<Result<_, _>>().map_err(sql)?;
+    let recorded = leases
+        .iter()
+        .map(|(run, epoch)| (run, *epoch, "its lease row"))
+        .chain(genesis.iter().map(|(run, epoch)| (run, *epoch, "its meta's genesis")));
+    let mut found = Vec::new();
+    for (run, epoch, source) in recorded {
+        let water = high.get(run).copied();
+        if water.is_none_or(|w| w < epoch) {
+            let water = water.map_or("no epochs row".to_owned(), |w| format!("the epochs row's {w}"));
+            found.push((
+                run.clone(),
+                format!("{source} records epoch {epoch}, above the run's epoch high-water ({water}): an acquire would grant a used epoch"),
+            ));
+        }
+    }
     Ok(found)
 }
 
