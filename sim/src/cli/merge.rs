@@ -47,7 +47,8 @@ pub fn run(args: &Args) -> CmdResult {
     let inputs: Vec<Named> = paths.iter().map(|p| Named::new("the shard report", p)).collect();
     let outputs = super::folder_outputs("--out", &args.out, &["sweep.json", "replay.json", "junit.xml"]);
     fencesim::files::check_distinct(&outputs, &inputs)?;
-    fencesim::files::prepare_folder(&args.out).map_err(|e| anyhow::anyhow!("--out {e}"))?;
+    // Writable (or makeable) now; made only once the merge is accepted, so a refusal leaves none.
+    fencesim::files::check_future_folder(&args.out).map_err(|e| anyhow::anyhow!("--out {e}"))?;
     let mut reports = Vec::with_capacity(paths.len());
     for path in paths {
         let text = fencesim::files::read_input(&path, fencesim::files::MAX_TEXT_BYTES)?;
@@ -71,6 +72,7 @@ pub fn run(args: &Args) -> CmdResult {
         junit = fleet::junit_of(&doc);
     }
     let name = if doc["schema"] == fencesim::report::SWEEP_SCHEMA { "sweep.json" } else { "replay.json" };
+    fencesim::files::prepare_folder(&args.out).map_err(|e| anyhow::anyhow!("--out {e}"))?;
     super::replay::write_reports(&args.out, name, &doc, &junit)?;
     let s = &doc["summary"];
     println!(
