@@ -10,10 +10,11 @@ use fencesim_store::{StoreDefect, StoreDefects};
 use crate::scenario::{Scenario, ScenarioError};
 
 /// `(name, file text)` of every built-in scenario, sorted by name.
-pub const SCENARIOS: [(&str, &str); 11] = [
+pub const SCENARIOS: [(&str, &str); 12] = [
     ("boot-storm", include_str!("../../scenarios/boot-storm.toml")),
     ("client-reattach", include_str!("../../scenarios/client-reattach.toml")),
     ("crash-between-journal-and-meta", include_str!("../../scenarios/crash-between-journal-and-meta.toml")),
+    ("long-turns", include_str!("../../scenarios/long-turns.toml")),
     ("mid-call-takeover", include_str!("../../scenarios/mid-call-takeover.toml")),
     ("skewed-clocks", include_str!("../../scenarios/skewed-clocks.toml")),
     ("stale-checkpoint", include_str!("../../scenarios/stale-checkpoint.toml")),
