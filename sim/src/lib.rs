@@ -19,6 +19,7 @@ pub mod killpoints;
 pub mod killpoints_real;
 pub mod mutants;
 pub mod node;
+pub mod pace;
 pub use fencesim_oracle as oracle;
 pub mod planfile;
 pub mod probes;

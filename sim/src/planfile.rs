@@ -47,7 +47,7 @@ pub struct Settings {
 }
 
 impl Settings {
-    fn of(w: &WorldShape) -> Self {
+    pub fn of(w: &WorldShape) -> Self {
         Self {
             fault_ms: w.fault_ms,
             liveness_ms: w.liveness_ms,
@@ -348,6 +348,30 @@ fn at<T>(s: &Spanned<T>) -> usize {
 }
 
 impl Doc {
+    /// As a scenario's: the plan's world judgeable in sane virtual time (`crate::pace`), the
+    /// error at the line of its largest term, and as many polls as a scenario may make over
+    /// fault_ms and that liveness window.
+    fn check_pace(&self, plan: &Plan, settings: &Settings) -> Result<(), Bad> {
+        let w = &self.world;
+        let pace = crate::pace::Pace::of_plan(plan, settings);
+        if let Err((term, message)) = pace.check() {
+            let line = match (term.section, term.key) {
+                ("world", "call_ms") => w.call_ms.as_ref().map(at),
+                ("world", "tool_ms") => w.tool_ms.as_ref().map(at),
+                ("world", "ttl_ms") => Some(at(&w.ttl_ms)),
+                ("world", "poll_ms") => Some(at(&w.poll_ms)),
+                ("world", "operator_ms") => w.operator_ms.as_ref().map(at),
+                ("world", "start_ms") => self.runs.iter().max_by_key(|r| r.get_ref().start_ms).map(at),
+                (kind, _) => self.faults.get(kind).map(at),
+            };
+            return Err((line.unwrap_or_else(|| at(&w.liveness_ms)), format!("{}: {message}", term.name())));
+        }
+        let workers = u32::try_from(plan.workers.len()).unwrap_or(u32::MAX);
+        crate::scenario::LIMITS
+            .check_polls(workers, settings.fault_ms, pace.window_ms(), plan.poll_ms)
+            .map_err(|message| (at(&w.poll_ms), format!("world.poll_ms: {message}")))
+    }
+
     fn into_plan(self) -> Result<PlanFile, Bad> {
         if self.format.get_ref() != PLAN_FORMAT {
             return Err((at(&self.format), format!("format '{}' is not {PLAN_FORMAT}", self.format.get_ref())));
@@ -430,23 +454,6 @@ impl Doc {
             call_ms: bounded("call_ms", w.call_ms.as_ref(), shape.call_ms, limits.step_ms)?,
             tool_ms: bounded("tool_ms", w.tool_ms.as_ref(), shape.tool_ms, limits.step_ms)?,
         };
-        // Counts too: as many polls as a scenario may make (the workers are the plan's own).
-        let workers_n = u32::try_from(workers.len()).unwrap_or(u32::MAX);
-        limits
-            .check_polls(workers_n, settings.fault_ms, liveness_ms, poll_ms)
-            .map_err(|message| (at(&w.poll_ms), format!("world.poll_ms: {message}")))?;
-        crate::scenario::Limits::check_judgeable(settings.call_ms, settings.tool_ms, ttl_ms, poll_ms, liveness_ms)
-            .map_err(|(key, message)| {
-                let line = match key {
-                    "call_ms" => w.call_ms.as_ref().map_or(at(&w.liveness_ms), at),
-                    "tool_ms" => w.tool_ms.as_ref().map_or(at(&w.liveness_ms), at),
-                    "ttl_ms" => at(&w.ttl_ms),
-                    "poll_ms" => at(&w.poll_ms),
-                    _ => at(&w.liveness_ms),
-                };
-                (line, format!("world.{key}: {message}"))
-            })?;
-
         let clocked = nodes_with_clocks(&workers);
         let mut skews = BTreeMap::new();
         for node in &clocked {
@@ -624,6 +631,7 @@ impl Doc {
         events.sort_by_key(|(at, _)| *at);
 
         let plan = Plan { workers, concurrency, poll_ms, ttl_ms, runs, faults, skews, events };
+        self.check_pace(&plan, &settings)?;
         Ok(PlanFile { scenario: self.scenario, seed, defects, expect, story: self.story, settings, plan })
     }
 }

@@ -185,8 +185,11 @@ pub struct Limits {
     pub stall_factor: f64,
     /// Clock jumps, zombie probes and restarts scheduled over the fault window, all kinds together.
     pub timed_events: u32,
-    /// Worker polls over the whole world (workers x (fault_ms + liveness_ms) / poll_ms).
+    /// Worker polls over the whole world (workers x (fault_ms + liveness window) / poll_ms).
     pub polls: u64,
+    /// Store calls of a world's own pace, each source: its runs' lease renews, the operator's
+    /// audits (`crate::pace::Pace::check`).
+    pub calls: u64,
     /// Runs in one world.
     pub runs: u32,
 }
@@ -199,51 +202,19 @@ impl Limits {
         liveness_ms / 2 + fault_ms
     }
 
-    /// How often `workers` workers polling every `poll_ms` poll over fault_ms + liveness_ms.
-    pub fn polls(workers: u32, fault_ms: u32, liveness_ms: u32, poll_ms: u32) -> u64 {
-        u64::from(workers) * (u64::from(fault_ms) + u64::from(liveness_ms)) / u64::from(poll_ms.max(1))
-    }
-
-    /// A world the liveness checker can judge fairly: one run's own work (up to eight model calls
-    /// and four tools, a lease's ttl to expire and a poll to pick it up) fits inside liveness_ms,
-    /// else a run that is merely slow is reported as stuck. Refused naming the largest term (its
-    /// key, for the line) and what liveness_ms would need. Shared by scenarios and plans.
-    pub fn check_judgeable(
-        call_ms: u32,
-        tool_ms: u32,
-        ttl_ms: u32,
-        poll_ms: u32,
-        liveness_ms: u32,
-    ) -> Result<(), (&'static str, String)> {
-        let terms = [
-            ("call_ms", 8 * u64::from(call_ms)),
-            ("tool_ms", 4 * u64::from(tool_ms)),
-            ("ttl_ms", u64::from(ttl_ms)),
-            ("poll_ms", u64::from(poll_ms)),
-        ];
-        let need: u64 = terms.iter().map(|(_, n)| n).sum();
-        if need > u64::from(liveness_ms) {
-            let key = terms.iter().max_by_key(|(_, n)| *n).map_or("liveness_ms", |(k, _)| k);
-            return Err((
-                key,
-                format!(
-                    "one run of this world may need {need} ms to settle (8 model calls of call_ms {call_ms}, 4 tools \
-                     of tool_ms {tool_ms}, a ttl of {ttl_ms} and a poll of {poll_ms}), more than liveness_ms \
-                     {liveness_ms}: liveness could not judge it fairly; raise liveness_ms to at least {need} or \
-                     shorten {key}"
-                ),
-            ));
-        }
-        Ok(())
+    /// How often `workers` workers polling every `poll_ms` poll over fault_ms and the liveness
+    /// window after it (`crate::pace::Pace::window_ms`).
+    pub fn polls(workers: u32, fault_ms: u32, window_ms: u64, poll_ms: u32) -> u64 {
+        u64::from(workers) * (u64::from(fault_ms) + window_ms) / u64::from(poll_ms.max(1))
     }
 
     /// The polls bound, as one message naming what exceeds it.
-    pub fn check_polls(&self, workers: u32, fault_ms: u32, liveness_ms: u32, poll_ms: u32) -> Result<(), String> {
-        let polls = Self::polls(workers, fault_ms, liveness_ms, poll_ms);
+    pub fn check_polls(&self, workers: u32, fault_ms: u32, window_ms: u64, poll_ms: u32) -> Result<(), String> {
+        let polls = Self::polls(workers, fault_ms, window_ms, poll_ms);
         if polls > self.polls {
             return Err(format!(
-                "{workers} workers polling every {poll_ms} ms over fault_ms + liveness_ms would poll {polls} times, \
-                 more than the limit of {}",
+                "{workers} workers polling every {poll_ms} ms over fault_ms and a liveness window of {window_ms} ms \
+                 would poll {polls} times, more than the limit of {}",
                 self.polls
             ));
         }
@@ -281,6 +252,7 @@ pub const LIMITS: Limits = Limits {
     stall_factor: 100.0,
     timed_events: 10_000,
     polls: 1_000_000,
+    calls: 1_000_000,
     runs: 10_000,
 };
 
@@ -672,13 +644,6 @@ impl Scenario {
                 ),
             );
         }
-        if let Err(message) = LIMITS.check_polls(w.workers.1, w.fault_ms, w.liveness_ms, w.poll_ms.0) {
-            return world("poll_ms", message);
-        }
-        if let Err((key, message)) = Limits::check_judgeable(w.call_ms, w.tool_ms, w.ttl_ms, w.poll_ms.1, w.liveness_ms)
-        {
-            return world(key, message);
-        }
         let events = crate::coverage::events();
         if let Some(bad) = self.aims.iter().find(|e| !events.contains(e)) {
             return Err(("", "aims", format!("aims: unknown coverage event '{bad}' (known: {})", events.join(", "))));
@@ -752,6 +717,20 @@ impl Scenario {
                 return fault("expiry", format!("{kind} faults have no lease expiry to aim at; remove it"));
             }
         }
+        self.check_pace()
+    }
+
+    /// The world at its worst must be judgeable in sane virtual time (`crate::pace`), and its
+    /// workers' polls over fault_ms and that liveness window stay within the limit.
+    fn check_pace(&self) -> Result<(), (&'static str, &'static str, String)> {
+        let w = &self.world;
+        let pace = crate::pace::Pace::of_scenario(self);
+        if let Err((term, message)) = pace.check() {
+            return Err((term.section, term.key, format!("{}: {message}", term.name())));
+        }
+        if let Err(message) = LIMITS.check_polls(w.workers.1, w.fault_ms, pace.window_ms(), w.poll_ms.0) {
+            return Err(("world", "poll_ms", format!("world.poll_ms: {message}")));
+        }
         Ok(())
     }
 }
@@ -820,23 +799,28 @@ impl fmt::Display for Span {
 mod tests {
     use super::*;
 
-    /// A world whose runs' own work outlasts its liveness bound cannot be judged fairly (every
-    /// slow run would fail liveness with no defect): `[world] call_ms = 10000` with the default
-    /// liveness_ms is refused at call_ms's line, in a scenario and in a plan alike; the same
-    /// world with room for its runs is accepted.
+    /// A world's liveness window follows from its settings: `call_ms = 10000` (before, refused
+    /// with the default liveness_ms, and before that a false liveness failure) is accepted and
+    /// waits what its runs need; a world whose runs need more than any window may last (four
+    /// runs of eight minute-long calls on one worker) is refused at call_ms's line, in a scenario
+    /// and in a plan alike.
     #[test]
-    fn a_world_too_slow_for_its_liveness_bound_is_refused_with_its_line() {
+    fn a_world_too_slow_for_any_liveness_window_is_refused_with_its_line() {
         let path = Path::new("slow.toml");
-        let text = "description = \"x\"\n[world]\nworkers = 2\nruns = 2\ncall_ms = 10000\n";
-        let e = Scenario::parse(path, text).expect_err("too slow");
-        assert_eq!(e.line, Some(5), "{e}");
-        assert!(e.to_string().contains("world.call_ms: one run of this world may need 83020 ms"), "{e}");
-        let roomy = format!("{text}liveness_ms = 120000\n");
-        let scenario = Scenario::parse(path, &roomy).expect("room enough");
-        let plan = crate::planfile::PlanFile::draw(&scenario, 1, &[]).to_toml();
-        let slow = plan.replacen("liveness_ms = 120000", "liveness_ms = 30000", 1);
-        let e = crate::planfile::PlanFile::parse(Path::new("p.toml"), &slow).expect_err("too slow");
-        let line = slow.lines().position(|l| l.starts_with("call_ms = ")).map(|i| i + 1);
+        let text = "description = \"x\"\n[world]\nworkers = 1\nruns = 4\nrecreate = 0.0\ncall_ms = 10000\n";
+        let slow = Scenario::parse(path, text).expect("judgeable");
+        let pace = crate::pace::Pace::of_scenario(&slow);
+        // Four runs on one slot, eight calls of 10 s each, beside ttls, polls and ticks.
+        assert_eq!(pace.window_ms(), 4 * 8 * 10_000 + 4 * 4 * 5 + 2 * 1_000 + 2 * (2_000 + 1_000) + 1_000);
+        let too_slow = text.replace("call_ms = 10000", "call_ms = 60000");
+        let e = Scenario::parse(path, &too_slow).expect_err("too slow");
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(e.to_string().contains("world.call_ms: after quiescence a correct engine may need 1929080 ms"), "{e}");
+        assert!(e.to_string().contains("liveness could not judge it fairly; shorten world.call_ms"), "{e}");
+        let plan = crate::planfile::PlanFile::draw(&slow, 1, &[]).to_toml();
+        let too_slow = plan.replacen("call_ms = 10000", "call_ms = 60000", 1);
+        let e = crate::planfile::PlanFile::parse(Path::new("p.toml"), &too_slow).expect_err("too slow");
+        let line = too_slow.lines().position(|l| l.starts_with("call_ms = ")).map(|i| i + 1);
         assert_eq!(e.line, line, "{e}");
         assert!(e.to_string().contains("liveness could not judge it fairly"), "{e}");
     }

@@ -256,6 +256,9 @@ struct Restart {
     graceful: bool,
 }
 
+/// How often the client looks at its runs (to start, resolve or recreate them).
+pub(crate) const CLIENT_TICK_MS: u64 = 1000;
+
 async fn sleep_ms(ms: u64) {
     madsim::time::sleep(Duration::from_millis(ms)).await;
 }
@@ -474,7 +477,10 @@ async fn drive(
     let world = &shared.cfg.scenario.world;
     let mut events = shared.plan.events.clone().into_iter().peekable();
     let fault_ms = i64::from(world.fault_ms);
-    let deadline = fault_ms + i64::from(world.liveness_ms);
+    // The liveness window follows from the world's settings (`crate::pace`), never below liveness_ms.
+    let settings = crate::planfile::Settings::of(world);
+    let window = crate::pace::Pace::of_plan(&shared.plan, &settings).window_ms();
+    let deadline = fault_ms.saturating_add(i64::try_from(window).unwrap_or(i64::MAX));
     let tick = 250;
     loop {
         sleep_ms(tick).await;

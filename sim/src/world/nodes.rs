@@ -23,7 +23,7 @@ use fencesim_store::{
 use serde_json::json;
 
 use super::plan::{Applied, Plan, RunPlan};
-use super::{HarnessError, Shared, sleep_ms, zombie_entry, zombie_meta};
+use super::{CLIENT_TICK_MS, HarnessError, Shared, sleep_ms, zombie_entry, zombie_meta};
 use crate::env::{SimClock, SimEnv, elapsed_ms};
 use crate::history::{
     BusyInjector, Disruption, Effect, EffectKind, Event, FailInjector, History, Recorder, SegmentError, SegmentResult,
@@ -247,9 +247,6 @@ impl ClientState {
         self.runs.iter().all(|r| r.started && r.seen && !r.driving && r.resolved && r.recreated)
     }
 }
-
-/// How often the client looks at its runs (to start, resolve or recreate them).
-const CLIENT_TICK_MS: u64 = 1000;
 
 /// The client: starts each run at its time (driving its first segment itself), submits again a
 /// start that never reached the store, resolves suspensions, deletes and recreates settled runs,
