@@ -142,60 +142,55 @@ pub struct Logs {
     pub torn: usize,
 }
 
-impl Logs {
-    /// The logs are exactly those of the writers the record accounts for: a writer's log is
-    /// created before the writer starts, so a missing one was removed, and one nobody accounts
-    /// for was added.
-    fn match_accounts(&self, layout: &Layout, meta: &SoakMeta) -> SoakResult<()> {
-        let listed: BTreeSet<String> = meta.accounts.iter().map(|a| log_name(a.index, a.generation)).collect();
-        if let Some(missing) = listed.iter().find(|name| !self.per_writer.contains_key(*name)) {
-            return Err(SoakError::Record(format!(
-                "writer log {} is missing ({META_FILE} accounts for its writer)",
-                layout.dir.join(missing).display()
-            )));
-        }
-        if let Some(extra) = self.per_writer.keys().find(|name| !listed.contains(*name)) {
-            return Err(SoakError::Record(format!(
-                "writer log {} belongs to no writer {META_FILE} accounts for",
-                layout.dir.join(extra).display()
-            )));
-        }
-        Ok(())
+/// The logs are exactly those of the writers the record accounts for: a writer's log is created
+/// before the writer starts, so a missing one was removed, and one nobody accounts for was added.
+fn match_accounts(names: &BTreeSet<&str>, layout: &Layout, meta: &SoakMeta) -> SoakResult<()> {
+    let listed: BTreeSet<String> = meta.accounts.iter().map(|a| log_name(a.index, a.generation)).collect();
+    if let Some(missing) = listed.iter().find(|name| !names.contains(name.as_str())) {
+        return Err(SoakError::Record(format!(
+            "writer log {} is missing ({META_FILE} accounts for its writer)",
+            layout.dir.join(missing).display()
+        )));
     }
+    if let Some(extra) = names.iter().find(|name| !listed.contains(**name)) {
+        return Err(SoakError::Record(format!(
+            "writer log {} belongs to no writer {META_FILE} accounts for",
+            layout.dir.join(extra).display()
+        )));
+    }
+    Ok(())
 }
 
-pub fn read_logs(layout: &Layout) -> SoakResult<Logs> {
-    let mut per_writer = BTreeMap::new();
-    let mut torn = 0;
+/// Every writer log in the folder, by file name.
+fn log_files(layout: &Layout) -> SoakResult<BTreeMap<String, std::path::PathBuf>> {
+    let mut files = BTreeMap::new();
     let entries =
         std::fs::read_dir(&layout.dir).map_err(SoakError::io(format!("cannot list {}", layout.dir.display())))?;
     for entry in entries {
         let entry = entry.map_err(SoakError::io("cannot list the soak folder"))?;
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.starts_with("writer-") && name.ends_with(".jsonl") {
-            let (lines, torn_last) = read_all(&entry.path())?;
-            torn += usize::from(torn_last);
-            per_writer.insert(name, lines);
+            files.insert(name, entry.path());
         }
     }
+    Ok(files)
+}
+
+pub fn read_logs(layout: &Layout) -> SoakResult<Logs> {
+    let mut per_writer = BTreeMap::new();
+    let mut torn = 0;
+    for (name, path) in log_files(layout)? {
+        let (lines, torn_last) = read_all(&path)?;
+        torn += usize::from(torn_last);
+        per_writer.insert(name, lines);
+    }
     Ok(Logs { per_writer, torn })
-}
-
-/// One call before ordering: its begin, its end if logged.
-struct Pending<'a> {
-    begin: &'a Begin,
-    end: Option<&'a End>,
-}
-
-/// What becomes one history row: a store call, or a payment an engine process logged.
-enum Item<'a> {
-    Call(Pending<'a>),
-    Effect(&'a Effect),
 }
 
 /// The merged history: rows in stamp order, and the protocol events.
 pub struct Merged {
     pub rows: Vec<Row>,
+    /// Every protocol event but `busy` (the busy calls themselves are rows), in stamp order.
     pub events: Vec<Ev>,
     /// Calls whose begin had no end, by node: (row index, surface).
     pub open_calls: Vec<(String, usize)>,
@@ -206,6 +201,91 @@ pub struct Merged {
 /// A payment an engine process logged: its node, its monotonic stamp, what it paid.
 pub type Payment = (String, u64, Effect);
 
+/// A row before ordering: (stamp, tie-break within the node, whether the call has no end, the
+/// row). Calls break ties by their id and payments come after them.
+type Unordered = (u64, (u8, u64), bool, Box<Row>);
+
+/// The rows of a merge before ordering, as each log is read. A row is built as its log is read
+/// (the log's lines are dropped then) and boxed, so ordering moves small tuples; its index, time
+/// and per-lease counter are set once ordered.
+#[derive(Default)]
+struct Gathered {
+    rows: Vec<Unordered>,
+    events: Vec<Ev>,
+    orphan_ends: Vec<(String, u64)>,
+}
+
+impl Gathered {
+    /// Pair one log's begins and ends (a repeated id: the last line of it counts) and keep its
+    /// events, but `busy` ones.
+    fn add_log(&mut self, lines: Vec<Line>) {
+        let mut begins: BTreeMap<(String, u64), Begin> = BTreeMap::new();
+        let mut ends: BTreeMap<(String, u64), End> = BTreeMap::new();
+        for line in lines {
+            match line {
+                Line::Begin(b) => {
+                    begins.insert((b.node.clone(), b.id), b);
+                }
+                Line::End(e) => {
+                    ends.insert((e.node.clone(), e.id), e);
+                }
+                Line::Ev(ev) if ev.kind == "busy" => {}
+                Line::Ev(ev) => self.events.push(ev),
+            }
+        }
+        for (key, end) in &ends {
+            if !begins.contains_key(key) {
+                self.orphan_ends.push((end.node.clone(), end.id));
+            }
+        }
+        for (key, begin) in begins {
+            let end = ends.remove(&key);
+            let stamp = end.as_ref().map_or(begin.mono_ns, |e| e.mono_ns);
+            let (id, open) = (begin.id, end.is_none());
+            if let Some((node, call)) = call_of(begin, end) {
+                let row = Row { index: 0, at_ms: 0, node, event: Event::Call(call) };
+                self.rows.push((stamp, (0, id), open, Box::new(row)));
+            }
+        }
+    }
+
+    fn add_payments(&mut self, payments: &[Payment]) {
+        for (order, (node, stamp, effect)) in (0u64..).zip(payments) {
+            let row = Row { index: 0, at_ms: 0, node: node.clone(), event: Event::Effect(effect.clone()) };
+            self.rows.push((*stamp, (1, order), false, Box::new(row)));
+        }
+    }
+
+    /// The rows in stamp order (ties by node, then within the node), numbered, timed, and each
+    /// call counted within its node's calls under one lease.
+    fn into_merged(mut self, start_mono_ns: u64) -> Merged {
+        self.rows.sort_by(|a, b| (a.0, a.3.node.as_str(), a.1).cmp(&(b.0, b.3.node.as_str(), b.1)));
+        self.events.sort_by_key(|e| e.mono_ns);
+        let mut counters: BTreeMap<(String, RunId, Epoch), u64> = BTreeMap::new();
+        let mut rows = Vec::with_capacity(self.rows.len());
+        let mut open_calls = Vec::new();
+        for (stamp, _, open, row) in self.rows {
+            let mut row = *row;
+            row.index = rows.len();
+            row.at_ms = i64::try_from(stamp.saturating_sub(start_mono_ns) / 1_000_000).unwrap_or(i64::MAX);
+            if let Event::Call(call) = &mut row.event {
+                if let Some(l) = &call.lease
+                    && call.surface != Surface::Acquire
+                {
+                    let c = counters.entry((row.node.clone(), l.run.clone(), l.epoch)).or_default();
+                    *c += 1;
+                    call.counter = *c;
+                }
+                if open {
+                    open_calls.push((row.node.clone(), row.index));
+                }
+            }
+            rows.push(row);
+        }
+        Merged { rows, events: self.events, open_calls, orphan_ends: self.orphan_ends }
+    }
+}
+
 pub fn merge(logs: &Logs, start_mono_ns: u64) -> Merged {
     merge_with_effects(logs, &[], start_mono_ns)
 }
@@ -213,94 +293,56 @@ pub fn merge(logs: &Logs, start_mono_ns: u64) -> Merged {
 /// [`merge`], with the payments of engine processes interleaved by their stamps, so the oracle's
 /// `repay-bound` and `renew-loss` judge them against the calls around them.
 pub fn merge_with_effects(logs: &Logs, payments: &[Payment], start_mono_ns: u64) -> Merged {
-    // (stamp, node, tie-break within the node, item): calls by their id, payments after them.
-    let mut items: Vec<(u64, &str, (u8, u64), Item)> = Vec::new();
-    let mut events = Vec::new();
-    let mut orphan_ends = Vec::new();
+    let mut gathered = Gathered::default();
     for lines in logs.per_writer.values() {
-        let mut begins: BTreeMap<(&str, u64), &Begin> = BTreeMap::new();
-        let mut ends: BTreeMap<(&str, u64), &End> = BTreeMap::new();
-        for line in lines {
-            match line {
-                Line::Begin(b) => {
-                    begins.insert((b.node.as_str(), b.id), b);
-                }
-                Line::End(e) => {
-                    ends.insert((e.node.as_str(), e.id), e);
-                }
-                Line::Ev(ev) => events.push(ev.clone()),
-            }
-        }
-        for (key, end) in &ends {
-            if !begins.contains_key(key) {
-                orphan_ends.push((end.node.clone(), end.id));
-            }
-        }
-        for (key, begin) in begins {
-            let end = ends.get(&key).copied();
-            let stamp = end.map_or(begin.mono_ns, |e| e.mono_ns);
-            items.push((stamp, begin.node.as_str(), (0, begin.id), Item::Call(Pending { begin, end })));
-        }
+        gathered.add_log(lines.clone());
     }
-    for (order, (node, stamp, effect)) in (0u64..).zip(payments) {
-        items.push((*stamp, node.as_str(), (1, order), Item::Effect(effect)));
-    }
-    items.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
-    events.sort_by_key(|e| e.mono_ns);
-    let mut counters: BTreeMap<(String, RunId, Epoch), u64> = BTreeMap::new();
-    let mut rows = Vec::with_capacity(items.len());
-    let mut open_calls = Vec::new();
-    for (stamp, node, _, item) in items {
-        let at_ms = i64::try_from(stamp.saturating_sub(start_mono_ns) / 1_000_000).unwrap_or(i64::MAX);
-        let event = match item {
-            Item::Effect(effect) => Event::Effect(effect.clone()),
-            Item::Call(Pending { begin, end }) => {
-                let Some(call) = call_of(begin, end, &mut counters) else { continue };
-                if end.is_none() {
-                    open_calls.push((begin.node.clone(), rows.len()));
-                }
-                Event::Call(call)
-            }
-        };
-        rows.push(Row { index: rows.len(), at_ms, node: node.to_owned(), event });
-    }
-    Merged { rows, events, open_calls, orphan_ends }
+    gathered.add_payments(payments);
+    gathered.into_merged(start_mono_ns)
 }
 
-/// The oracle's call for a logged begin and its end (none for a surface the oracle does not
-/// know); `counters` numbers each node's calls under one lease.
-fn call_of(begin: &Begin, end: Option<&End>, counters: &mut BTreeMap<(String, RunId, Epoch), u64>) -> Option<Call> {
-    let surface = surface_of(&begin.surface)?;
-    let payload = match &begin.payload {
-        LogPayload::None => Payload::None,
-        LogPayload::Entry(e) => Payload::Entry(e.clone()),
-        LogPayload::Meta(m) => Payload::Meta(m.clone()),
-        LogPayload::Blob(hex) => Payload::Blob(from_hex(hex).unwrap_or_default()),
-    };
-    let outcome = end.map_or(CallOutcome::Indeterminate, |e| outcome_of(&e.outcome));
-    let lease = match surface {
-        Surface::Acquire => end.and_then(|e| e.granted.clone()),
-        _ => begin.lease.clone(),
-    };
-    let mut counter = 0;
-    if let Some(l) = &lease
-        && surface != Surface::Acquire
-    {
-        let c = counters.entry((begin.node.clone(), l.run.clone(), l.epoch)).or_default();
-        *c += 1;
-        counter = *c;
+/// [`merge`] of the logs `files` names, read one at a time: the judge of a release storm holds
+/// its rows, never every parsed line of every log as well (that doubled the referee's peak RSS).
+/// Also returns how many logs end in a torn line.
+fn merge_files(files: &BTreeMap<String, std::path::PathBuf>, start_mono_ns: u64) -> SoakResult<(Merged, usize)> {
+    let mut gathered = Gathered::default();
+    let mut torn = 0;
+    for path in files.values() {
+        let (lines, torn_last) = read_all(path)?;
+        torn += usize::from(torn_last);
+        gathered.add_log(lines);
     }
-    Some(Call {
-        clock_ms: end.map_or(begin.clock_ms, |e| e.clock_ms),
+    Ok((gathered.into_merged(start_mono_ns), torn))
+}
+
+/// The oracle's call for a logged begin and its end, with the calling node (none for a surface
+/// the oracle does not know). Its per-lease counter is set once the calls are ordered.
+fn call_of(begin: Begin, end: Option<End>) -> Option<(String, Call)> {
+    let surface = surface_of(&begin.surface)?;
+    let payload = match begin.payload {
+        LogPayload::None => Payload::None,
+        LogPayload::Entry(e) => Payload::Entry(e),
+        LogPayload::Meta(m) => Payload::Meta(m),
+        LogPayload::Blob(hex) => Payload::Blob(from_hex(&hex).unwrap_or_default()),
+    };
+    let outcome = end.as_ref().map_or(CallOutcome::Indeterminate, |e| outcome_of(&e.outcome));
+    let clock_ms = end.as_ref().map_or(begin.clock_ms, |e| e.clock_ms);
+    let lease = match surface {
+        Surface::Acquire => end.and_then(|e| e.granted),
+        _ => begin.lease,
+    };
+    let call = Call {
+        clock_ms,
         lease,
-        owner: begin.owner.clone(),
-        counter,
+        owner: begin.owner,
+        counter: 0,
         surface,
-        run: begin.run.clone(),
-        blob_ref: begin.blob_ref.clone(),
+        run: begin.run,
+        blob_ref: begin.blob_ref,
         payload,
         outcome,
-    })
+    };
+    Some((begin.node, call))
 }
 
 /// The soak's database through a read-only store: the judge never writes to what it judges.
@@ -340,9 +382,9 @@ fn cap_per_checker(findings: Vec<Finding>) -> Vec<Finding> {
 /// Judge a finished soak folder.
 pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row>)> {
     meta.check()?;
-    let logs = read_logs(layout)?;
-    logs.match_accounts(layout, meta)?;
-    let merged = merge(&logs, meta.start_mono_ns);
+    let files = log_files(layout)?;
+    match_accounts(&files.keys().map(String::as_str).collect(), layout, meta)?;
+    let (merged, torn) = merge_files(&files, meta.start_mono_ns)?;
     let rows = merged.rows;
     let store = open_read_only(&layout.db())?;
     let integrity = integrity_check(&store)?;
@@ -471,7 +513,7 @@ pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row
         journal_entries: journal.len(),
         integrity,
         findings,
-        torn_lines: logs.torn,
+        torn_lines: torn,
     };
     Ok((judgement, rows))
 }
