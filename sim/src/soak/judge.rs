@@ -201,21 +201,32 @@ pub struct Merged {
 /// A payment an engine process logged: its node, its monotonic stamp, what it paid.
 pub type Payment = (String, u64, Effect);
 
-/// A row before ordering: (stamp, tie-break within the node, whether the call has no end, the
-/// row). Calls break ties by their id and payments come after them.
-type Unordered = (u64, (u8, u64), bool, Box<Row>);
-
-/// The rows of a merge before ordering, as each log is read. A row is built as its log is read
-/// (the log's lines are dropped then) and boxed, so ordering moves small tuples; its index, time
-/// and per-lease counter are set once ordered.
+/// The rows of a merge before ordering, as each log is read (its lines are dropped then). Until
+/// ordered, a row keeps its monotonic stamp in `at_ms` and its tie-break within its node in
+/// `index` (a call's id; a payment's order, after the calls); ordering sorts positions, then moves
+/// each row once, and sets its index, time and per-lease counter.
 #[derive(Default)]
 struct Gathered {
-    rows: Vec<Unordered>,
+    rows: Vec<Row>,
     events: Vec<Ev>,
     orphan_ends: Vec<(String, u64)>,
 }
 
+/// A row's place before ordering: stamp, node, calls before payments, tie-break.
+fn order_key(row: &Row) -> (i64, &str, bool, usize) {
+    (row.at_ms, row.node.as_str(), matches!(row.event, Event::Effect(_)), row.index)
+}
+
+fn waiting(stamp: u64, tie: u64, node: String, event: Event) -> Row {
+    let at_ms = i64::try_from(stamp).unwrap_or(i64::MAX);
+    Row { index: usize::try_from(tie).unwrap_or(usize::MAX), at_ms, node, event }
+}
+
 impl Gathered {
+    fn with_capacity(rows: usize) -> Self {
+        Self { rows: Vec::with_capacity(rows), ..Self::default() }
+    }
+
     /// Pair one log's begins and ends (a repeated id: the last line of it counts) and keep its
     /// events, but `busy` ones.
     fn add_log(&mut self, lines: Vec<Line>) {
@@ -241,48 +252,63 @@ impl Gathered {
         for (key, begin) in begins {
             let end = ends.remove(&key);
             let stamp = end.as_ref().map_or(begin.mono_ns, |e| e.mono_ns);
-            let (id, open) = (begin.id, end.is_none());
+            let id = begin.id;
             if let Some((node, call)) = call_of(begin, end) {
-                let row = Row { index: 0, at_ms: 0, node, event: Event::Call(call) };
-                self.rows.push((stamp, (0, id), open, Box::new(row)));
+                self.rows.push(waiting(stamp, id, node, Event::Call(call)));
             }
         }
     }
 
     fn add_payments(&mut self, payments: &[Payment]) {
         for (order, (node, stamp, effect)) in (0u64..).zip(payments) {
-            let row = Row { index: 0, at_ms: 0, node: node.clone(), event: Event::Effect(effect.clone()) };
-            self.rows.push((*stamp, (1, order), false, Box::new(row)));
+            self.rows.push(waiting(*stamp, order, node.clone(), Event::Effect(effect.clone())));
         }
     }
 
     /// The rows in stamp order (ties by node, then within the node), numbered, timed, and each
     /// call counted within its node's calls under one lease.
-    fn into_merged(mut self, start_mono_ns: u64) -> Merged {
-        self.rows.sort_by(|a, b| (a.0, a.3.node.as_str(), a.1).cmp(&(b.0, b.3.node.as_str(), b.1)));
-        self.events.sort_by_key(|e| e.mono_ns);
+    fn into_merged(self, start_mono_ns: u64) -> Merged {
+        let Gathered { mut rows, mut events, orphan_ends } = self;
+        let mut order: Vec<usize> = (0..rows.len()).collect();
+        order.sort_by(|a, b| order_key(&rows[*a]).cmp(&order_key(&rows[*b])));
+        permute(&mut rows, order);
+        events.sort_by_key(|e| e.mono_ns);
         let mut counters: BTreeMap<(String, RunId, Epoch), u64> = BTreeMap::new();
-        let mut rows = Vec::with_capacity(self.rows.len());
         let mut open_calls = Vec::new();
-        for (stamp, _, open, row) in self.rows {
-            let mut row = *row;
-            row.index = rows.len();
+        for (index, row) in rows.iter_mut().enumerate() {
+            let stamp = u64::try_from(row.at_ms).unwrap_or(0);
             row.at_ms = i64::try_from(stamp.saturating_sub(start_mono_ns) / 1_000_000).unwrap_or(i64::MAX);
-            if let Event::Call(call) = &mut row.event {
-                if let Some(l) = &call.lease
-                    && call.surface != Surface::Acquire
-                {
-                    let c = counters.entry((row.node.clone(), l.run.clone(), l.epoch)).or_default();
-                    *c += 1;
-                    call.counter = *c;
-                }
-                if open {
-                    open_calls.push((row.node.clone(), row.index));
-                }
+            row.index = index;
+            let Event::Call(call) = &mut row.event else { continue };
+            if let Some(l) = &call.lease
+                && call.surface != Surface::Acquire
+            {
+                let c = counters.entry((row.node.clone(), l.run.clone(), l.epoch)).or_default();
+                *c += 1;
+                call.counter = *c;
             }
-            rows.push(row);
+            // A call is indeterminate exactly when its log has no end for it.
+            if call.outcome == CallOutcome::Indeterminate {
+                open_calls.push((row.node.clone(), index));
+            }
         }
-        Merged { rows, events: self.events, open_calls, orphan_ends: self.orphan_ends }
+        Merged { rows, events, open_calls, orphan_ends }
+    }
+}
+
+/// Reorder `items` in place so that item `i` becomes the one at `order[i]` (a permutation).
+fn permute<T>(items: &mut [T], mut order: Vec<usize>) {
+    const DONE: usize = usize::MAX;
+    for start in 0..items.len() {
+        let mut at = start;
+        while order[at] != DONE {
+            let from = std::mem::replace(&mut order[at], DONE);
+            if from == start {
+                break;
+            }
+            items.swap(at, from);
+            at = from;
+        }
     }
 }
 
@@ -293,7 +319,9 @@ pub fn merge(logs: &Logs, start_mono_ns: u64) -> Merged {
 /// [`merge`], with the payments of engine processes interleaved by their stamps, so the oracle's
 /// `repay-bound` and `renew-loss` judge them against the calls around them.
 pub fn merge_with_effects(logs: &Logs, payments: &[Payment], start_mono_ns: u64) -> Merged {
-    let mut gathered = Gathered::default();
+    let calls: usize =
+        logs.per_writer.values().map(|lines| lines.iter().filter(|l| matches!(l, Line::Begin(_))).count()).sum();
+    let mut gathered = Gathered::with_capacity(calls + payments.len());
     for lines in logs.per_writer.values() {
         gathered.add_log(lines.clone());
     }
@@ -305,7 +333,7 @@ pub fn merge_with_effects(logs: &Logs, payments: &[Payment], start_mono_ns: u64)
 /// its rows, never every parsed line of every log as well (that doubled the referee's peak RSS).
 /// Also returns how many logs end in a torn line.
 fn merge_files(files: &BTreeMap<String, std::path::PathBuf>, start_mono_ns: u64) -> SoakResult<(Merged, usize)> {
-    let mut gathered = Gathered::default();
+    let mut gathered = Gathered::with_capacity(begin_lines(files));
     let mut torn = 0;
     for path in files.values() {
         let (lines, torn_last) = read_all(path)?;
@@ -313,6 +341,14 @@ fn merge_files(files: &BTreeMap<String, std::path::PathBuf>, start_mono_ns: u64)
         gathered.add_log(lines);
     }
     Ok((gathered.into_merged(start_mono_ns), torn))
+}
+
+/// About how many calls `files` log (lines that start as a serialized begin does), so the rows
+/// are allocated once: growing a vector of a release storm's rows by doubling held the old and
+/// the new one at once. Only a capacity: a log it miscounts merges the same.
+fn begin_lines(files: &BTreeMap<String, std::path::PathBuf>) -> usize {
+    let count = |bytes: Vec<u8>| bytes.split(|b| *b == b'\n').filter(|l| l.starts_with(br#"{"t":"begin""#)).count();
+    files.values().filter_map(|path| std::fs::read(path).ok()).map(count).sum()
 }
 
 /// The oracle's call for a logged begin and its end, with the calling node (none for a surface
@@ -582,6 +618,17 @@ mod tests {
             .filter(|v| v.checker == "repay-bound")
             .map(|v| v.to_string())
             .collect()
+    }
+
+    /// The merge moves each row once by a sorted permutation: item i becomes the one at order[i].
+    #[test]
+    fn permute_reorders_in_place_by_an_order_of_positions() {
+        for order in [vec![], vec![0], vec![2, 0, 1], vec![1, 0, 3, 2], vec![3, 4, 0, 2, 1], vec![0, 1, 2]] {
+            let mut items: Vec<usize> = (0..order.len()).map(|i| i * 10).collect();
+            let expected: Vec<usize> = order.iter().map(|i| i * 10).collect();
+            permute(&mut items, order.clone());
+            assert_eq!(items, expected, "{order:?}");
+        }
     }
 
     /// The engine soak's payments reach the oracle in stamp order: a re-pay after a lease lost
