@@ -142,60 +142,55 @@ pub struct Logs {
     pub torn: usize,
 }
 
-impl Logs {
-    /// The logs are exactly those of the writers the record accounts for: a writer's log is
-    /// created before the writer starts, so a missing one was removed, and one nobody accounts
-    /// for was added.
-    fn match_accounts(&self, layout: &Layout, meta: &SoakMeta) -> SoakResult<()> {
-        let listed: BTreeSet<String> = meta.accounts.iter().map(|a| log_name(a.index, a.generation)).collect();
-        if let Some(missing) = listed.iter().find(|name| !self.per_writer.contains_key(*name)) {
-            return Err(SoakError::Record(format!(
-                "writer log {} is missing ({META_FILE} accounts for its writer)",
-                layout.dir.join(missing).display()
-            )));
-        }
-        if let Some(extra) = self.per_writer.keys().find(|name| !listed.contains(*name)) {
-            return Err(SoakError::Record(format!(
-                "writer log {} belongs to no writer {META_FILE} accounts for",
-                layout.dir.join(extra).display()
-            )));
-        }
-        Ok(())
+/// The logs are exactly those of the writers the record accounts for: a writer's log is created
+/// before the writer starts, so a missing one was removed, and one nobody accounts for was added.
+fn match_accounts(names: &BTreeSet<&str>, layout: &Layout, meta: &SoakMeta) -> SoakResult<()> {
+    let listed: BTreeSet<String> = meta.accounts.iter().map(|a| log_name(a.index, a.generation)).collect();
+    if let Some(missing) = listed.iter().find(|name| !names.contains(name.as_str())) {
+        return Err(SoakError::Record(format!(
+            "writer log {} is missing ({META_FILE} accounts for its writer)",
+            layout.dir.join(missing).display()
+        )));
     }
+    if let Some(extra) = names.iter().find(|name| !listed.contains(**name)) {
+        return Err(SoakError::Record(format!(
+            "writer log {} belongs to no writer {META_FILE} accounts for",
+            layout.dir.join(extra).display()
+        )));
+    }
+    Ok(())
 }
 
-pub fn read_logs(layout: &Layout) -> SoakResult<Logs> {
-    let mut per_writer = BTreeMap::new();
-    let mut torn = 0;
+/// Every writer log in the folder, by file name.
+fn log_files(layout: &Layout) -> SoakResult<BTreeMap<String, std::path::PathBuf>> {
+    let mut files = BTreeMap::new();
     let entries =
         std::fs::read_dir(&layout.dir).map_err(SoakError::io(format!("cannot list {}", layout.dir.display())))?;
     for entry in entries {
         let entry = entry.map_err(SoakError::io("cannot list the soak folder"))?;
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.starts_with("writer-") && name.ends_with(".jsonl") {
-            let (lines, torn_last) = read_all(&entry.path())?;
-            torn += usize::from(torn_last);
-            per_writer.insert(name, lines);
+            files.insert(name, entry.path());
         }
     }
+    Ok(files)
+}
+
+pub fn read_logs(layout: &Layout) -> SoakResult<Logs> {
+    let mut per_writer = BTreeMap::new();
+    let mut torn = 0;
+    for (name, path) in log_files(layout)? {
+        let (lines, torn_last) = read_all(&path)?;
+        torn += usize::from(torn_last);
+        per_writer.insert(name, lines);
+    }
     Ok(Logs { per_writer, torn })
-}
-
-/// One call before ordering: its begin, its end if logged.
-struct Pending<'a> {
-    begin: &'a Begin,
-    end: Option<&'a End>,
-}
-
-/// What becomes one history row: a store call, or a payment an engine process logged.
-enum Item<'a> {
-    Call(Pending<'a>),
-    Effect(&'a Effect),
 }
 
 /// The merged history: rows in stamp order, and the protocol events.
 pub struct Merged {
     pub rows: Vec<Row>,
+    /// Every protocol event but `busy` (the busy calls themselves are rows), in stamp order.
     pub events: Vec<Ev>,
     /// Calls whose begin had no end, by node: (row index, surface).
     pub open_calls: Vec<(String, usize)>,
@@ -206,6 +201,117 @@ pub struct Merged {
 /// A payment an engine process logged: its node, its monotonic stamp, what it paid.
 pub type Payment = (String, u64, Effect);
 
+/// The rows of a merge before ordering, as each log is read (its lines are dropped then). Until
+/// ordered, a row keeps its monotonic stamp in `at_ms` and its tie-break within its node in
+/// `index` (a call's id; a payment's order, after the calls); ordering sorts positions, then moves
+/// each row once, and sets its index, time and per-lease counter.
+#[derive(Default)]
+struct Gathered {
+    rows: Vec<Row>,
+    events: Vec<Ev>,
+    orphan_ends: Vec<(String, u64)>,
+}
+
+/// A row's place before ordering: stamp, node, calls before payments, tie-break.
+fn order_key(row: &Row) -> (i64, &str, bool, usize) {
+    (row.at_ms, row.node.as_str(), matches!(row.event, Event::Effect(_)), row.index)
+}
+
+fn waiting(stamp: u64, tie: u64, node: String, event: Event) -> Row {
+    let at_ms = i64::try_from(stamp).unwrap_or(i64::MAX);
+    Row { index: usize::try_from(tie).unwrap_or(usize::MAX), at_ms, node, event }
+}
+
+impl Gathered {
+    fn with_capacity(rows: usize) -> Self {
+        Self { rows: Vec::with_capacity(rows), ..Self::default() }
+    }
+
+    /// Pair one log's begins and ends (a repeated id: the last line of it counts) and keep its
+    /// events, but `busy` ones.
+    fn add_log(&mut self, lines: Vec<Line>) {
+        let mut begins: BTreeMap<(String, u64), Begin> = BTreeMap::new();
+        let mut ends: BTreeMap<(String, u64), End> = BTreeMap::new();
+        for line in lines {
+            match line {
+                Line::Begin(b) => {
+                    begins.insert((b.node.clone(), b.id), b);
+                }
+                Line::End(e) => {
+                    ends.insert((e.node.clone(), e.id), e);
+                }
+                Line::Ev(ev) if ev.kind == "busy" => {}
+                Line::Ev(ev) => self.events.push(ev),
+            }
+        }
+        for (key, end) in &ends {
+            if !begins.contains_key(key) {
+                self.orphan_ends.push((end.node.clone(), end.id));
+            }
+        }
+        for (key, begin) in begins {
+            let end = ends.remove(&key);
+            let stamp = end.as_ref().map_or(begin.mono_ns, |e| e.mono_ns);
+            let id = begin.id;
+            if let Some((node, call)) = call_of(begin, end) {
+                self.rows.push(waiting(stamp, id, node, Event::Call(call)));
+            }
+        }
+    }
+
+    fn add_payments(&mut self, payments: &[Payment]) {
+        for (order, (node, stamp, effect)) in (0u64..).zip(payments) {
+            self.rows.push(waiting(*stamp, order, node.clone(), Event::Effect(effect.clone())));
+        }
+    }
+
+    /// The rows in stamp order (ties by node, then within the node), numbered, timed, and each
+    /// call counted within its node's calls under one lease.
+    fn into_merged(self, start_mono_ns: u64) -> Merged {
+        let Gathered { mut rows, mut events, orphan_ends } = self;
+        let mut order: Vec<usize> = (0..rows.len()).collect();
+        order.sort_by(|a, b| order_key(&rows[*a]).cmp(&order_key(&rows[*b])));
+        permute(&mut rows, order);
+        events.sort_by_key(|e| e.mono_ns);
+        let mut counters: BTreeMap<(String, RunId, Epoch), u64> = BTreeMap::new();
+        let mut open_calls = Vec::new();
+        for (index, row) in rows.iter_mut().enumerate() {
+            let stamp = u64::try_from(row.at_ms).unwrap_or(0);
+            row.at_ms = i64::try_from(stamp.saturating_sub(start_mono_ns) / 1_000_000).unwrap_or(i64::MAX);
+            row.index = index;
+            let Event::Call(call) = &mut row.event else { continue };
+            if let Some(l) = &call.lease
+                && call.surface != Surface::Acquire
+            {
+                let c = counters.entry((row.node.clone(), l.run.clone(), l.epoch)).or_default();
+                *c += 1;
+                call.counter = *c;
+            }
+            // A call is indeterminate exactly when its log has no end for it.
+            if call.outcome == CallOutcome::Indeterminate {
+                open_calls.push((row.node.clone(), index));
+            }
+        }
+        Merged { rows, events, open_calls, orphan_ends }
+    }
+}
+
+/// Reorder `items` in place so that item `i` becomes the one at `order[i]` (a permutation).
+fn permute<T>(items: &mut [T], mut order: Vec<usize>) {
+    const DONE: usize = usize::MAX;
+    for start in 0..items.len() {
+        let mut at = start;
+        while order[at] != DONE {
+            let from = std::mem::replace(&mut order[at], DONE);
+            if from == start {
+                break;
+            }
+            items.swap(at, from);
+            at = from;
+        }
+    }
+}
+
 pub fn merge(logs: &Logs, start_mono_ns: u64) -> Merged {
     merge_with_effects(logs, &[], start_mono_ns)
 }
@@ -213,94 +319,66 @@ pub fn merge(logs: &Logs, start_mono_ns: u64) -> Merged {
 /// [`merge`], with the payments of engine processes interleaved by their stamps, so the oracle's
 /// `repay-bound` and `renew-loss` judge them against the calls around them.
 pub fn merge_with_effects(logs: &Logs, payments: &[Payment], start_mono_ns: u64) -> Merged {
-    // (stamp, node, tie-break within the node, item): calls by their id, payments after them.
-    let mut items: Vec<(u64, &str, (u8, u64), Item)> = Vec::new();
-    let mut events = Vec::new();
-    let mut orphan_ends = Vec::new();
+    let calls: usize =
+        logs.per_writer.values().map(|lines| lines.iter().filter(|l| matches!(l, Line::Begin(_))).count()).sum();
+    let mut gathered = Gathered::with_capacity(calls + payments.len());
     for lines in logs.per_writer.values() {
-        let mut begins: BTreeMap<(&str, u64), &Begin> = BTreeMap::new();
-        let mut ends: BTreeMap<(&str, u64), &End> = BTreeMap::new();
-        for line in lines {
-            match line {
-                Line::Begin(b) => {
-                    begins.insert((b.node.as_str(), b.id), b);
-                }
-                Line::End(e) => {
-                    ends.insert((e.node.as_str(), e.id), e);
-                }
-                Line::Ev(ev) => events.push(ev.clone()),
-            }
-        }
-        for (key, end) in &ends {
-            if !begins.contains_key(key) {
-                orphan_ends.push((end.node.clone(), end.id));
-            }
-        }
-        for (key, begin) in begins {
-            let end = ends.get(&key).copied();
-            let stamp = end.map_or(begin.mono_ns, |e| e.mono_ns);
-            items.push((stamp, begin.node.as_str(), (0, begin.id), Item::Call(Pending { begin, end })));
-        }
+        gathered.add_log(lines.clone());
     }
-    for (order, (node, stamp, effect)) in (0u64..).zip(payments) {
-        items.push((*stamp, node.as_str(), (1, order), Item::Effect(effect)));
-    }
-    items.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
-    events.sort_by_key(|e| e.mono_ns);
-    let mut counters: BTreeMap<(String, RunId, Epoch), u64> = BTreeMap::new();
-    let mut rows = Vec::with_capacity(items.len());
-    let mut open_calls = Vec::new();
-    for (stamp, node, _, item) in items {
-        let at_ms = i64::try_from(stamp.saturating_sub(start_mono_ns) / 1_000_000).unwrap_or(i64::MAX);
-        let event = match item {
-            Item::Effect(effect) => Event::Effect(effect.clone()),
-            Item::Call(Pending { begin, end }) => {
-                let Some(call) = call_of(begin, end, &mut counters) else { continue };
-                if end.is_none() {
-                    open_calls.push((begin.node.clone(), rows.len()));
-                }
-                Event::Call(call)
-            }
-        };
-        rows.push(Row { index: rows.len(), at_ms, node: node.to_owned(), event });
-    }
-    Merged { rows, events, open_calls, orphan_ends }
+    gathered.add_payments(payments);
+    gathered.into_merged(start_mono_ns)
 }
 
-/// The oracle's call for a logged begin and its end (none for a surface the oracle does not
-/// know); `counters` numbers each node's calls under one lease.
-fn call_of(begin: &Begin, end: Option<&End>, counters: &mut BTreeMap<(String, RunId, Epoch), u64>) -> Option<Call> {
-    let surface = surface_of(&begin.surface)?;
-    let payload = match &begin.payload {
-        LogPayload::None => Payload::None,
-        LogPayload::Entry(e) => Payload::Entry(e.clone()),
-        LogPayload::Meta(m) => Payload::Meta(m.clone()),
-        LogPayload::Blob(hex) => Payload::Blob(from_hex(hex).unwrap_or_default()),
-    };
-    let outcome = end.map_or(CallOutcome::Indeterminate, |e| outcome_of(&e.outcome));
-    let lease = match surface {
-        Surface::Acquire => end.and_then(|e| e.granted.clone()),
-        _ => begin.lease.clone(),
-    };
-    let mut counter = 0;
-    if let Some(l) = &lease
-        && surface != Surface::Acquire
-    {
-        let c = counters.entry((begin.node.clone(), l.run.clone(), l.epoch)).or_default();
-        *c += 1;
-        counter = *c;
+/// [`merge`] of the logs `files` names, read one at a time: the judge of a release storm holds
+/// its rows, never every parsed line of every log as well (that doubled the referee's peak RSS).
+/// Also returns how many logs end in a torn line.
+fn merge_files(files: &BTreeMap<String, std::path::PathBuf>, start_mono_ns: u64) -> SoakResult<(Merged, usize)> {
+    let mut gathered = Gathered::with_capacity(begin_lines(files));
+    let mut torn = 0;
+    for path in files.values() {
+        let (lines, torn_last) = read_all(path)?;
+        torn += usize::from(torn_last);
+        gathered.add_log(lines);
     }
-    Some(Call {
-        clock_ms: end.map_or(begin.clock_ms, |e| e.clock_ms),
+    Ok((gathered.into_merged(start_mono_ns), torn))
+}
+
+/// About how many calls `files` log (lines that start as a serialized begin does), so the rows
+/// are allocated once: growing a vector of a release storm's rows by doubling held the old and
+/// the new one at once. Only a capacity: a log it miscounts merges the same.
+fn begin_lines(files: &BTreeMap<String, std::path::PathBuf>) -> usize {
+    let count = |bytes: Vec<u8>| bytes.split(|b| *b == b'\n').filter(|l| l.starts_with(br#"{"t":"begin""#)).count();
+    files.values().filter_map(|path| std::fs::read(path).ok()).map(count).sum()
+}
+
+/// The oracle's call for a logged begin and its end, with the calling node (none for a surface
+/// the oracle does not know). Its per-lease counter is set once the calls are ordered.
+fn call_of(begin: Begin, end: Option<End>) -> Option<(String, Call)> {
+    let surface = surface_of(&begin.surface)?;
+    let payload = match begin.payload {
+        LogPayload::None => Payload::None,
+        LogPayload::Entry(e) => Payload::Entry(e),
+        LogPayload::Meta(m) => Payload::Meta(m),
+        LogPayload::Blob(hex) => Payload::Blob(from_hex(&hex).unwrap_or_default()),
+    };
+    let outcome = end.as_ref().map_or(CallOutcome::Indeterminate, |e| outcome_of(&e.outcome));
+    let clock_ms = end.as_ref().map_or(begin.clock_ms, |e| e.clock_ms);
+    let lease = match surface {
+        Surface::Acquire => end.and_then(|e| e.granted),
+        _ => begin.lease,
+    };
+    let call = Call {
+        clock_ms,
         lease,
-        owner: begin.owner.clone(),
-        counter,
+        owner: begin.owner,
+        counter: 0,
         surface,
-        run: begin.run.clone(),
-        blob_ref: begin.blob_ref.clone(),
+        run: begin.run,
+        blob_ref: begin.blob_ref,
         payload,
         outcome,
-    })
+    };
+    Some((begin.node, call))
 }
 
 /// The soak's database through a read-only store: the judge never writes to what it judges.
@@ -342,9 +420,9 @@ fn cap_per_checker(findings: Vec<Finding>) -> Vec<Finding> {
 /// Judge a finished soak folder.
 pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row>)> {
     meta.check()?;
-    let logs = read_logs(layout)?;
-    logs.match_accounts(layout, meta)?;
-    let merged = merge(&logs, meta.start_mono_ns);
+    let files = log_files(layout)?;
+    match_accounts(&files.keys().map(String::as_str).collect(), layout, meta)?;
+    let (merged, torn) = merge_files(&files, meta.start_mono_ns)?;
     let rows = merged.rows;
     let store = open_read_only(&layout.db())?;
     let integrity = integrity_check(&store)?;
@@ -473,7 +551,7 @@ pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row
         journal_entries: journal.len(),
         integrity,
         findings,
-        torn_lines: logs.torn,
+        torn_lines: torn,
     };
     Ok((judgement, rows))
 }
@@ -542,6 +620,17 @@ mod tests {
             .filter(|v| v.checker == "repay-bound")
             .map(|v| v.to_string())
             .collect()
+    }
+
+    /// The merge moves each row once by a sorted permutation: item i becomes the one at order[i].
+    #[test]
+    fn permute_reorders_in_place_by_an_order_of_positions() {
+        for order in [vec![], vec![0], vec![2, 0, 1], vec![1, 0, 3, 2], vec![3, 4, 0, 2, 1], vec![0, 1, 2]] {
+            let mut items: Vec<usize> = (0..order.len()).map(|i| i * 10).collect();
+            let expected: Vec<usize> = order.iter().map(|i| i * 10).collect();
+            permute(&mut items, order.clone());
+            assert_eq!(items, expected, "{order:?}");
+        }
     }
 
     /// The engine soak's payments reach the oracle in stamp order: a re-pay after a lease lost

@@ -11,7 +11,7 @@
 //! faults, stop, reap, measure), `report` (soak.json and junit.xml, written atomically).
 //!
 //! The OS scheduler is not deterministic: one seed fixes every writer's choices and the referee's
-//! fault schedule, not the interleaving.
+//! fault draws, not the interleaving (nor, so, when and whom a drawn fault hits).
 
 use std::path::PathBuf;
 

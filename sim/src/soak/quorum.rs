@@ -260,6 +260,30 @@ impl Quorum {
         self.floors.iter().find(|(k, _)| k == counter).map_or(0, |(_, v)| *v)
     }
 
+    /// The least share of its floor met (at most 1) over the gated counters not in `except`; 1
+    /// when there are none. The referee paces its gated faults by it.
+    pub fn progress_except(&self, activity: &impl Counters, except: &[&str]) -> f64 {
+        self.floors
+            .iter()
+            .filter(|(k, v)| *v > 0 && !except.contains(&k.as_str()))
+            .map(|(k, v)| (activity.get(k) as f64 / *v as f64).min(1.0))
+            .fold(1.0, f64::min)
+    }
+
+    /// Whether the gated `counter`, counting `in_flight` more on their way, is short of its floor
+    /// and of the share `others + lead` of it (the others' progress, a little ahead).
+    pub fn lags(&self, activity: &impl Counters, counter: &str, in_flight: u64, others: f64, lead: f64) -> bool {
+        let floor = self.floor(counter);
+        let have = activity.get(counter).saturating_add(in_flight);
+        floor > 0 && have < floor && (have as f64) < floor as f64 * (others + lead).min(1.0)
+    }
+
+    /// Whether the quorum gates `counter` and its floor is met.
+    pub fn floor_met(&self, activity: &impl Counters, counter: &str) -> bool {
+        let floor = self.floor(counter);
+        floor > 0 && activity.get(counter) >= floor
+    }
+
     pub fn met(&self, activity: &impl Counters) -> bool {
         self.short(activity).is_empty()
     }
@@ -308,6 +332,30 @@ mod tests {
         a.epochs = 2;
         a.appends = 3;
         assert!(custom.met(&a));
+    }
+
+    /// The referee's pacing of gated faults: behind while short of the others' share (plus the
+    /// lead) counting those in flight, never once met or when not gated.
+    #[test]
+    fn a_gated_fault_lags_the_other_floors_until_it_keeps_pace() {
+        let release = Quorum::release();
+        let faults = ["sigkills_recovered", "sigstop_zombies"];
+        let mut a = Activity::default();
+        assert_eq!(release.progress_except(&a, &faults), 0.0);
+        assert!(release.lags(&a, "sigkills_recovered", 0, 0.0, 0.1), "0 of 100 is behind 10%");
+        assert!(!release.lags(&a, "sigkills_recovered", 10, 0.0, 0.1), "10 in flight keep pace");
+        (a.epochs, a.stale_rejects, a.appends, a.victim_cycles) = (250, 2500, 1000, 100);
+        (a.meta_writes, a.blob_puts, a.blob_deletes, a.live_cross_rejects, a.mid_call_stalls) = (5, 5, 1, 1, 1);
+        assert_eq!(release.progress_except(&a, &faults), 0.5);
+        a.sigkills_recovered = 59;
+        assert!(release.lags(&a, "sigkills_recovered", 0, 0.5, 0.1));
+        assert!(!release.lags(&a, "sigkills_recovered", 1, 0.5, 0.1));
+        a.sigkills_recovered = 100;
+        assert!(!release.lags(&a, "sigkills_recovered", 0, 1.0, 0.1), "met");
+        assert!(release.floor_met(&a, "sigkills_recovered") && !release.floor_met(&a, "sigstop_zombies"));
+        let custom = Quorum::parse("epochs=3").unwrap();
+        assert!(!custom.lags(&Activity::default(), "sigkills_recovered", 0, 0.0, 0.1), "not gated");
+        assert!(!custom.floor_met(&a, "sigkills_recovered"));
     }
 
     /// Quorums no storm of the shape can pass are refused before anything starts.

@@ -1,9 +1,15 @@
 //! The referee: owns one store-level storm. It spawns the writers at once (a real concurrent
-//! boot), tails their logs every 100 ms, injects real faults on a seeded schedule (`SIGSTOP` a
-//! lease holder until another writer takes the run over, then `SIGCONT` it: a zombie whose next
-//! fenced write must be refused; `SIGKILL` a writer anywhere and start a new generation in its
-//! place), keeps the WAL bounded, stops at the quorum or the cap, reaps every writer within one
-//! shared exit deadline, and hands the folder to the judge.
+//! boot), tails their logs every 20 ms, injects real faults from a seeded stream of draws
+//! (`SIGSTOP` a lease holder until another writer takes the run over, then `SIGCONT` it: a
+//! zombie whose next fenced write must be refused; `SIGKILL` a writer anywhere and start a new
+//! generation in its place), keeps the WAL bounded, stops at the quorum or the cap, reaps every
+//! writer within one shared exit deadline, and hands the folder to the judge.
+//!
+//! Pacing: a fault waits on the storm's evidence, not on a timer. Each is drawn at a rate per
+//! 100 ms of storm, and a gated fault that lags the other floors is injected as soon as the storm
+//! allows one (a holder to stop, a writer to kill); a stop is answered within a tick of the
+//! takeover, and a writer stopped while it holds SQLite's write lock (no takeover can come) is
+//! resumed as soon as the other writers' busy calls show it.
 //!
 //! No orphans: writers ask for `SIGKILL` when the referee dies (`PR_SET_PDEATHSIG`, then check
 //! their parent); on `SIGINT`/`SIGTERM`, a panic or an error the referee kills and reaps them
@@ -13,13 +19,11 @@
 //!
 //! Checkpoint policy: SQLite's automatic checkpoints run in the writers as usual (PASSIVE, at
 //! commit), every writer also runs `wal_checkpoint(PASSIVE)` every few tenures, and the referee
-//! runs `wal_checkpoint(TRUNCATE)` on its own connection every tick. That connection keeps
-//! rusqlite's default busy timeout (5 s): a TRUNCATE that a writer's lock blocks waits for it, and
-//! the tick (fault draws, SIGCONTs) waits with it. The fault rates were tuned under that cadence;
-//! with a busy timeout of 0 the checkpoint ran every tick, and its lock contention slowed a
-//! default storm about threefold (4,000-7,000 busy retries against 30-110), so it stays until the
-//! rates are retuned. A stopped writer that holds a read snapshot starves checkpoints only for as
-//! long as it is stopped (bounded), after which the next TRUNCATE resets the WAL.
+//! runs `wal_checkpoint(PASSIVE)` on its own connection every 100 ms, TRUNCATE once the WAL is
+//! over 8 MB. That connection never waits for a lock (busy timeout 0): a TRUNCATE waiting for a
+//! reader holds off every writer, and with a 5 s timeout a reader stopped in its transaction held
+//! the whole storm. A stopped writer that holds a read snapshot only keeps checkpoints from
+//! resetting the WAL while it is stopped (bounded).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -136,6 +140,11 @@ struct Proc {
     holding: Option<i64>,
     /// SIGSTOPped: since when (ms of the storm) and under which epoch.
     stopped: Option<(u64, i64)>,
+    /// Since its SIGSTOP (by the calls begun after it): the other writers' write calls that
+    /// ended busy, and whether one ended otherwise (the write lock was free).
+    stop_mono: u64,
+    busy_since_stop: u32,
+    wrote_since_stop: bool,
     /// SIGCONTed after a takeover: the epoch whose next fenced call must be refused, and when.
     zombie: Option<(i64, u64)>,
     /// Calls begun and not yet ended: id -> (fenced epoch, begin stamp).
@@ -162,6 +171,8 @@ struct Storm {
     wal_peak: u64,
     /// When the fault schedule last drew (ms of the storm).
     last_faults_ms: u64,
+    /// When the referee last checkpointed (ms of the storm).
+    last_checkpoint_ms: Option<u64>,
 }
 
 impl Drop for Storm {
@@ -173,16 +184,35 @@ impl Drop for Storm {
     }
 }
 
-/// The referee's tick: tail the logs, resume taken-over zombies, draw faults, checkpoint.
-const TICK_MS: u64 = 100;
-/// The chance of a SIGSTOP of a holder per tick.
-const STOP_PER_TICK: f64 = 0.6;
+/// The referee's tick: tail the logs, resume taken-over zombies, draw faults. Short, so that a
+/// takeover is answered (SIGCONT) and the next holder found within a few ms of a writer's line:
+/// the faults wait on the storm's evidence, not on the referee's clock.
+const TICK_MS: u64 = 20;
+/// How often the referee checkpoints the WAL from its own connection.
+const CHECKPOINT_MS: u64 = 100;
+/// A WAL this large is truncated (when no lock is in the way) rather than only checkpointed.
+const WAL_TRUNCATE_BYTES: u64 = 8 << 20;
+/// The chance of a SIGSTOP of a holder per 100 ms of storm (whatever the tick's real length).
+const STOP_PER_100MS: f64 = 0.6;
 /// The chance of a SIGKILL of a booted writer per 100 ms of storm, whatever the tick's real length (a
 /// loaded machine stretches ticks: drawn at 0.2 per tick, the release storm's SIGKILLs reached
 /// their floor of 100 only after 96-146 s).
 const KILL_PER_100MS: f64 = 0.35;
-/// Replacements of killed writers that may be booting at once.
-const MAX_BOOTING: usize = 3;
+/// Killed writers whose replacement has not yet recovered (booted and been granted the run) at
+/// once: the storm never runs out of writers that are not booting.
+const MAX_PENDING_RECOVERY: usize = 3;
+/// A gated fault (recovered SIGKILLs, refused SIGSTOP zombies) is behind when its share of its
+/// floor is below the share of the storm's other floors plus this lead; a fault behind is
+/// injected as soon as the storm allows one (a holder to stop, a writer to kill), on top of its
+/// seeded draws, so a fault floor is met with the rest rather than last.
+const FAULT_LEAD: f64 = 0.1;
+/// Busy write calls of other writers, and none that was not, after which a writer stopped
+/// inside a write call is taken to hold SQLite's write lock.
+const STUCK_BUSY: u32 = 3;
+/// A gated fault whose floor is met is drawn at this share of its rate: the storm has the
+/// evidence its quorum asks for, and every further SIGSTOP of a holder (and SIGKILL of one)
+/// holds the run for a ttl (a release storm spent a sixth of its time on faults past their floors).
+const AFTER_FLOOR: f64 = 0.25;
 
 /// The chance over `dt_ms` of an event of chance `per_100ms` per 100 ms.
 fn chance_over(per_100ms: f64, dt_ms: u64) -> f64 {
@@ -190,6 +220,11 @@ fn chance_over(per_100ms: f64, dt_ms: u64) -> f64 {
 }
 
 const FENCED: [&str; 7] = ["append", "put_meta", "delete", "put_blob", "delete_blob", "renew", "release"];
+
+/// Whether a store call of this surface takes SQLite's write lock.
+fn is_write(surface: &str) -> bool {
+    surface == "acquire" || FENCED.contains(&surface)
+}
 
 impl Storm {
     fn spawn(&mut self, index: usize, generation: u32, start_at_ms: Option<i64>, replacement: bool) -> SoakResult<()> {
@@ -240,6 +275,9 @@ impl Storm {
             booted: false,
             signals: Vec::new(),
             rss_kib: 0,
+            stop_mono: 0,
+            busy_since_stop: 0,
+            wrote_since_stop: false,
         });
         Ok(())
     }
@@ -252,7 +290,9 @@ impl Storm {
 
     /// Read every writer's new lines: counters, holders, zombies, recoveries.
     fn observe(&mut self) -> SoakResult<()> {
-        for p in &mut self.procs {
+        // Write calls that ended: (whose, begun at, busy).
+        let mut writes: Vec<(usize, u64, bool)> = Vec::new();
+        for (i, p) in self.procs.iter_mut().enumerate() {
             for line in p.tail.read_new()? {
                 match line {
                     Line::Ev(ev) => {
@@ -279,6 +319,9 @@ impl Storm {
                     }
                     Line::End(e) => {
                         let Some((epoch, begun, surface)) = p.open.remove(&e.id) else { continue };
+                        if is_write(&surface) {
+                            writes.push((i, begun, e.outcome == LogOutcome::Busy));
+                        }
                         if let (Some((zombie_epoch, since)), Some(epoch)) = (p.zombie, epoch)
                             && epoch == zombie_epoch
                             && begun > since
@@ -291,6 +334,14 @@ impl Storm {
                             }
                         }
                     }
+                }
+            }
+        }
+        for (i, begun, busy) in writes {
+            for (j, p) in self.procs.iter_mut().enumerate() {
+                if j != i && p.stopped.is_some() && begun > p.stop_mono {
+                    p.busy_since_stop += u32::from(busy);
+                    p.wrote_since_stop |= !busy;
                 }
             }
         }
@@ -367,79 +418,145 @@ impl Storm {
         self.spawn(p.index, p.generation + 1, None, true)
     }
 
-    /// The seeded fault schedule, one draw per tick.
+    /// The seeded fault schedule, drawn every tick (the same three draws whatever the storm
+    /// does): resume stopped writers, then maybe SIGSTOP a holder and SIGKILL a booted writer, at
+    /// their rates per 100 ms of storm or at once while their floor is behind the storm's.
     fn faults(&mut self) -> SoakResult<()> {
         let now = self.clock.elapsed_ms();
-        let stop_bound = u64::try_from(self.opts.ttl_ms.saturating_mul(6)).unwrap_or(1_500).max(1_500);
-        let max_grant = self.max_grant;
-        for p in &mut self.procs {
-            if let Some((since, epoch)) = p.stopped {
-                let taken_over = max_grant > epoch;
-                if taken_over || now.saturating_sub(since) > stop_bound {
-                    Self::signal(p, Signal::SIGCONT);
-                    p.stopped = None;
-                    p.holding = None;
-                    if taken_over {
-                        p.zombie = Some((epoch, mono_ns()));
-                    }
-                }
-            }
-        }
+        self.resume(now);
         let stop_draw = self.rng.unit_range(0.0, 1.0);
         let kill_draw = self.rng.unit_range(0.0, 1.0);
         let pick = self.rng.next_u64();
         if self.procs.len() < 2 || !self.procs.iter().any(|p| p.booted) {
             return Ok(());
         }
-        // Faults go on while a replacement boots (waiting for every boot held the release storm
-        // to about one SIGKILL a second); only a booted writer is killed, and at most
-        // `MAX_BOOTING` replacements boot at once, so the storm never runs out of writers.
-        let booting = self.procs.iter().filter(|p| !p.booted).count();
         let dt = now.saturating_sub(self.last_faults_ms).clamp(1, 1_000);
         self.last_faults_ms = now;
-        let max_stopped = if self.procs.len() >= 4 { 2 } else { 1 };
-        if stop_draw < STOP_PER_TICK && self.procs.iter().filter(|p| p.stopped.is_some()).count() < max_stopped {
-            // Never a writer already stopped: stopping it again restarted its stop clock, and one
-            // stopped inside a write transaction (a takeover then impossible) stayed stopped for
-            // as long as the draws kept coming, starving the whole storm.
-            let holders: Vec<usize> = (0..self.procs.len())
-                .filter(|i| {
-                    let p = &self.procs[*i];
-                    p.holding.is_some() && p.zombie.is_none() && p.stopped.is_none()
-                })
-                .collect();
-            if let Some(&i) = holders.get((pick % holders.len().max(1) as u64) as usize) {
-                let p = &mut self.procs[i];
-                let epoch = p.holding.unwrap_or(0);
-                Self::signal(p, Signal::SIGSTOP);
-                p.stopped = Some((now, epoch));
-            }
+        let others = self.opts.quorum.progress_except(&self.activity, &["sigkills_recovered", "sigstop_zombies"]);
+        let stopping = self.procs.iter().filter(|p| p.stopped.is_some() || p.zombie.is_some()).count();
+        let stop_rate = self.rate("sigstop_zombies", STOP_PER_100MS);
+        if stop_draw < chance_over(stop_rate, dt) || self.behind("sigstop_zombies", stopping, others) {
+            self.stop_holder(now, pick);
         }
-        if kill_draw < chance_over(KILL_PER_100MS, dt) && booting < MAX_BOOTING {
-            let candidates: Vec<usize> =
-                (0..self.procs.len()).filter(|i| self.procs[*i].stopped.is_none() && self.procs[*i].booted).collect();
-            if let Some(&i) = candidates.get(((pick >> 32) % candidates.len().max(1) as u64) as usize) {
-                self.kill_and_replace(i)?;
-            }
+        let pending = self.procs.iter().filter(|p| p.replacement).count();
+        let kill_rate = self.rate("sigkills_recovered", KILL_PER_100MS);
+        if kill_draw < chance_over(kill_rate, dt) || self.behind("sigkills_recovered", pending, others) {
+            self.kill_one(pick >> 32)?;
         }
         Ok(())
     }
 
-    /// Measure the WAL and checkpoint it (TRUNCATE) from the referee's own connection.
+    /// The chance per 100 ms of the fault `counter`: `base`, or [`AFTER_FLOOR`] of it once the
+    /// quorum gates the counter and its floor is met.
+    fn rate(&self, counter: &str, base: f64) -> f64 {
+        if self.opts.quorum.floor_met(&self.activity, counter) { base * AFTER_FLOOR } else { base }
+    }
+
+    /// Whether the gated fault `counter`, with `in_flight` more on their way, lags the other
+    /// floors (their least share `others`) by more than [`FAULT_LEAD`].
+    fn behind(&self, counter: &str, in_flight: usize, others: f64) -> bool {
+        let in_flight = u64::try_from(in_flight).unwrap_or(u64::MAX);
+        self.opts.quorum.lags(&self.activity, counter, in_flight, others, FAULT_LEAD)
+    }
+
+    /// SIGCONT stopped writers: a zombie once another writer took the run over; without one when
+    /// the stop outlasted its bound, or when it holds SQLite's write lock (so no takeover can
+    /// come): stopped inside a write call while every other writer's write call since ended busy
+    /// ([`STUCK_BUSY`] of them, or none ended for twice the ttl). Before, such a stop held every
+    /// writer for its whole bound of 1.5 s.
+    fn resume(&mut self, now: u64) {
+        let ttl = u64::try_from(self.opts.ttl_ms).unwrap_or(u64::MAX);
+        let stop_bound = ttl.saturating_mul(6).max(1_500);
+        let stuck_ms = ttl.saturating_mul(2).clamp(100, 1_500);
+        let max_grant = self.max_grant;
+        for p in &mut self.procs {
+            let Some((since, epoch)) = p.stopped else { continue };
+            let taken_over = max_grant > epoch;
+            let in_write = p.open.values().any(|(_, _, surface)| is_write(surface));
+            let stuck = in_write
+                && !p.wrote_since_stop
+                && (p.busy_since_stop >= STUCK_BUSY || now.saturating_sub(since) > stuck_ms);
+            if taken_over || stuck || now.saturating_sub(since) > stop_bound {
+                Self::signal(p, Signal::SIGCONT);
+                p.stopped = None;
+                p.holding = None;
+                if taken_over {
+                    p.zombie = Some((epoch, mono_ns()));
+                }
+            }
+        }
+    }
+
+    /// SIGSTOP a holder of the run (never one already stopped or a zombie not yet refused), while
+    /// fewer than two writers (one below four writers) are stopped.
+    fn stop_holder(&mut self, now: u64, pick: u64) {
+        let max_stopped = if self.procs.len() >= 4 { 2 } else { 1 };
+        if self.procs.iter().filter(|p| p.stopped.is_some()).count() >= max_stopped {
+            return;
+        }
+        // Never a writer already stopped: stopping it again restarted its stop clock, and one
+        // stopped inside a write transaction (a takeover then impossible) stayed stopped for as
+        // long as the draws kept coming, starving the whole storm.
+        let holders: Vec<usize> = (0..self.procs.len())
+            .filter(|i| {
+                let p = &self.procs[*i];
+                p.holding.is_some() && p.zombie.is_none() && p.stopped.is_none()
+            })
+            .collect();
+        if let Some(&i) = holders.get((pick % holders.len().max(1) as u64) as usize) {
+            let p = &mut self.procs[i];
+            let epoch = p.holding.unwrap_or(0);
+            Self::signal(p, Signal::SIGSTOP);
+            p.stopped = Some((now, epoch));
+            (p.stop_mono, p.busy_since_stop, p.wrote_since_stop) = (mono_ns(), 0, false);
+        }
+    }
+
+    /// SIGKILL a booted writer that is neither stopped nor a replacement still to recover, and
+    /// start its next generation, while fewer than [`MAX_PENDING_RECOVERY`] replacements are yet
+    /// to recover. Faults go on while replacements boot (waiting for every boot held the release
+    /// storm to about one SIGKILL a second).
+    fn kill_one(&mut self, pick: u64) -> SoakResult<()> {
+        if self.procs.iter().filter(|p| p.replacement).count() >= MAX_PENDING_RECOVERY {
+            return Ok(());
+        }
+        let candidates: Vec<usize> = (0..self.procs.len())
+            .filter(|i| {
+                let p = &self.procs[*i];
+                p.stopped.is_none() && p.booted && !p.replacement
+            })
+            .collect();
+        match candidates.get((pick % candidates.len().max(1) as u64) as usize) {
+            Some(&i) => self.kill_and_replace(i),
+            None => Ok(()),
+        }
+    }
+
+    /// Measure the WAL and, every [`CHECKPOINT_MS`], checkpoint it from the referee's own
+    /// connection: PASSIVE, or TRUNCATE once it is over [`WAL_TRUNCATE_BYTES`]. The connection
+    /// never waits for a lock (busy timeout 0): a TRUNCATE waiting on a reader holds off every
+    /// writer, and with rusqlite's default 5 s timeout a reader stopped inside its transaction
+    /// held the whole storm, the referee's ticks included, for up to 5 s.
     fn wal(&mut self) {
-        if let Ok(meta) = std::fs::metadata(self.layout.wal()) {
-            self.wal_peak = self.wal_peak.max(meta.len());
+        let size = std::fs::metadata(self.layout.wal()).map_or(0, |m| m.len());
+        self.wal_peak = self.wal_peak.max(size);
+        let now = self.clock.elapsed_ms();
+        if self.last_checkpoint_ms.is_some_and(|at| now.saturating_sub(at) < CHECKPOINT_MS) {
+            return;
         }
         if self.checkpointer.is_none() && self.procs.iter().any(|p| p.booted) {
             self.checkpointer = rusqlite::Connection::open_with_flags(
                 self.layout.db(),
                 rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )
-            .ok();
+            .ok()
+            .filter(|conn| conn.busy_timeout(std::time::Duration::ZERO).is_ok());
         }
         if let Some(conn) = &self.checkpointer {
-            // Busy (a writer holds a lock) is fine: the next tick tries again.
-            let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+            self.last_checkpoint_ms = Some(now);
+            let mode = if size > WAL_TRUNCATE_BYTES { "TRUNCATE" } else { "PASSIVE" };
+            // Busy (a writer or reader in the way) is fine: the next checkpoint tries again.
+            let _ = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |_| Ok(()));
         }
     }
 
@@ -518,6 +635,7 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
         checkpointer: None,
         wal_peak: 0,
         last_faults_ms: 0,
+        last_checkpoint_ms: None,
     };
     // Every first-generation writer opens the fresh file at the same instant.
     let start_at = unix_ms() + 150 + 20 * i64::try_from(opts.writers).unwrap_or(0);

@@ -349,7 +349,12 @@ pub fn run(cfg: WriterConfig) -> SoakResult<()> {
         }
     }
     let clock = Arc::new(StampClock::new(cfg.skew_ms));
-    let options = SqliteOptions::file(&cfg.db, clock.clone()).lease_ttl_ms(cfg.ttl_ms).defects(cfg.defects);
+    // No commit waits for the disk (`synchronous=OFF`): the soak's crashes are process deaths
+    // (SIGKILL), which a committed write survives in the OS's cache, never a power loss; with a
+    // sync per commit (5 ms on the development machine, under the write lock) the release storm's
+    // few thousand commits were paced by the disk.
+    let options =
+        SqliteOptions::file(&cfg.db, clock.clone()).lease_ttl_ms(cfg.ttl_ms).defects(cfg.defects).without_fsync();
     let inner = match SqliteStore::open(options) {
         Ok(store) => store,
         Err(e) => {
@@ -385,7 +390,7 @@ pub fn run(cfg: WriterConfig) -> SoakResult<()> {
 }
 
 /// Chance that a tenure ends in a stall past the ttl (then a sweep) rather than a release.
-const STALL_AT_TENURE_END: f64 = 0.3;
+const STALL_AT_TENURE_END: f64 = 0.1;
 
 /// A stall past the ttl: ceil(ttl * 1.4) ms.
 fn stall_ms(ttl_ms: i64) -> u64 {
@@ -473,10 +478,11 @@ impl Writer {
         format!("w{}g{}-e{}-c{}", self.cfg.index, self.cfg.generation, lease.epoch, self.n)
     }
 
+    /// An entry whose fields are flat strings: every JSON object is a map of its own in each
+    /// process that parses the call's log line (the judge held three a logged append, a third
+    /// of a release storm's history).
     fn entry(seq: i64, nonce: &str) -> JournalEntry {
-        JournalEntry::new(seq, "step", "ok")
-            .with("key", json!(format!("soak-{nonce}")))
-            .with("value", json!({ "soak": { "nonce": nonce } }))
+        JournalEntry::new(seq, "step", "ok").with("key", json!(format!("soak-{nonce}"))).with("value", json!(nonce))
     }
 
     fn blob(nonce: &str) -> Vec<u8> {
@@ -590,7 +596,7 @@ impl Writer {
             } else if dice < 0.62 {
                 let mut meta = RunMeta::new(RUN, RunStatus::Running);
                 meta.extra.insert("updatedAt".into(), json!(format!("soak-{nonce}")));
-                meta.extra.insert("soak".into(), json!({ "nonce": nonce }));
+                meta.extra.insert("soak".into(), json!(nonce));
                 ("meta", self.attempt("put_meta", |s| s.put_meta(&meta, Some(&lease))).0)
             } else if dice < 0.68 {
                 let blob_ref = format!("{RUN}/blob-{}", self.rng.below(4));
@@ -648,7 +654,10 @@ impl Writer {
         }
         // A stalled holder keeps the run locked until its lease expires, so the stall share
         // bounds the storm's tenure rate (the reference's 0.5 held the release storm to about
-        // six epochs a second); a third still gives every storm many real expiries.
+        // six epochs a second; at 0.3, with commits no longer waiting for the disk, stalls took
+        // 16 of a loaded release storm's 37 s, and 10 of 30 s at 0.2). A tenth still gives every
+        // storm real expiries of a live holder that knows it stalled, besides those of the
+        // referee's SIGSTOPs (one at least per refused zombie: a holder that does not know).
         if self.rng.chance(STALL_AT_TENURE_END) {
             self.ev_at("stall", "stall", epoch)?;
             sleep_ms(stall_ms(self.cfg.ttl_ms));
