@@ -106,7 +106,7 @@ struct Walk<'s> {
     /// Per step: the seq of its latest running entry or suspension, and whether it finished.
     opened: Vec<Option<Seq>>,
     finished: Vec<bool>,
-    /// A `limit` terminal waiting for a settle to stamp it: (step, seq).
+    /// Steps whose `limit` terminal waits for a settle to stamp it (until then it is rerun live).
     unstamped: Vec<usize>,
     /// The step whose end ended the run (`error`, `cancelled`), if any.
     ended: Option<(usize, String)>,
