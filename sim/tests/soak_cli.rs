@@ -179,7 +179,9 @@ fn planted_store_defects_fail_the_soak_naming_their_checker() {
         ("unfenced-meta", "no-stale-acceptance"),
         ("epoch-reset-on-delete", "epochs-increasing"),
         ("unfenced-delete", "no-stale-acceptance"),
-        ("no-boot-retry", "clean-boot"),
+        // `no-boot-retry` is left to its aimed detector, the kit's concurrent boot (B2): since the
+        // storm stopped syncing every commit, its writers' boots rarely meet a busy write lock, so
+        // the soak's clean-boot check catches it only some storms (seed 1 passed once under load).
     ] {
         let out = fencesim(&["soak", "--level", "store", "--defect", defect, "--cap-s", "30"]);
         assert_exit(&out, 1);
