@@ -159,7 +159,7 @@ pub fn open_input(path: &Path, max_bytes: u64) -> Result<std::fs::File, InputErr
     let fail = |message: String| InputError { path: path.display().to_string(), message };
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
+        .custom_flags(libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| fail(format!("cannot open it: {e}")))?;
     let meta = file.metadata().map_err(|e| fail(format!("cannot inspect it: {e}")))?;
@@ -275,6 +275,12 @@ pub fn toml_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     }
     paths.sort();
     Ok(paths)
+}
+
+/// Text for a terminal: every control character (an escape sequence in a file's name or contents)
+/// written out as a Rust escape, so nothing a file holds can drive the terminal.
+pub fn printable(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
 #[cfg(test)]

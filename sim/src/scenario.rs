@@ -543,7 +543,7 @@ impl Scenario {
         })?;
         // The name is shown on terminals and in reports: a control character in a file's name is
         // written out as an escape (the source keeps the path as it is, to load it again).
-        scenario.name = path.file_stem().map(|s| crate::report::printable(&s.to_string_lossy())).unwrap_or_default();
+        scenario.name = path.file_stem().map(|s| crate::files::printable(&s.to_string_lossy())).unwrap_or_default();
         scenario.source = shown.clone();
         scenario.validate().map_err(|(section, key, message)| fail(line_of(text, section, key), message))?;
         Ok(scenario)

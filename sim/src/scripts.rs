@@ -3,7 +3,7 @@
 
 use fencesim_engine::workflow::{Step, SuspendKind, Workflow};
 
-use crate::oracle::{Script, ScriptStep};
+use fencesim_oracle::{Script, ScriptStep};
 
 /// One workflow as a script.
 pub fn script(workflow: &Workflow) -> Script {

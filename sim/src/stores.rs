@@ -13,7 +13,7 @@
 //! (each worker thread of `sweep`, `replay` and `mutants`), their folder with them, the file's
 //! WAL emptied too: a file world still has a file of its own, real locks between its
 //! connections, its WAL and its checkpoints. An emptied database answers as a fresh one would:
-//! the store's spares tests check the emptying, and `sim/tests/run_cli.rs` that a world on a
+//! the store's spares tests check the emptying, and `sim/cli/tests/run_cli.rs` that a world on a
 //! reused database has the fingerprint of one on a fresh database, memdb and file. A database
 //! still held by a store of an earlier world is never reused ([`Spares::clear`]), nor a folder
 //! the process was told to keep.
@@ -65,6 +65,27 @@ static KEEP_TEMP: AtomicBool = AtomicBool::new(false);
 /// Keep (or, the default, remove) every file world's temporary folder when the world ends.
 pub fn keep_temp_folders(keep: bool) {
     KEEP_TEMP.store(keep, Ordering::Relaxed);
+}
+
+/// A maker of temporary folders: `(prefix, keep)` to a new folder named `<prefix>XXXXXX` that is
+/// removed on drop unless kept.
+pub type TempDirs = fn(prefix: &str, keep: bool) -> std::io::Result<TempDir>;
+
+/// Where file worlds make their folders: set once by a binary that ties folders to its process
+/// (the janitor of `fencesim-real`), else plain `tempfile` folders.
+static TEMP_DIRS: std::sync::OnceLock<TempDirs> = std::sync::OnceLock::new();
+
+/// Make every later file world's folder with `provider` (the first call wins).
+pub fn set_temp_dirs(provider: TempDirs) {
+    let _ = TEMP_DIRS.set(provider);
+}
+
+/// A new temporary folder from the installed provider, or a plain one.
+pub fn temp_dir(prefix: &str, keep: bool) -> std::io::Result<TempDir> {
+    match TEMP_DIRS.get() {
+        Some(provider) => provider(prefix, keep),
+        None => tempfile::Builder::new().prefix(prefix).disable_cleanup(keep).tempdir(),
+    }
 }
 
 thread_local! {
@@ -158,7 +179,7 @@ impl Db {
                 if reusable && let Some((spares, dir)) = reused(&FILE_SPARES, |(spares, _)| spares)? {
                     return Ok(db(spares.location().clone(), Some(dir), Some(spares), true, true));
                 }
-                let dir = crate::janitor::temp_dir("fencesim-world-", KEEP_TEMP.load(Ordering::Relaxed))?;
+                let dir = temp_dir("fencesim-world-", KEEP_TEMP.load(Ordering::Relaxed))?;
                 Ok(db(world_file(&dir), Some(dir), None, reusable, false))
             }
         }

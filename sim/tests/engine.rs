@@ -9,13 +9,13 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use common::{Node, TTL, node, node_with, over, sim, sleep_ms, world};
-use fencesim::env::SimEnv;
-use fencesim::stores::DbKind;
 use fencesim_engine::entries::{self, status};
 use fencesim_engine::{
     Engine, EngineDefects, EngineError, EngineOptions, Fault, Ledger, Ownership, Phase, RealEnv, RunOptions, Site,
     Workflow, Write,
 };
+use fencesim_sim::env::SimEnv;
+use fencesim_sim::stores::DbKind;
 use fencesim_store::{MemoryStore, Op, RunId, RunStatus, Seq, SqliteOptions, SqliteStore, Store, StoreError};
 use serde_json::json;
 

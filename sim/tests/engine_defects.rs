@@ -10,8 +10,6 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use common::{Delay, Node, TTL, delay_once, node, sim, sleep_ms, world};
-use fencesim::env::SimEnv;
-use fencesim::stores::DbKind;
 use fencesim_engine::audit::{self, AuditVerdict};
 use fencesim_engine::checkpoint::Checkpoint;
 use fencesim_engine::entries::{self, status};
@@ -19,6 +17,8 @@ use fencesim_engine::{
     CancelToken, EngineDefect, EngineDefects, EngineError, Fault, Phase, Point, RunOptions, SettleStage, Site,
     Workflow, Write,
 };
+use fencesim_sim::env::SimEnv;
+use fencesim_sim::stores::DbKind;
 use fencesim_store::{Op, RunId, RunStatus, Seq, Store, StoreError};
 
 type Violations = Vec<String>;
@@ -69,7 +69,7 @@ struct Takeover {
 }
 
 async fn takeover(
-    db: &fencesim::stores::Db,
+    db: &fencesim_sim::stores::Db,
     defects: EngineDefects,
     workflow: Workflow,
     when: impl Fn(&Point<'_>) -> bool + 'static,
@@ -230,7 +230,7 @@ fn cancel_mid_call(defects: EngineDefects, db: DbKind) -> Violations {
 /// refused; otherwise it redispatches the in-flight call and pays it twice. The probe is the kill
 /// matrix's detector too (a fenced world cannot reach this defect).
 fn second_segment(defects: EngineDefects, _db: DbKind) -> Violations {
-    fencesim::probes::second_segment(defects).expect("the probe's set-up")
+    fencesim_sim::probes::second_segment(defects).expect("the probe's set-up")
 }
 
 /// Contracts 3.7: a resume whose window between reading and acquiring sees another owner finish
@@ -289,15 +289,15 @@ type Scenario = fn(EngineDefects, DbKind) -> Violations;
 /// settle writes among them; the residue check reports a terminal meta over a journal without a
 /// settle. Only the violations of the residue check count.
 fn kill_points(defects: EngineDefects, db: DbKind) -> Violations {
-    let config = fencesim::killpoints::Config { db, engine_defects: defects, ..Default::default() };
+    let config = fencesim_sim::killpoints::Config { db, engine_defects: defects, ..Default::default() };
     let reports =
-        fencesim::killpoints::run_points(&fencesim::killpoints::table(), &config).expect("the kill points run");
+        fencesim_sim::killpoints::run_points(&fencesim_sim::killpoints::table(), &config).expect("the kill points run");
     reports.into_iter().flat_map(|r| r.violations).filter(|v| v.contains("meta ahead of the journal")).collect()
 }
 
 /// D18: the kill matrix's probe (a recreated generation at the cached length, resolved).
 fn recreated_generation(defects: EngineDefects, _db: DbKind) -> Violations {
-    fencesim::probes::recreated_generation(defects).expect("the probe's set-up")
+    fencesim_sim::probes::recreated_generation(defects).expect("the probe's set-up")
 }
 
 /// A defect the worlds catch: its shipped regression plan (`seeds/regressions/`, the minimal
@@ -305,9 +305,9 @@ fn recreated_generation(defects: EngineDefects, _db: DbKind) -> Violations {
 /// violations of the checker the plan expects.
 fn regression_plan(file: &str, defects: EngineDefects, db: DbKind) -> Violations {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../seeds/regressions").join(file);
-    let plan = fencesim::planfile::PlanFile::load(&path).expect("a shipped regression plan");
+    let plan = fencesim_sim::planfile::PlanFile::load(&path).expect("a shipped regression plan");
     let expect = plan.expect.clone().expect("a regression plan names its checker");
-    let cfg = fencesim::world::WorldConfig {
+    let cfg = fencesim_sim::world::WorldConfig {
         scenario: plan.scenario(&path.display().to_string()),
         seed: plan.seed,
         db,
@@ -315,7 +315,7 @@ fn regression_plan(file: &str, defects: EngineDefects, db: DbKind) -> Violations
         engine_defects: defects,
         keep_db: None,
     };
-    let report = fencesim::world::run(&cfg).expect("the plan's world runs");
+    let report = fencesim_sim::world::run(&cfg).expect("the plan's world runs");
     report.violations.into_iter().filter(|v| v.checker == expect).map(|v| v.explanation).collect()
 }
 

@@ -7,9 +7,6 @@
 
 use std::rc::{Rc, Weak};
 
-use fencesim::env::SimEnv;
-use fencesim::probes::wait_workflow as wait;
-use fencesim::stores::{Db, DbKind};
 use fencesim_engine::audit::{AuditVerdict, audit_run};
 use fencesim_engine::entries;
 use fencesim_engine::worker::skip;
@@ -17,6 +14,9 @@ use fencesim_engine::{
     Engine, EngineDefect, EngineDefects, EngineError, EngineOptions, Fault, Ledger, Outcome, Phase, Point, Retention,
     RunOptions, Site, SweepReport, Worker, WorkerOptions, Workflow, Write,
 };
+use fencesim_sim::env::SimEnv;
+use fencesim_sim::probes::wait_workflow as wait;
+use fencesim_sim::stores::{Db, DbKind};
 use fencesim_store::{Epoch, MemoryStore, RunId, RunStatus, Seq, Store};
 use serde_json::json;
 
@@ -259,12 +259,12 @@ fn d4_retention_without_lease_is_caught_deleting_a_live_run() {
 }
 
 // 4. D18: the suspended-skip cache is keyed by (length, genesis). The set-up is the kill
-// matrix's probe (`fencesim::probes::generations`).
+// matrix's probe (`fencesim_sim::probes::generations`).
 
 #[test]
 fn d18_a_recreated_run_of_the_same_length_is_resumed() {
     sim(4, || async {
-        let facts = fencesim::probes::generations(EngineDefects::NONE).await.expect("set-up");
+        let facts = fencesim_sim::probes::generations(EngineDefects::NONE).await.expect("set-up");
         assert_eq!(facts.first.driven.len(), 1);
         assert_eq!(status_of(&facts.first.driven[0].1), Some(RunStatus::Suspended));
         assert_eq!(facts.second.driven.len(), 1, "{:?}", facts.second);
@@ -279,8 +279,9 @@ fn d18_a_recreated_run_of_the_same_length_is_resumed() {
 #[test]
 fn d18_skip_cache_by_length_is_caught_skipping_the_new_generation_forever() {
     sim(4, || async {
-        let facts =
-            fencesim::probes::generations(EngineDefects::of(&[EngineDefect::SkipCacheByLength])).await.expect("set-up");
+        let facts = fencesim_sim::probes::generations(EngineDefects::of(&[EngineDefect::SkipCacheByLength]))
+            .await
+            .expect("set-up");
         assert_eq!(status_of(&facts.first.driven[0].1), Some(RunStatus::Suspended));
         let skipped = vec![(RunId::new("r-gen"), skip::SUSPENDED_UNCHANGED)];
         assert_eq!(facts.second.skipped, skipped);
@@ -602,14 +603,14 @@ fn slots_drive_runs_at_once_and_retention_is_not_slot_bound() {
         let opts =
             WorkerOptions { concurrency: 2, retention: Some(Retention { keep_ms: 0 }), ..WorkerOptions::default() };
         let worker = worker(&w, vec![Workflow::happy()], opts);
-        let start = fencesim::env::virtual_ms();
+        let start = fencesim_sim::env::virtual_ms();
         let sweeping = spawn_sweep(&worker);
         sleep_ms(500).await;
         // Both slots are busy, and retention already deleted the terminal run.
         assert_eq!(worker.active_runs(), vec![b.clone(), c.clone()]);
         assert!(w.store.get_meta(&done).unwrap().is_none());
         let report = sweeping.await.unwrap().unwrap();
-        let elapsed = fencesim::env::virtual_ms() - start;
+        let elapsed = fencesim_sim::env::virtual_ms() - start;
         assert_eq!(report.retained, vec![done.clone()]);
         assert_eq!(report.driven.iter().map(|(r, _)| r.clone()).collect::<Vec<_>>(), vec![b.clone(), c.clone()]);
         assert!(report.driven.iter().all(|(_, r)| status_of(r) == Some(RunStatus::Ok)));

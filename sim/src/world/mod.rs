@@ -23,10 +23,10 @@ use madsim::task::NodeId;
 use crate::env::{SimClock, elapsed_ms};
 use crate::history::{Disruption, Event, History, Mix, Recorder, Row, Snapshot, lock};
 use crate::node::Node;
-use crate::oracle::{self, OracleConfig, Scope, Violation};
 use crate::rng::Stream;
 use crate::scenario::{FaultKind, Scenario};
 use crate::stores::{Db, DbKind};
+use fencesim_oracle::{self as oracle, OracleConfig, Scope, Violation};
 use plan::{Plan, Scheduled};
 
 /// What to run.

@@ -7,9 +7,9 @@ use std::cell::Cell;
 use std::future::Future;
 use std::rc::Rc;
 
-use fencesim::env::{SimClock, SimEnv};
-use fencesim::stores::{Db, DbKind};
 use fencesim_engine::{Engine, EngineDefects, EngineOptions, Fault, Ledger, Point};
+use fencesim_sim::env::{SimClock, SimEnv};
+use fencesim_sim::stores::{Db, DbKind};
 use fencesim_store::{Store, StoreDefects};
 
 /// The lease ttl of test worlds.

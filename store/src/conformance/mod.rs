@@ -15,7 +15,7 @@
 //! assert!(reports.iter().any(|r| r.id == "L1" && matches!(r.outcome, Outcome::Skip(_))));
 //! ```
 //! A check that no
-//! planted defect can make fail is not yet a check: `sim/tests/conformance_cli.rs` plants each
+//! planted defect can make fail is not yet a check: `sim/cli/tests/conformance_cli.rs` plants each
 //! store defect and requires a named failure.
 
 mod boot;

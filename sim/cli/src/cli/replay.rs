@@ -1,0 +1,479 @@
+//! `fencesim replay CORPUS`: the CI gate over a seed corpus (`seeds/ci.txt`,
+//! `seeds/regressions.txt`). A corpus is one `scenario seed` per line, `#` comments; it is parsed
+//! whole before anything runs, and a malformed line exits 2 naming `FILE:LINE`. Every entry runs
+//! twice, in parallel, and must give the same fingerprint and verdict both times. Prints one line
+//! per failing or nondeterministic entry (with its repro command) and a summary; writes
+//! `replay.json` (schema `reports/replay.schema.json`) and `junit.xml` into the report folder.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use fencesim::fleet::{self, Shard};
+use fencesim::report;
+use fencesim_sim::catalogue;
+use fencesim_sim::files::Named;
+use fencesim_sim::scenario::Scenario;
+use fencesim_sim::stores::DbKind;
+use fencesim_sim::world::{self, WorldConfig, WorldReport};
+use serde_json::{Value, json};
+
+use super::par::{self, Progress, Stopwatch};
+use super::{CmdResult, Verdict};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The corpus: one `scenario seed` per line (a built-in scenario or a path to a `.toml`
+    /// file, relative to the current folder; a u64 seed) or `plan PATH` (a plan file); `#` starts
+    /// a comment. A folder replays every plan file in it (`seeds/regressions/`).
+    corpus: PathBuf,
+    /// The folder `replay.json` and `junit.xml` are written to (created if needed).
+    #[arg(long, value_name = "DIR", default_value = "reports")]
+    report: PathBuf,
+    /// Worlds run at once (default: the machine's cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Every world's database: memdb (fast) or file (a WAL file in a temporary folder, emptied
+    /// for each world).
+    #[arg(long, default_value = "memdb", value_parser = super::parse_db)]
+    db: DbKind,
+    /// Write a failure bundle per failing entry under DIR (see `fencesim run --bundle`).
+    #[arg(long, value_name = "DIR")]
+    bundle: Option<PathBuf>,
+    /// Replay only shard I of N (0-based): the entries whose 0-based index is I modulo N.
+    #[arg(long, value_name = "I/N", value_parser = Shard::parse)]
+    shard: Option<Shard>,
+}
+
+/// One line of a corpus.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// 1-based line number in the corpus file.
+    pub line: usize,
+    /// The scenario as written: a built-in name or a `.toml` path.
+    pub name: String,
+    pub scenario: Scenario,
+    pub seed: u64,
+    /// A plan entry's planted defects, and the checker it must keep failing.
+    pub defects: Vec<fencesim_sim::catalogue::Defect>,
+    pub expect: Option<String>,
+}
+
+/// A corpus that cannot be replayed: the first malformed line, and how many more there are.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}:{line}: {message}{}", if *more == 0 { String::new() } else { format!(" (and {more} more malformed line(s))") })]
+pub struct CorpusError {
+    pub file: String,
+    pub line: usize,
+    pub message: String,
+    pub more: usize,
+}
+
+/// Parse a corpus's text; `file` names it in errors. Every scenario named is loaded (once), so an
+/// unknown scenario or a malformed scenario file is refused here, before anything runs.
+pub fn parse_corpus(file: &str, text: &str) -> Result<Vec<Entry>, CorpusError> {
+    let mut scenarios: BTreeMap<String, Scenario> = BTreeMap::new();
+    let mut entries = Vec::new();
+    let mut errors: Vec<(usize, String)> = Vec::new();
+    for (index, raw) in text.lines().enumerate() {
+        let line = index + 1;
+        let content = raw.split('#').next().unwrap_or_default();
+        let fields: Vec<&str> = content.split_whitespace().collect();
+        let (name, seed) = match fields.as_slice() {
+            [] => continue,
+            ["plan", path] => {
+                match super::plan::entry(line, path) {
+                    Ok(entry) => entries.push(entry),
+                    Err(e) => errors.push((line, format!("bad plan: {e}"))),
+                }
+                continue;
+            }
+            [name, seed] => (*name, *seed),
+            [name] => {
+                errors.push((line, format!("'{name}' has no seed (expected `scenario seed`)")));
+                continue;
+            }
+            [_, _, extra @ ..] => {
+                errors.push((
+                    line,
+                    format!("{} fields, expected 2 (`scenario seed`); extra: '{}'", fields.len(), extra.join(" ")),
+                ));
+                continue;
+            }
+        };
+        let Ok(seed) = seed.parse::<u64>() else {
+            errors.push((line, format!("seed '{seed}' is not a number from 0 to {}", u64::MAX)));
+            continue;
+        };
+        let scenario = match scenarios.get(name) {
+            Some(s) => s.clone(),
+            None => match catalogue::scenario(name) {
+                Ok(s) => {
+                    scenarios.insert(name.to_owned(), s.clone());
+                    s
+                }
+                Err(e) => {
+                    errors.push((line, format!("bad scenario: {e}")));
+                    continue;
+                }
+            },
+        };
+        entries.push(Entry { line, name: name.to_owned(), scenario, seed, defects: Vec::new(), expect: None });
+    }
+    match errors.first() {
+        None => Ok(entries),
+        Some((line, message)) => {
+            Err(CorpusError { file: file.to_owned(), line: *line, message: message.clone(), more: errors.len() - 1 })
+        }
+    }
+}
+
+/// What two runs of one entry concluded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Judgement {
+    Passed,
+    /// Deterministic, with violations.
+    Failed,
+    /// The two runs disagree on the fingerprint or the verdict (whatever either verdict was).
+    Nondeterministic,
+}
+
+pub fn judge(first: &WorldReport, second: &WorldReport) -> Judgement {
+    if first.fingerprint != second.fingerprint || first.passed() != second.passed() {
+        Judgement::Nondeterministic
+    } else if first.passed() {
+        Judgement::Passed
+    } else {
+        Judgement::Failed
+    }
+}
+
+/// Why an entry failed, in one line (empty for a pass).
+pub fn failure_line(first: &WorldReport, second: &WorldReport) -> Option<String> {
+    let verdict = |r: &WorldReport| if r.passed() { "pass" } else { "fail" };
+    match judge(first, second) {
+        Judgement::Passed => None,
+        Judgement::Nondeterministic => Some(format!(
+            "nondeterministic: fingerprints {:016x} vs {:016x}, verdicts {} vs {}",
+            first.fingerprint,
+            second.fingerprint,
+            verdict(first),
+            verdict(second)
+        )),
+        Judgement::Failed => {
+            let v = &first.violations[0];
+            Some(format!("{} violation(s), first {}: {}", first.violations.len(), v.checker, v.explanation))
+        }
+    }
+}
+
+/// One run of an entry, reduced as soon as its world ended: the report without its rows (enough
+/// to judge it), and the JSON and text that needed the rows.
+struct Reduced {
+    report: WorldReport,
+    coverage: BTreeMap<String, u64>,
+    doc: Value,
+    text: String,
+    seconds: f64,
+}
+
+fn reduce(mut report: WorldReport, seconds: f64, ttl_ms: u32) -> Reduced {
+    let coverage = fencesim_sim::coverage::count(&report.rows, i64::from(ttl_ms));
+    let doc = report::world_json(&report, &[]);
+    let text = report::text(&report, &[], false);
+    report.rows = Vec::new();
+    Reduced { report, coverage, doc, text, seconds }
+}
+
+pub fn run(args: &Args) -> CmdResult {
+    let file = args.corpus.display().to_string();
+    // Read (never written) before the outputs are checked against every file it names.
+    let parsed = load_corpus(&args.corpus);
+    let mut inputs = vec![Named::new("the corpus", &args.corpus)];
+    if let Ok(entries) = &parsed {
+        // A scenario or plan file an entry names (a built-in scenario's name is no file).
+        let files = entries.iter().filter(|e| Path::new(&e.name).exists());
+        inputs.extend(files.map(|e| Named::new("a file the corpus names:", &e.name)));
+    }
+    let mut outputs = super::folder_outputs("--report", &args.report, &["replay.json", "junit.xml"]);
+    outputs.extend(args.bundle.iter().map(|d| Named::new("--bundle", d)));
+    fencesim_sim::files::check_distinct(&outputs, &inputs)?;
+    // An earlier run's reports go first: no refusal or harness error below may leave its verdict.
+    fencesim_sim::files::remove_stale(&[&args.report.join("replay.json"), &args.report.join("junit.xml")])?;
+    let jobs = par::jobs(args.jobs)?;
+    let entries = parsed?;
+    anyhow::ensure!(!entries.is_empty(), "{file}: the corpus has no entries");
+    let shard = args.shard.unwrap_or(Shard::ALL);
+    let total = entries.len();
+    // Each entry with its 0-based index in the corpus: its shard, and its place in a merge.
+    let entries: Vec<(usize, Entry)> = entries.into_iter().enumerate().filter(|(i, _)| shard.owns(*i as u64)).collect();
+    if let Some(dir) = &args.bundle {
+        fencesim::bundle::check_root(dir)?;
+    }
+    // Refuse an unwritable report folder before the worlds run, not after.
+    fencesim_sim::files::prepare_folder(&args.report).map_err(|e| anyhow::anyhow!("--report {e}"))?;
+
+    let clock = Stopwatch::start();
+    // Both runs of an entry are separate items (2i and 2i + 1), so with two jobs or more they run
+    // at the same time on different threads. Each is reduced on its thread as soon as it ends.
+    let items = entries.len() as u64 * 2;
+    let progress = Progress::new(format!("replay {file}"), entries.len() * 2);
+    let (mut passed, mut failed, mut nondeterministic) = (0, 0, 0);
+    let mut cases = 0usize;
+    let mut worlds = Vec::with_capacity(entries.len());
+    let mut first_run: Option<Reduced> = None;
+    let mut table = fencesim_sim::coverage::Table::default();
+    let mut error: Option<anyhow::Error> = None;
+    // Lines printed while the worlds run: a reader that went away (`replay ... | true`) must not
+    // stop the replay before its reports are written; the broken pipe is answered after them.
+    let mut out = Lines::default();
+    par::stream(
+        items,
+        jobs,
+        &progress,
+        |i| {
+            let (_, entry) = &entries[(i / 2) as usize];
+            let (engine_defects, store_defects) = fencesim_sim::catalogue::Defect::split(&entry.defects);
+            let cfg = WorldConfig {
+                scenario: entry.scenario.clone(),
+                seed: entry.seed,
+                db: args.db,
+                store_defects,
+                engine_defects,
+                keep_db: None,
+            };
+            let watch = Stopwatch::start();
+            world::run(&cfg).map(|report| reduce(report, watch.seconds(), entry.scenario.world.ttl_ms))
+        },
+        |i, outcome| {
+            let (index, entry) = &entries[(i / 2) as usize];
+            let run = match outcome {
+                Ok(run) => run,
+                Err(e) => {
+                    error = Some(anyhow::Error::new(e).context(format!("{file}:{}", entry.line)));
+                    return false;
+                }
+            };
+            let Some(first) = first_run.take() else {
+                first_run = Some(run);
+                return true;
+            };
+            let second = run;
+            table.add(&first.coverage);
+            // A promoted plan must keep failing its checker; any other entry must pass.
+            let expected = super::plan::expected(entry.expect.as_deref(), &first.report, &second.report);
+            match expected.as_ref().map_or_else(|| judge(&first.report, &second.report), |e| e.0.clone()) {
+                Judgement::Passed => passed += 1,
+                Judgement::Failed => failed += 1,
+                Judgement::Nondeterministic => nondeterministic += 1,
+            }
+            let name = format!("{} {}", entry.name, entry.seed);
+            let seconds = first.seconds + second.seconds;
+            let repro = report::repro(&first.report, &entry.defects);
+            let failure = expected.map_or_else(|| failure_line(&first.report, &second.report), |e| e.1).map(|why| {
+                out.line(&format!("FAIL {name} ({file}:{}): {why}; repro: {repro}", entry.line));
+                if let Some(dir) = args.bundle.as_ref().filter(|_| !first.report.passed()) {
+                    match super::plan::bundle(dir, entry, args.db, first.report.fingerprint) {
+                        Ok(path) => out.line(&format!("  bundle: {}", path.display())),
+                        Err(e) => out.line(&format!("  bundle not written: {e}")),
+                    }
+                }
+                format!("{why}\n{}", first.text)
+            });
+            cases += 1;
+            let mut doc = first.doc;
+            doc["entry"] = json!(name);
+            doc["index"] = json!(index);
+            doc["line"] = json!(entry.line);
+            doc["deterministic"] = json!(judge(&first.report, &second.report) != Judgement::Nondeterministic);
+            doc["rerun_fingerprint"] = json!(format!("{:016x}", second.report.fingerprint));
+            doc["seconds"] = json!(seconds);
+            doc["failure"] = json!(failure);
+            worlds.push(doc);
+            true
+        },
+    );
+    if let Some(e) = error {
+        return Err(e);
+    }
+    let seconds = clock.seconds();
+
+    let verdict = if failed + nondeterministic == 0 { Verdict::Pass } else { Verdict::Fail };
+    let doc = json!({
+        "schema": report::REPLAY_SCHEMA,
+        "corpus": file,
+        "commit": git_commit(),
+        "entries": total,
+        "shard": shard.json(),
+        "summary": {
+            "verdict": if matches!(verdict, Verdict::Pass) { "pass" } else { "fail" },
+            "worlds": worlds.len(),
+            "passed": passed,
+            "failed": failed,
+            "nondeterministic": nondeterministic,
+            "db": args.db.as_str(),
+            "jobs": jobs,
+            "seconds": seconds,
+        },
+        "worlds": worlds,
+        "coverage": table.json(),
+    });
+    write_reports(&args.report, "replay.json", &doc, &fleet::junit_of(&doc))?;
+    if let Some(broken) = out.broken {
+        return Err(broken.into());
+    }
+    print!("{}", table.text(&[]));
+    println!(
+        "replayed {} worlds from {file}: {passed} passed, {failed} failed, {nondeterministic} nondeterministic in {seconds:.2} s",
+        cases
+    );
+    Ok(verdict)
+}
+
+/// A corpus's entries: every plan of a folder, or the lines of a corpus file.
+fn load_corpus(corpus: &Path) -> anyhow::Result<Vec<Entry>> {
+    let file = corpus.display().to_string();
+    if corpus.is_dir() {
+        return super::plan::corpus_dir(corpus);
+    }
+    let text = fencesim_sim::files::read_input(corpus, fencesim_sim::files::MAX_TEXT_BYTES)
+        .map_err(|e| anyhow::anyhow!("cannot read corpus {e}"))?;
+    Ok(parse_corpus(&file, &text)?)
+}
+
+/// Standard output that keeps the first write error (a closed pipe) instead of panicking, and
+/// writes nothing more after it.
+#[derive(Default)]
+struct Lines {
+    broken: Option<std::io::Error>,
+}
+
+impl Lines {
+    fn line(&mut self, text: &str) {
+        use std::io::Write as _;
+        if self.broken.is_none()
+            && let Err(e) = writeln!(std::io::stdout().lock(), "{text}")
+        {
+            self.broken = Some(e);
+        }
+    }
+}
+
+/// Write a report (`name`) and `junit.xml` into `dir`, each atomically.
+pub fn write_reports(dir: &Path, name: &str, doc: &Value, junit: &str) -> anyhow::Result<()> {
+    let json_path = dir.join(name);
+    let text = serde_json::to_string_pretty(doc).with_context(|| format!("cannot encode {name}"))? + "\n";
+    report::write_atomic(&json_path, text.as_bytes())
+        .with_context(|| format!("cannot write {}", json_path.display()))?;
+    let xml_path = dir.join("junit.xml");
+    report::write_atomic(&xml_path, junit.as_bytes())
+        .with_context(|| format!("cannot write {}", xml_path.display()))?;
+    Ok(())
+}
+
+/// The commit of the repository in the current folder, if git is there to say.
+pub fn git_commit() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let commit = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+    (out.status.success() && commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit())).then_some(commit)
+}
+
+#[cfg(test)]
+mod tests {
+    use fencesim_oracle::Violation;
+
+    use super::*;
+
+    fn parse(text: &str) -> Result<Vec<Entry>, CorpusError> {
+        parse_corpus("c.txt", text)
+    }
+
+    fn error(text: &str) -> String {
+        parse(text).map(|e| format!("parsed {} entries", e.len())).unwrap_or_else(|e| e.to_string())
+    }
+
+    #[test]
+    fn comments_blank_lines_and_crlf_are_skipped() {
+        let entries =
+            parse("# header\n\nswarm 1\r\n  boot-storm   18446744073709551615  # trailing\n#x 2\n").expect("parses");
+        let got: Vec<(usize, &str, u64)> = entries.iter().map(|e| (e.line, e.name.as_str(), e.seed)).collect();
+        assert_eq!(got, [(3, "swarm", 1), (4, "boot-storm", u64::MAX)]);
+        assert_eq!(entries[1].scenario.name, "boot-storm");
+        assert!(parse("# nothing yet\n\n").expect("parses").is_empty());
+        assert!(parse("").expect("parses").is_empty());
+    }
+
+    #[test]
+    fn a_malformed_line_is_named_by_file_and_line() {
+        assert!(error("swarm 1\nswarm\n").starts_with("c.txt:2: 'swarm' has no seed"), "{}", error("swarm\n"));
+        assert!(error("swarm x1\n").starts_with("c.txt:1: seed 'x1' is not a number"));
+        assert!(error("swarm -1\n").starts_with("c.txt:1: seed '-1' is not a number"));
+        assert!(error("swarm 18446744073709551616\n").starts_with("c.txt:1: seed '18446744073709551616'"));
+        assert!(error("\nswarm 1 2 3\n").starts_with("c.txt:2: 4 fields, expected 2"), "{}", error("swarm 1 2 3"));
+        let unknown = error("# c\nswam 1\n");
+        assert!(unknown.starts_with("c.txt:2: bad scenario: swam: unknown scenario"), "{unknown}");
+        let missing = error("nowhere/x.toml 1\n");
+        assert!(missing.starts_with("c.txt:1: bad scenario: nowhere/x.toml: cannot read scenario"), "{missing}");
+        assert_eq!(error("swam 1\nswarm\nswarm 1\n"), format!("{} (and 1 more malformed line(s))", error("swam 1")));
+    }
+
+    /// The CI corpus covers every built-in scenario with seeds 1 to 5 at least, and the
+    /// regressions corpus parses (it may be empty).
+    #[test]
+    fn the_shipped_corpora_parse() {
+        let ci =
+            parse_corpus("seeds/ci.txt", include_str!("../../../../seeds/ci.txt")).unwrap_or_else(|e| panic!("{e}"));
+        for (name, _) in catalogue::SCENARIOS {
+            for seed in 1..=5 {
+                assert!(ci.iter().any(|e| e.name == name && e.seed == seed), "seeds/ci.txt lacks {name} {seed}");
+            }
+        }
+        parse_corpus("seeds/regressions.txt", include_str!("../../../../seeds/regressions.txt"))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn world(fingerprint: u64, violations: usize) -> WorldReport {
+        WorldReport {
+            scenario: "swarm".into(),
+            source: "swarm".into(),
+            seed: 3,
+            db: DbKind::Memdb,
+            config: Vec::new(),
+            rows: Vec::new(),
+            violations: (0..violations)
+                .map(|i| Violation {
+                    checker: "liveness",
+                    explanation: format!("run r{i} never settled"),
+                    row: None,
+                    cause: None,
+                })
+                .collect(),
+            fingerprint,
+            counters: Default::default(),
+            settled_early: true,
+        }
+    }
+
+    #[test]
+    fn two_runs_must_agree_on_fingerprint_and_verdict() {
+        assert_eq!(judge(&world(7, 0), &world(7, 0)), Judgement::Passed);
+        assert_eq!(failure_line(&world(7, 0), &world(7, 0)), None);
+        assert_eq!(judge(&world(7, 2), &world(7, 2)), Judgement::Failed);
+        assert_eq!(
+            failure_line(&world(7, 2), &world(7, 2)).as_deref(),
+            Some("2 violation(s), first liveness: run r0 never settled")
+        );
+        assert_eq!(judge(&world(7, 0), &world(8, 0)), Judgement::Nondeterministic);
+        assert_eq!(judge(&world(7, 1), &world(8, 1)), Judgement::Nondeterministic);
+        assert_eq!(judge(&world(7, 0), &world(7, 1)), Judgement::Nondeterministic);
+        assert_eq!(
+            failure_line(&world(7, 0), &world(8, 1)).as_deref(),
+            Some("nondeterministic: fingerprints 0000000000000007 vs 0000000000000008, verdicts pass vs fail")
+        );
+    }
+}

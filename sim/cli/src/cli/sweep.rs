@@ -1,0 +1,242 @@
+//! `fencesim sweep`: many seeds of one scenario in parallel. Prints, for each failing seed in
+//! seed order, its violations' first line and its repro command, then a summary; exit 1 if any
+//! seed failed. Each world is reduced to its summary as soon as it ends, so memory does not grow
+//! with the number of seeds.
+
+use std::path::PathBuf;
+
+use fencesim::fleet::{self, Shard};
+use fencesim::report;
+use fencesim_sim::catalogue::{self, Defect};
+use fencesim_sim::coverage;
+use fencesim_sim::stores::DbKind;
+use fencesim_sim::world::{self, WorldConfig, WorldError};
+use serde_json::json;
+
+use super::par::{self, Progress, Stopwatch};
+use super::{CmdResult, Verdict};
+
+/// The most seeds one sweep may ask for (about a year of one core); more is a typo.
+pub const MAX_SEEDS: u64 = 1_000_000_000;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A built-in scenario or a path to a scenario `.toml` file.
+    #[arg(long, default_value = "swarm")]
+    scenario: String,
+    /// How many seeds to run.
+    #[arg(long, default_value_t = 100)]
+    seeds: u64,
+    /// The first seed.
+    #[arg(long, default_value_t = 1)]
+    start: u64,
+    /// Worlds run at once (default: the machine's cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    #[arg(long, default_value = "memdb", value_parser = super::parse_db)]
+    db: DbKind,
+    /// Plant a store or engine defect (repeatable).
+    #[arg(long = "defect", value_name = "NAME", value_parser = Defect::parse)]
+    defects: Vec<Defect>,
+    /// Run only shard I of N (0-based): the seeds equal to I modulo N.
+    #[arg(long, value_name = "I/N", value_parser = Shard::parse)]
+    shard: Option<Shard>,
+    /// Exit 3 (inconclusive) naming every coverage event the scenario aims at (`aims`) that no
+    /// world produced, when no world failed.
+    #[arg(long)]
+    require_coverage: bool,
+    /// Write `sweep.json` and `junit.xml` into this folder (created if needed).
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+    /// Write a failure bundle per failing seed under DIR (see `fencesim run --bundle`).
+    #[arg(long, value_name = "DIR")]
+    bundle: Option<PathBuf>,
+}
+
+/// What is kept of one world once it ended: a few numbers, and its first violation and repro
+/// when it failed.
+struct Summary {
+    seed: u64,
+    coverage: std::collections::BTreeMap<String, u64>,
+    virtual_ms: i64,
+    fingerprint: u64,
+    failure: Option<(usize, String, String)>,
+}
+
+pub fn run(args: &Args) -> CmdResult {
+    let mut outputs = args.bundle.iter().map(|d| fencesim_sim::files::Named::new("--bundle", d)).collect::<Vec<_>>();
+    if let Some(dir) = &args.report {
+        outputs.extend(super::folder_outputs("--report", dir, &["sweep.json", "junit.xml"]));
+    }
+    let inputs: Vec<_> = super::scenario_file(Some(&args.scenario)).into_iter().collect();
+    // Before the stale reports go: one of them may be the scenario file itself.
+    fencesim_sim::files::check_distinct(&outputs, &inputs)?;
+    if let Some(dir) = &args.report {
+        // An earlier run's reports go first: no refusal or harness error below may leave its verdict.
+        fencesim_sim::files::remove_stale(&[&dir.join("sweep.json"), &dir.join("junit.xml")])?;
+    }
+    anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
+    anyhow::ensure!(args.seeds <= MAX_SEEDS, "--seeds {} is more than the limit of {MAX_SEEDS}", args.seeds);
+    let jobs = par::jobs(args.jobs)?;
+    let end = args.start.checked_add(args.seeds - 1).ok_or_else(|| {
+        anyhow::anyhow!("--start {} + --seeds {} overflows the largest seed {}", args.start, args.seeds, u64::MAX)
+    })?;
+    let scenario = catalogue::scenario(&args.scenario)?;
+    let shard = args.shard.unwrap_or(Shard::ALL);
+    let (first_seed, count) = shard.seeds(args.start, end);
+    if let Some(dir) = &args.bundle {
+        fencesim::bundle::check_root(dir)?;
+    }
+    if let Some(dir) = &args.report {
+        fencesim_sim::files::prepare_folder(dir).map_err(|e| anyhow::anyhow!("--report {e}"))?;
+    }
+    let mut failures = Vec::new();
+    let mut table = coverage::Table::default();
+    let (engine_defects, store_defects) = Defect::split(&args.defects);
+    let clock = Stopwatch::start();
+    let progress = Progress::new(format!("sweep {}", scenario.name), usize::try_from(count).unwrap_or(usize::MAX));
+    let (mut failed, mut errors, mut first_error, mut virtual_ms) = (0u64, 0u64, None::<WorldError>, 0i64);
+    // Bundles that could not be written: a harness error, though their worlds ran and failed.
+    let mut unbundled = Vec::new();
+    par::stream(
+        count,
+        jobs,
+        &progress,
+        |i| {
+            let seed = first_seed + i * shard.count;
+            let cfg = WorldConfig {
+                scenario: scenario.clone(),
+                seed,
+                db: args.db,
+                store_defects,
+                engine_defects,
+                keep_db: None,
+            };
+            // Reduce the world to its summary here, on the worker thread: its rows go now.
+            world::run(&cfg).map(|outcome| Summary {
+                seed,
+                coverage: coverage::count(&outcome.rows, i64::from(scenario.world.ttl_ms)),
+                virtual_ms: outcome.counters.virtual_ms,
+                fingerprint: outcome.fingerprint,
+                failure: outcome.violations.first().map(|first| {
+                    (
+                        outcome.violations.len(),
+                        format!("{}: {}", first.checker, first.explanation),
+                        report::repro(&outcome, &args.defects),
+                    )
+                }),
+            })
+        },
+        |_, summary| {
+            match summary {
+                Err(e) => {
+                    println!("ERROR seed {}: {}", e.seed, e.error);
+                    failures.push(json!({"seed": e.seed, "violations": 0, "first": format!("harness error: {}", e.error), "repro": null}));
+                    errors += 1;
+                    first_error.get_or_insert(e);
+                }
+                Ok(s) => {
+                    virtual_ms += s.virtual_ms;
+                    table.add(&s.coverage);
+                    if let Some((n, first, repro)) = s.failure {
+                        failed += 1;
+                        println!("FAIL seed {}: {n} violation(s), first {first}", s.seed);
+                        println!("  repro: {repro}");
+                        failures.push(json!({"seed": s.seed, "violations": n, "first": first, "repro": repro}));
+                        if let Some(dir) = &args.bundle {
+                            let cfg = WorldConfig {
+                                scenario: scenario.clone(),
+                                seed: s.seed,
+                                db: args.db,
+                                store_defects,
+                                engine_defects,
+                                keep_db: None,
+                            };
+                            match fencesim::bundle::write(dir, &cfg, &args.defects, s.fingerprint) {
+                                Ok(path) => println!("  bundle: {}", path.display()),
+                                Err(e) => {
+                                    println!("ERROR seed {}: bundle not written: {e}", s.seed);
+                                    unbundled.push(format!("seed {}: {e}", s.seed));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            true
+        },
+    );
+    let seconds = clock.seconds();
+    print!("{}", table.text(&scenario.aims));
+    let missing: Vec<&str> = if args.require_coverage { table.missing(&scenario.aims) } else { Vec::new() };
+    // No violation, but not the evidence asked for: neither a pass nor a failure.
+    let inconclusive = !missing.is_empty() && failed == 0 && errors == 0 && unbundled.is_empty();
+    let n = count;
+    let which = if shard == Shard::ALL { String::new() } else { format!(", shard {shard}") };
+    println!(
+        "{}: {n} seeds ({}..={end}{which}) on {} with {jobs} job(s): {} passed, {failed} failed in {seconds:.2} s ({:.1} seeds/s, {:.0}x simulated time)",
+        scenario.name,
+        args.start,
+        args.db.as_str(),
+        n - failed - errors,
+        n as f64 / seconds.max(1e-9),
+        virtual_ms as f64 / 1000.0 / seconds.max(1e-9)
+    );
+    if let Some(dir) = &args.report {
+        let doc = json!({
+            "schema": report::SWEEP_SCHEMA,
+            "commit": super::replay::git_commit(),
+            "scenario": scenario.name,
+            "source": scenario.source,
+            "db": args.db.as_str(),
+            "defects": args.defects.iter().map(|d| d.name()).collect::<Vec<_>>(),
+            "start": args.start,
+            "seeds": args.seeds,
+            "shard": shard.json(),
+            "summary": {
+                // A world that could not run is a harness error, never mistaken for a verdict.
+                "verdict": if errors > 0 || !unbundled.is_empty() {
+                    "error"
+                } else if failed > 0 {
+                    "fail"
+                } else if inconclusive {
+                    "inconclusive"
+                } else {
+                    "pass"
+                },
+                "worlds": n,
+                "passed": n - failed - errors,
+                "failed": failed,
+                "errors": errors,
+                "virtual_ms": virtual_ms,
+                "jobs": jobs,
+                "seconds": seconds,
+            },
+            "failures": failures,
+            "coverage": table.json(),
+            "aims": scenario.aims,
+        });
+        let mut doc = doc;
+        if inconclusive {
+            doc["summary"]["missing_coverage"] = json!(missing);
+        }
+        super::replay::write_reports(dir, "sweep.json", &doc, &fleet::junit_of(&doc))?;
+    }
+    if let Some(first) = first_error {
+        anyhow::bail!("{errors} world(s) could not run; the first: {first}");
+    }
+    if let Some(first) = unbundled.first() {
+        anyhow::bail!("{} bundle(s) could not be written; the first, {first}", unbundled.len());
+    }
+    if !missing.is_empty() {
+        println!("COVERAGE: {} aimed-at event(s) never happened: {}", missing.len(), missing.join(", "));
+    }
+    Ok(if failed > 0 {
+        Verdict::Fail
+    } else if inconclusive {
+        println!("INCONCLUSIVE: no world failed, but the coverage required was not reached");
+        Verdict::Inconclusive
+    } else {
+        Verdict::Pass
+    })
+}

@@ -1,0 +1,609 @@
+//! The engine-level soak (issue 9 section 3, first half), as a library: N real queue-worker
+//! processes (`fencesim_engine::worker`, hidden subcommand `soak-engine-worker`) over one WAL
+//! file drive the built-in workflows, each logging its paid calls and tools to its own effects
+//! log before they go ahead; a client process (`soak-engine-client`) submits the runs, driving
+//! half of them itself; the referee (the caller's process) `SIGKILL`s, `SIGSTOP`s and `SIGCONT`s
+//! workers at moments drawn from a seeded ChaCha stream (`rng.rs`) and restarts the killed ones
+//! under new owner names. At the end it judges the file and the logs: every run settled or
+//! waiting (liveness), seqs contiguous, at most one `run_settle` per segment with nothing after
+//! a terminal one, meta never ahead of the journal, audit consistent after `runs audit --repair`
+//! (run as a real process), and the oracle over the processes' calls with their logged payments
+//! interleaved, whose `repay-bound` allows a dispatch one payment plus one per interrupted tenure
+//! (a crash, a zombie, a lease lost to a failed renew), exactly as it judges a world.
+//!
+//! The OS scheduler is not deterministic: a seed fixes the referee's schedule and the client's
+//! workload, not the interleaving. Processes and folders follow the kill-point suite's rules
+//! (`killpoints_real.rs`): children die with the parent, and the soak's folder is removed on
+//! every exit path unless kept.
+
+#![allow(clippy::disallowed_methods, reason = "the soak runs real processes in wall time")]
+
+use std::cell::RefCell;
+use std::ffi::OsString;
+use std::fs::OpenOptions;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use fencesim_engine::audit::{self, AuditVerdict};
+use fencesim_engine::entries;
+use fencesim_engine::race::join_all;
+use fencesim_engine::{
+    EngineDefects, EngineOptions, Env, Fault, Ledger, Phase, Point, RealEnv, RunOptions, Site, Worker, WorkerOptions,
+    Workflow,
+};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use fencesim_store::{RunFilter, RunId, RunStatus, SqliteOptions, SqliteStore, Store, StoreDefects};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+
+use super::Layout;
+use super::judge::{merge_with_effects, read_logs};
+use super::log::LogFile;
+use super::wall::mono_ns;
+use super::writer::{LoggedStore, StampClock};
+use crate::killpoints::{self, LogLine, RealError, Reaped};
+use crate::proc::signals::Deferral;
+use fencesim_oracle::{self as oracle, OracleConfig, Scope};
+use fencesim_sim::history::{EffectKind, Snapshot};
+use fencesim_sim::rng::Stream;
+
+/// How a soak runs. [`EngineSoakOptions::tiny`] is a few seconds' worth.
+#[derive(Clone, Debug)]
+pub struct EngineSoakOptions {
+    pub workers: u32,
+    pub runs: u32,
+    pub seed: u64,
+    /// Every process's lease ttl.
+    pub ttl_ms: u32,
+    /// Faults are injected during this window from the start.
+    pub fault_ms: u64,
+    /// Mean pause between two faults.
+    pub fault_every_ms: u64,
+    /// Everything must be settled or waiting by this bound, or liveness fails.
+    pub cap_ms: u64,
+    pub engine_defects: EngineDefects,
+    pub store_defects: StoreDefects,
+    /// Keep the database and the logs here instead of a removed temporary folder.
+    pub keep: Option<PathBuf>,
+}
+
+impl EngineSoakOptions {
+    /// Three workers, eight runs, faults for three seconds.
+    pub fn tiny(seed: u64) -> Self {
+        Self {
+            workers: 3,
+            runs: 8,
+            seed,
+            ttl_ms: 500,
+            fault_ms: 3_000,
+            fault_every_ms: 400,
+            cap_ms: 30_000,
+            engine_defects: EngineDefects::NONE,
+            store_defects: StoreDefects::NONE,
+            keep: None,
+        }
+    }
+}
+
+/// What a soak did and found.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct EngineSoakReport {
+    pub seed: u64,
+    /// Runs terminal at the end; `waiting` are suspended on a resolution.
+    pub runs_settled: u32,
+    pub waiting: u32,
+    /// Segments, summed over every run's meta.
+    pub segments: u32,
+    /// Workers SIGKILLed (and restarted).
+    pub crashes: u32,
+    /// Workers SIGSTOPped past the ttl and resumed.
+    pub zombies: u32,
+    pub paid_calls: u32,
+    pub paid_tools: u32,
+    /// Store calls in the merged history the oracle judged, and how many of them are
+    /// indeterminate (their process was SIGKILLed before it learned the outcome).
+    pub calls: u64,
+    pub indeterminate: u32,
+    pub wall_ms: u64,
+    pub violations: Vec<String>,
+}
+
+impl EngineSoakReport {
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// The file in a soak's folder that records what the judge needs to judge it again offline
+/// (`fencesim soak-check DIR` of a folder kept with `--keep DIR`).
+pub const RECORD_FILE: &str = "soak-engine-meta.json";
+
+/// What a finished storm was: the plan's seed and size, the ttl, the shared monotonic start, the
+/// faults the referee injected and every process's effects log (file names in the folder).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineRecord {
+    pub seed: u64,
+    pub workers: u32,
+    pub runs: u32,
+    pub ttl_ms: u32,
+    pub start_mono_ns: u64,
+    pub crashes: u32,
+    pub zombies: u32,
+    pub effects: Vec<String>,
+}
+
+/// Why a soak could not be judged (a harness error, never a pass).
+#[derive(Debug, thiserror::Error)]
+pub enum SoakError {
+    #[error(transparent)]
+    Real(#[from] RealError),
+    #[error(transparent)]
+    Store(#[from] fencesim_store::StoreError),
+    #[error("invalid soak options: {0}")]
+    Options(String),
+    #[error(transparent)]
+    KillPoint(#[from] fencesim_sim::killpoints::KillPointError),
+    #[error(transparent)]
+    Log(#[from] super::SoakError),
+}
+
+/// A process's store: SqliteStore over the soak's file, every call logged (begin and end, one
+/// `write(2)` each) to `writer-<node>.jsonl` beside `effects`, stamped by the in-lock clock
+/// reading, so the judge can merge every process's calls into one history for the oracle.
+fn open_logged(
+    db: &Path,
+    effects: &Path,
+    node: &str,
+    ttl_ms: u32,
+    defects: StoreDefects,
+) -> Result<Rc<dyn Store>, SoakError> {
+    let clock = Arc::new(StampClock::new(0));
+    let options = SqliteOptions::file(db, clock.clone()).lease_ttl_ms(i64::from(ttl_ms)).defects(defects);
+    let inner = SqliteStore::open(options)?;
+    let folder = effects.parent().unwrap_or(Path::new("."));
+    let log = Arc::new(LogFile::open(&folder.join(format!("writer-{node}.jsonl")))?);
+    Ok(Rc::new(LoggedStore::new(inner, clock, log, node.to_owned())))
+}
+
+/// The run ids and workflows of a soak: deterministic from the seed.
+pub fn plan(opts: &EngineSoakOptions) -> Vec<(RunId, Workflow)> {
+    let mut rng = Stream::new(opts.seed).fork("soak-engine/workload");
+    (0..opts.runs)
+        .map(|i| {
+            let name = rng.pick(&Workflow::BUILTIN).copied().unwrap_or("happy");
+            (RunId::new(format!("s{i:03}")), Workflow::builtin(name).unwrap_or_else(Workflow::happy))
+        })
+        .collect()
+}
+
+/// The `Env` of soak processes: real time, and each paid effect logged before it goes ahead.
+/// A client's submit-only segments stop right after their first write (the running meta).
+struct SoakLog {
+    log: std::fs::File,
+    /// Runs the client only submits: the segment ends after its first durable write.
+    submit_only: Vec<RunId>,
+    log_error: RefCell<Option<std::io::Error>>,
+}
+
+/// Clones share one log.
+#[derive(Clone)]
+struct SoakEnv(Rc<SoakLog>);
+
+impl SoakLog {
+    fn decide(&self, point: &Point<'_>) -> Fault {
+        let line = match (LogLine::of_effect(point), point.site) {
+            (Some(line), _) => line,
+            (None, Site::Write { phase: Phase::After, .. }) if self.submit_only.contains(point.run) => {
+                return Fault::Crash;
+            }
+            (None, _) => return Fault::Continue,
+        };
+        let mut text = serde_json::to_string(&line).unwrap_or_default();
+        text.push('\n');
+        match (&self.log).write(text.as_bytes()) {
+            Ok(n) if n == text.len() => Fault::Continue,
+            Ok(_) => {
+                self.log_error.replace(Some(std::io::Error::other("short write to the effects log")));
+                Fault::Crash
+            }
+            Err(e) => {
+                self.log_error.replace(Some(e));
+                Fault::Crash
+            }
+        }
+    }
+}
+
+impl Env for SoakEnv {
+    fn now_ms(&self) -> i64 {
+        RealEnv.now_ms()
+    }
+
+    fn sleep(&self, ms: u64) -> impl Future<Output = ()> {
+        RealEnv.sleep(ms)
+    }
+
+    fn fault(&self, point: &Point<'_>) -> impl Future<Output = Fault> {
+        std::future::ready(self.0.decide(point))
+    }
+}
+
+fn soak_env(effects: &Path, submit_only: Vec<RunId>) -> Result<SoakEnv, RealError> {
+    let log =
+        OpenOptions::new().create(true).append(true).open(effects).map_err(killpoints::io("open the effects log"))?;
+    Ok(SoakEnv(Rc::new(SoakLog { log, submit_only, log_error: RefCell::default() })))
+}
+
+/// The `soak-engine-worker` process: a queue worker sweeping every `poll_ms` until killed.
+pub fn run_worker(
+    db: &Path,
+    effects: &Path,
+    owner: &str,
+    ttl_ms: u32,
+    engine_defects: EngineDefects,
+    store_defects: StoreDefects,
+) -> Result<(), SoakError> {
+    killpoints::guard_parent()?;
+    let store = open_logged(db, effects, owner, ttl_ms, store_defects)?;
+    let env = soak_env(effects, Vec::new())?;
+    let engine_opts = EngineOptions { owner: owner.into(), defects: engine_defects, ..EngineOptions::default() };
+    let engine = Rc::new(
+        fencesim_engine::Engine::new(store.clone(), env.clone(), Ledger::new(), engine_opts)
+            .map_err(|e| SoakError::Options(e.to_string()))?,
+    );
+    let workflows = Workflow::BUILTIN.iter().filter_map(|n| Workflow::builtin(n)).collect();
+    let opts =
+        WorkerOptions { owner: owner.into(), concurrency: 2, ttl_ms: Some(ttl_ms), poll_ms: 50, retention: None };
+    let worker = Worker::new(engine, &store, workflows, opts).map_err(|e| SoakError::Options(e.to_string()))?;
+    killpoints::tokio_runtime()?.block_on(worker.run_until_stopped());
+    match env.0.log_error.take() {
+        Some(error) => Err(RealError::Io { what: "write the effects log".into(), error }.into()),
+        None => Ok(()),
+    }
+}
+
+/// How often the client submits a run whose start never reached the store.
+const CLIENT_SUBMIT_ATTEMPTS: u32 = 40;
+
+/// The `soak-engine-client` process: submit the plan's runs at once; drive the even ones to
+/// their end, and only boot the odd ones (their running meta) for the workers to take over.
+pub fn run_client(db: &Path, effects: &Path, opts: &EngineSoakOptions) -> Result<(), SoakError> {
+    killpoints::guard_parent()?;
+    let plan = plan(opts);
+    let store = open_logged(db, effects, "client", opts.ttl_ms, opts.store_defects)?;
+    let submit_only = plan.iter().skip(1).step_by(2).map(|(run, _)| run.clone()).collect();
+    let env = soak_env(effects, submit_only)?;
+    let engine_opts =
+        EngineOptions { owner: "client".into(), defects: opts.engine_defects, ..EngineOptions::default() };
+    let engine = fencesim_engine::Engine::new(store.clone(), env.clone(), Ledger::new(), engine_opts)
+        .map_err(|e| SoakError::Options(e.to_string()))?;
+    let drives = plan
+        .iter()
+        .map(|(run, workflow)| {
+            let (engine, store) = (&engine, &store);
+            Box::pin(async move {
+                // A start that never reached the store (busy past the engine's retries, a lost
+                // race at boot) is submitted again, as a real client would; one that did is the
+                // workers' to finish.
+                for _ in 0..CLIENT_SUBMIT_ATTEMPTS {
+                    let result = engine.run(run, workflow, RunOptions::default()).await;
+                    if result.is_ok() || !matches!(store.get_meta(run), Ok(None)) {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+                }
+            }) as fencesim_engine::race::LocalFuture<'_, ()>
+        })
+        .collect();
+    killpoints::tokio_runtime()?.block_on(join_all(drives));
+    match env.0.log_error.take() {
+        Some(error) => Err(RealError::Io { what: "write the effects log".into(), error }.into()),
+        None => Ok(()),
+    }
+}
+
+/// The hidden subcommands' command lines.
+fn defects_argv(opts: &EngineSoakOptions) -> Vec<OsString> {
+    killpoints::defect_args(opts.engine_defects, opts.store_defects)
+}
+
+fn worker_argv(db: &Path, effects: &Path, owner: &str, opts: &EngineSoakOptions) -> Vec<OsString> {
+    let mut argv: Vec<OsString> = vec![
+        "soak-engine-worker".into(),
+        "--db".into(),
+        db.into(),
+        "--effects".into(),
+        effects.into(),
+        "--owner".into(),
+        owner.into(),
+        "--ttl-ms".into(),
+        opts.ttl_ms.to_string().into(),
+    ];
+    argv.extend(defects_argv(opts));
+    argv
+}
+
+fn client_argv(db: &Path, effects: &Path, opts: &EngineSoakOptions) -> Vec<OsString> {
+    let mut argv: Vec<OsString> = vec![
+        "soak-engine-client".into(),
+        "--db".into(),
+        db.into(),
+        "--effects".into(),
+        effects.into(),
+        "--runs".into(),
+        opts.runs.to_string().into(),
+        "--seed".into(),
+        opts.seed.to_string().into(),
+        "--ttl-ms".into(),
+        opts.ttl_ms.to_string().into(),
+    ];
+    argv.extend(defects_argv(opts));
+    argv
+}
+
+fn pid(child: &Reaped) -> Pid {
+    Pid::from_raw(i32::try_from(child.0.id()).unwrap_or(i32::MAX))
+}
+
+/// A worker slot: the process of its current incarnation, and until when it is stopped.
+struct Slot {
+    process: Reaped,
+    incarnation: u32,
+    stopped_until: Option<Instant>,
+}
+
+/// Run one engine-level soak with `exe` (the `fencesim` binary) as every process.
+pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<EngineSoakReport, SoakError> {
+    if opts.workers == 0 || opts.runs == 0 || opts.ttl_ms < 30 {
+        return Err(SoakError::Options("workers and runs must be positive and the ttl at least 30 ms".into()));
+    }
+    let signals = Deferral::start();
+    // In the binary's process root: removed by its janitor if this process is killed.
+    let temp = crate::proc::janitor::temp_dir("fencesim-soak-engine-", false)
+        .map_err(killpoints::io("create a temporary folder"))?;
+    let dir = match &opts.keep {
+        Some(keep) => {
+            std::fs::create_dir_all(keep).map_err(killpoints::io("create the keep folder"))?;
+            keep.clone()
+        }
+        None => temp.path().to_path_buf(),
+    };
+    let db = dir.join("soak.db");
+    let started = Instant::now();
+    let start_mono_ns = mono_ns();
+    // Boot the file once here, so the processes race only for runs.
+    drop(killpoints::open_store(&db, opts.ttl_ms, opts.store_defects)?);
+
+    let mut report = EngineSoakReport { seed: opts.seed, ..EngineSoakReport::default() };
+    let mut client =
+        Some(killpoints::spawn(exe, &client_argv(&db, &dir.join("client.effects"), opts), &dir, "client")?);
+    let mut effects = vec![dir.join("client.effects")];
+    let mut slots = Vec::new();
+    for w in 0..opts.workers {
+        let (owner, log) = (format!("w{w}.0"), dir.join(format!("w{w}.0.effects")));
+        slots.push(Slot {
+            process: killpoints::spawn(exe, &worker_argv(&db, &log, &owner, opts), &dir, &owner)?,
+            incarnation: 0,
+            stopped_until: None,
+        });
+        effects.push(log);
+    }
+    let mut rng = Stream::new(opts.seed).fork("soak-engine/referee");
+    let mut next_fault = Duration::from_millis(rng.range(opts.fault_every_ms / 2, opts.fault_every_ms * 3 / 2 + 1));
+    let store = killpoints::open_store(&db, opts.ttl_ms, StoreDefects::NONE)?;
+    let plan = plan(opts);
+    let mut client_failed = None;
+    loop {
+        if let Some(signal) = signals.pending() {
+            return Err(RealError::Interrupted(signal).into());
+        }
+        let now = started.elapsed();
+        // The client ends on its own.
+        if let Some(c) = client.as_mut()
+            && let Some(status) = c.0.try_wait().map_err(killpoints::io("wait for the client"))?
+        {
+            if !status.success() {
+                client_failed = Some(format!("the client failed ({status})"));
+            }
+            client = None;
+        }
+        for slot in &mut slots {
+            if slot.stopped_until.is_some_and(|until| Instant::now() >= until) {
+                let _ = kill(pid(&slot.process), Signal::SIGCONT);
+                slot.stopped_until = None;
+            }
+        }
+        if now < Duration::from_millis(opts.fault_ms) && now >= next_fault {
+            next_fault =
+                now + Duration::from_millis(rng.range(opts.fault_every_ms / 2, opts.fault_every_ms * 3 / 2 + 1));
+            let w = usize::try_from(rng.below(u64::from(opts.workers))).unwrap_or(0);
+            let slot = &mut slots[w];
+            if slot.stopped_until.is_none() {
+                if rng.chance(0.5) {
+                    // A crash: SIGKILL, reap, and a new incarnation under a new owner name.
+                    let _ = kill(pid(&slot.process), Signal::SIGKILL);
+                    let _ = slot.process.0.wait();
+                    slot.incarnation += 1;
+                    let owner = format!("w{w}.{}", slot.incarnation);
+                    let log = dir.join(format!("{owner}.effects"));
+                    slot.process = killpoints::spawn(exe, &worker_argv(&db, &log, &owner, opts), &dir, &owner)?;
+                    effects.push(log);
+                    report.crashes += 1;
+                } else {
+                    // A zombie: stopped past its ttl, then resumed into a world that moved on.
+                    let hold = rng.range(u64::from(opts.ttl_ms) * 3 / 2, u64::from(opts.ttl_ms) * 3);
+                    let _ = kill(pid(&slot.process), Signal::SIGSTOP);
+                    slot.stopped_until = Some(Instant::now() + Duration::from_millis(hold));
+                    report.zombies += 1;
+                }
+            }
+        }
+        let quiet = now >= Duration::from_millis(opts.fault_ms) && slots.iter().all(|s| s.stopped_until.is_none());
+        if quiet && client.is_none() && settled_or_waiting(store.as_ref(), &plan)? {
+            break;
+        }
+        if now >= Duration::from_millis(opts.cap_ms) {
+            report.violations.push(format!("liveness: not every run settled or waiting within {} ms", opts.cap_ms));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Let a drive in flight finish, then stop every process (idle workers: not crashes).
+    std::thread::sleep(Duration::from_millis(u64::from(opts.ttl_ms)));
+    for slot in &mut slots {
+        let _ = kill(pid(&slot.process), Signal::SIGKILL);
+        let _ = slot.process.0.wait();
+    }
+    drop(client);
+    report.violations.extend(client_failed);
+
+    drop(store);
+    let record = EngineRecord {
+        seed: opts.seed,
+        workers: opts.workers,
+        runs: opts.runs,
+        ttl_ms: opts.ttl_ms,
+        start_mono_ns,
+        crashes: report.crashes,
+        zombies: report.zombies,
+        effects: effects.iter().filter_map(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned()).collect(),
+    };
+    let text = serde_json::to_vec_pretty(&record).map_err(super::SoakError::json("the soak's record"))?;
+    fencesim_sim::files::write_atomic(&dir.join(RECORD_FILE), &text, false)
+        .map_err(|e| RealError::Harness(e.to_string()))?;
+    judge(exe, &dir, &record, &mut report)?;
+    report.wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if opts.keep.is_none() {
+        temp.close().map_err(killpoints::io("remove the soak's temporary folder"))?;
+    }
+    Ok(report)
+}
+
+/// Run one engine-level soak with the running `fencesim` binary as every process.
+pub fn run_engine_soak(opts: &EngineSoakOptions) -> Result<EngineSoakReport, SoakError> {
+    let exe = std::env::current_exe().map_err(killpoints::io("locate the fencesim binary"))?;
+    run_engine_soak_with(&exe, opts)
+}
+
+fn settled_or_waiting(store: &dyn Store, plan: &[(RunId, Workflow)]) -> Result<bool, SoakError> {
+    let metas = store.list_runs(&RunFilter::all())?;
+    Ok(plan.iter().all(|(run, _)| {
+        metas.iter().any(|m| &m.run_id == run && (m.status.is_terminal() || m.status == RunStatus::Suspended))
+    }))
+}
+
+/// Judge a kept engine soak again, offline: the same oracle and checks as at the end of its
+/// storm, over the same files (the operator's repair runs on a copy, so the folder is unchanged).
+pub fn rejudge(exe: &Path, dir: &Path) -> Result<EngineSoakReport, SoakError> {
+    let path = dir.join(RECORD_FILE);
+    let text = fencesim_sim::files::read_input(&path, fencesim_sim::files::MAX_TEXT_BYTES)
+        .map_err(|e| RealError::Harness(format!("cannot read the soak's record {e}")))?;
+    let record: EngineRecord = serde_json::from_str(&text)
+        .map_err(|e| RealError::Harness(format!("{} is not a soak record: {e}", path.display())))?;
+    let mut report = EngineSoakReport {
+        seed: record.seed,
+        crashes: record.crashes,
+        zombies: record.zombies,
+        ..EngineSoakReport::default()
+    };
+    judge(exe, dir, &record, &mut report)?;
+    Ok(report)
+}
+
+/// The end-of-soak checks over the file and the effects logs, which they never change.
+fn judge(exe: &Path, dir: &Path, record: &EngineRecord, report: &mut EngineSoakReport) -> Result<(), SoakError> {
+    let opts = EngineSoakOptions { seed: record.seed, runs: record.runs, ..EngineSoakOptions::tiny(record.seed) };
+    let plan = plan(&opts);
+    let db = dir.join(super::DB_FILE);
+    let store = super::judge::open_read_only(&db)?;
+    let store: &dyn Store = &store;
+    let effects: Vec<PathBuf> = record.effects.iter().map(|name| dir.join(name)).collect();
+    let (start_mono_ns, plan) = (record.start_mono_ns, &plan[..]);
+    let violations = &mut report.violations;
+    // The oracle over every process's logged calls and payments, before the operator's repair
+    // writes anything: its `repay-bound` holds each dispatch to one payment plus one per
+    // interrupted tenure (a crash, a zombie, a lease lost to a failed renew), as in a world.
+    let mut payments = Vec::new();
+    for log in &effects {
+        let node = log.file_stem().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+        for (stamp, effect) in killpoints::read_effect_stamps(log)? {
+            match effect.kind {
+                EffectKind::Call => report.paid_calls += 1,
+                EffectKind::Tool => report.paid_tools += 1,
+            }
+            payments.push((node.clone(), stamp, effect));
+        }
+    }
+    let merged = merge_with_effects(&read_logs(&Layout::new(dir))?, &payments, start_mono_ns);
+    let mut named: BTreeSet<RunId> = merged.rows.iter().filter_map(|r| r.call()).map(|c| c.run.clone()).collect();
+    named.remove(&RunId::new("*"));
+    named.extend(plan.iter().map(|(run, _)| run.clone()));
+    let snapshot = Snapshot::read(store, named)?;
+    let cfg = OracleConfig {
+        ttl_ms: i64::from(record.ttl_ms),
+        planned: plan.iter().map(|(run, _)| run.clone()).collect(),
+        scope: Scope::Engine,
+        scripts: fencesim_sim::scripts::builtin(),
+    };
+    report.calls = merged.rows.iter().filter(|r| r.call().is_some()).count() as u64;
+    report.indeterminate = merged.open_calls.len() as u32;
+    // Every checker but `healthy-holder`: the OS may pause a real process at any instant and the
+    // referee's SIGSTOPs are not history rows, so no tenure of a soak is provably undisturbed.
+    let findings = oracle::check(&merged.rows, &snapshot, &cfg);
+    violations.extend(findings.iter().filter(|v| v.checker != "healthy-holder").map(ToString::to_string));
+    for (run, _) in plan {
+        let meta = store.get_meta(run)?;
+        match meta.as_ref().map(|m| m.status) {
+            Some(s) if s.is_terminal() => report.runs_settled += 1,
+            Some(RunStatus::Suspended) => report.waiting += 1,
+            other => violations.push(format!("liveness: run={run} ends {other:?}, neither settled nor waiting")),
+        }
+        report.segments += meta.as_ref().map_or(0, |m| m.segments);
+        let journal = store.load(run)?;
+        if let Some(gap) = journal.windows(2).find(|w| w[1].seq.0 != w[0].seq.0 + 1) {
+            violations.push(format!("run={run} seqs not contiguous: {} then {}", gap[0].seq, gap[1].seq));
+        }
+        let settles: Vec<_> = journal.iter().filter_map(entries::as_settle).collect();
+        if let Some(twice) = settles.windows(2).find(|w| w[0].segment.is_some() && w[0].segment >= w[1].segment) {
+            violations.push(format!("run={run} two run_settle entries for segment {:?}", twice[1].segment));
+        }
+        if let Some(last) = settles.iter().find(|s| s.run_status.is_terminal())
+            && let Some(late) = journal.iter().find(|e| e.seq > last.seq)
+        {
+            violations
+                .push(format!("run={run} entry seq {} follows the terminal run_settle at {}", late.seq, last.seq));
+        }
+        if let Some(ahead) = audit::audit_run(store, run)?.meta_ahead() {
+            violations.push(format!("run={run} {ahead}"));
+        }
+    }
+    // The operator's repair, as a real process on a copy of the file, then the audit of the copy
+    // must be consistent.
+    let copy =
+        crate::proc::janitor::temp_dir("fencesim-soak-repair-", false).map_err(killpoints::io("create a folder"))?;
+    let repaired = copy.path().join(super::DB_FILE);
+    std::fs::copy(&db, &repaired).map_err(killpoints::io("copy the database"))?;
+    let wal = dir.join(format!("{}-wal", super::DB_FILE));
+    if wal.exists() {
+        // A kept folder's WAL may be anything: a FIFO would block the copy forever.
+        fencesim_sim::files::open_input(&wal, u64::MAX).map_err(|e| RealError::Harness(e.to_string()))?;
+        std::fs::copy(&wal, copy.path().join(format!("{}-wal", super::DB_FILE)))
+            .map_err(killpoints::io("copy the database's WAL"))?;
+    }
+    let argv: Vec<OsString> =
+        vec!["runs".into(), "audit".into(), "--db".into(), repaired.clone().into(), "--repair".into()];
+    let mut repair = killpoints::spawn(exe, &argv, copy.path(), "audit")?;
+    let _ = repair.0.wait().map_err(killpoints::io("wait for runs audit"))?;
+    let after = killpoints::open_store(&repaired, record.ttl_ms, StoreDefects::NONE)?;
+    for divergent in audit::audit_runs(after.as_ref(), false)? {
+        if divergent.verdict != AuditVerdict::Consistent {
+            violations.push(format!("audit after repair: {divergent}"));
+        }
+    }
+    Ok(())
+}

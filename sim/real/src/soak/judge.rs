@@ -1,0 +1,650 @@
+//! The judge: merge every writer's log into one history in serialization order (the in-lock
+//! monotonic stamps), read the final store through a read-only connection, run the simulator's
+//! oracle (its store-level checkers) and the soak's own checks. The referee judges a finished
+//! storm with it, and `fencesim soak-check DIR` re-judges a kept soak offline the same way.
+//!
+//! A `begin` without its `end` (a writer `SIGKILL`ed mid-call) becomes an indeterminate call at
+//! its begin stamp; the oracle accepts whichever fate of it the final store shows.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use std::sync::Arc;
+
+use fencesim_store::sqlite::MAX_LEASE_TTL_MS;
+use fencesim_store::{Epoch, RunId, SqliteOptions, SqliteStore, StoreDefect, SystemClock};
+use serde::{Deserialize, Serialize};
+
+use super::log::{Begin, End, Ev, Line, LogOutcome, LogPayload, from_hex, read_all};
+use super::{Layout, MAX_WRITERS, META_FILE, OTHER, RUN, SoakError, SoakResult, log_name, within};
+use fencesim_oracle::{OracleConfig, Scope, check};
+use fencesim_sim::history::{Call, CallOutcome, Effect, Event, Payload, Row, Snapshot, Surface};
+
+/// How one writer process ended, as the referee saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriterAccount {
+    pub index: usize,
+    pub generation: u32,
+    pub pid: u32,
+    /// `exit N`, `signal NAME`, or `hung`.
+    pub status: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    /// The referee killed it on purpose (a SIGKILL fault), so its end is expected.
+    pub killed_on_purpose: bool,
+    pub hung: bool,
+    /// Signals the referee sent it (SIGSTOP, SIGCONT, SIGKILL), in order.
+    pub signals: Vec<String>,
+    /// Peak resident set (VmHWM) in KiB, as last sampled.
+    pub rss_peak_kib: u64,
+    /// The first line of its stderr, if any.
+    pub stderr: String,
+}
+
+impl WriterAccount {
+    pub fn accounted(&self) -> bool {
+        !self.hung && (self.exit_code == Some(0) || self.killed_on_purpose)
+    }
+}
+
+/// What the referee records in the soak folder for the judge (and `soak-check`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SoakMeta {
+    pub schema: String,
+    pub seed: u64,
+    pub ttl_ms: i64,
+    pub writers: usize,
+    pub defects: Vec<String>,
+    /// CLOCK_MONOTONIC at the storm's start: rows are stamped in ms since.
+    pub start_mono_ns: u64,
+    pub accounts: Vec<WriterAccount>,
+}
+
+pub const META_SCHEMA: &str = "fencesim.soak-meta/1";
+
+impl SoakMeta {
+    /// Refuse a record the referee could not have written (a hand-edited or foreign
+    /// `soak-meta.json`): the judge would otherwise judge nonsense.
+    pub fn check(&self) -> SoakResult<()> {
+        let record = |problem: String| SoakError::Record(format!("{META_FILE}: {problem}"));
+        if self.schema != META_SCHEMA {
+            return Err(record(format!("schema is '{}', expected {META_SCHEMA}", self.schema)));
+        }
+        within("ttl_ms", self.ttl_ms, 1..=MAX_LEASE_TTL_MS).map_err(record)?;
+        within("writers", self.writers, 1..=MAX_WRITERS).map_err(record)?;
+        match self.defects.iter().find(|d| StoreDefect::parse(d).is_none()) {
+            Some(d) => Err(record(format!("unknown store defect '{d}'"))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// One broken invariant, from the oracle or the soak's own checks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub checker: String,
+    pub explanation: String,
+    pub row: Option<usize>,
+}
+
+/// The judge's conclusion.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Judgement {
+    pub rows: usize,
+    pub calls: usize,
+    pub indeterminate: usize,
+    pub journal_entries: usize,
+    pub integrity: String,
+    pub findings: Vec<Finding>,
+    /// Logs whose last line is torn (a writer killed mid-write).
+    pub torn_lines: usize,
+}
+
+fn surface_of(name: &str) -> Option<Surface> {
+    Some(match name {
+        "acquire" => Surface::Acquire,
+        "renew" => Surface::Renew,
+        "release" => Surface::Release,
+        "append" => Surface::Append,
+        "put_meta" => Surface::PutMeta,
+        "delete" => Surface::Delete,
+        "put_blob" => Surface::PutBlob,
+        "delete_blob" => Surface::DeleteBlob,
+        "load" => Surface::Load,
+        "get_meta" => Surface::GetMeta,
+        "list_runs" => Surface::ListRuns,
+        "get_blob" => Surface::GetBlob,
+        "list_blobs" => Surface::ListBlobs,
+        _ => return None,
+    })
+}
+
+fn error_code(code: &str) -> &'static str {
+    fencesim_store::StoreError::CODES.iter().copied().find(|c| *c == code).unwrap_or("unknown")
+}
+
+fn outcome_of(outcome: &LogOutcome) -> CallOutcome {
+    match outcome {
+        LogOutcome::Ok => CallOutcome::Ok,
+        LogOutcome::HeldBy { owner, epoch } => CallOutcome::HeldBy { owner: owner.clone(), epoch: Epoch(*epoch) },
+        LogOutcome::Stale => CallOutcome::Stale,
+        LogOutcome::RunMismatch => CallOutcome::RunMismatch,
+        LogOutcome::JournalOrder => CallOutcome::JournalOrder,
+        LogOutcome::Busy => CallOutcome::Busy,
+        LogOutcome::Error { code } => CallOutcome::Error(error_code(code)),
+    }
+}
+
+/// Every writer's parsed log, by file name.
+pub struct Logs {
+    pub per_writer: BTreeMap<String, Vec<Line>>,
+    /// Logs whose last line is torn.
+    pub torn: usize,
+}
+
+/// The logs are exactly those of the writers the record accounts for: a writer's log is created
+/// before the writer starts, so a missing one was removed, and one nobody accounts for was added.
+fn match_accounts(names: &BTreeSet<&str>, layout: &Layout, meta: &SoakMeta) -> SoakResult<()> {
+    let listed: BTreeSet<String> = meta.accounts.iter().map(|a| log_name(a.index, a.generation)).collect();
+    if let Some(missing) = listed.iter().find(|name| !names.contains(name.as_str())) {
+        return Err(SoakError::Record(format!(
+            "writer log {} is missing ({META_FILE} accounts for its writer)",
+            layout.dir.join(missing).display()
+        )));
+    }
+    if let Some(extra) = names.iter().find(|name| !listed.contains(**name)) {
+        return Err(SoakError::Record(format!(
+            "writer log {} belongs to no writer {META_FILE} accounts for",
+            layout.dir.join(extra).display()
+        )));
+    }
+    Ok(())
+}
+
+/// Every writer log in the folder, by file name.
+fn log_files(layout: &Layout) -> SoakResult<BTreeMap<String, std::path::PathBuf>> {
+    let mut files = BTreeMap::new();
+    let entries =
+        std::fs::read_dir(&layout.dir).map_err(SoakError::io(format!("cannot list {}", layout.dir.display())))?;
+    for entry in entries {
+        let entry = entry.map_err(SoakError::io("cannot list the soak folder"))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("writer-") && name.ends_with(".jsonl") {
+            files.insert(name, entry.path());
+        }
+    }
+    Ok(files)
+}
+
+pub fn read_logs(layout: &Layout) -> SoakResult<Logs> {
+    let mut per_writer = BTreeMap::new();
+    let mut torn = 0;
+    for (name, path) in log_files(layout)? {
+        let (lines, torn_last) = read_all(&path)?;
+        torn += usize::from(torn_last);
+        per_writer.insert(name, lines);
+    }
+    Ok(Logs { per_writer, torn })
+}
+
+/// The merged history: rows in stamp order, and the protocol events.
+pub struct Merged {
+    pub rows: Vec<Row>,
+    /// Every protocol event but `busy` (the busy calls themselves are rows), in stamp order.
+    pub events: Vec<Ev>,
+    /// Calls whose begin had no end, by node: (row index, surface).
+    pub open_calls: Vec<(String, usize)>,
+    /// End lines with no begin.
+    pub orphan_ends: Vec<(String, u64)>,
+}
+
+/// A payment an engine process logged: its node, its monotonic stamp, what it paid.
+pub type Payment = (String, u64, Effect);
+
+/// The rows of a merge before ordering, as each log is read (its lines are dropped then). Until
+/// ordered, a row keeps its monotonic stamp in `at_ms` and its tie-break within its node in
+/// `index` (a call's id; a payment's order, after the calls); ordering sorts positions, then moves
+/// each row once, and sets its index, time and per-lease counter.
+#[derive(Default)]
+struct Gathered {
+    rows: Vec<Row>,
+    events: Vec<Ev>,
+    orphan_ends: Vec<(String, u64)>,
+}
+
+/// A row's place before ordering: stamp, node, calls before payments, tie-break.
+fn order_key(row: &Row) -> (i64, &str, bool, usize) {
+    (row.at_ms, row.node.as_str(), matches!(row.event, Event::Effect(_)), row.index)
+}
+
+fn waiting(stamp: u64, tie: u64, node: String, event: Event) -> Row {
+    let at_ms = i64::try_from(stamp).unwrap_or(i64::MAX);
+    Row { index: usize::try_from(tie).unwrap_or(usize::MAX), at_ms, node, event }
+}
+
+impl Gathered {
+    fn with_capacity(rows: usize) -> Self {
+        Self { rows: Vec::with_capacity(rows), ..Self::default() }
+    }
+
+    /// Pair one log's begins and ends (a repeated id: the last line of it counts) and keep its
+    /// events, but `busy` ones.
+    fn add_log(&mut self, lines: Vec<Line>) {
+        let mut begins: BTreeMap<(String, u64), Begin> = BTreeMap::new();
+        let mut ends: BTreeMap<(String, u64), End> = BTreeMap::new();
+        for line in lines {
+            match line {
+                Line::Begin(b) => {
+                    begins.insert((b.node.clone(), b.id), b);
+                }
+                Line::End(e) => {
+                    ends.insert((e.node.clone(), e.id), e);
+                }
+                Line::Ev(ev) if ev.kind == "busy" => {}
+                Line::Ev(ev) => self.events.push(ev),
+            }
+        }
+        for (key, end) in &ends {
+            if !begins.contains_key(key) {
+                self.orphan_ends.push((end.node.clone(), end.id));
+            }
+        }
+        for (key, begin) in begins {
+            let end = ends.remove(&key);
+            let stamp = end.as_ref().map_or(begin.mono_ns, |e| e.mono_ns);
+            let id = begin.id;
+            if let Some((node, call)) = call_of(begin, end) {
+                self.rows.push(waiting(stamp, id, node, Event::Call(call)));
+            }
+        }
+    }
+
+    fn add_payments(&mut self, payments: &[Payment]) {
+        for (order, (node, stamp, effect)) in (0u64..).zip(payments) {
+            self.rows.push(waiting(*stamp, order, node.clone(), Event::Effect(effect.clone())));
+        }
+    }
+
+    /// The rows in stamp order (ties by node, then within the node), numbered, timed, and each
+    /// call counted within its node's calls under one lease.
+    fn into_merged(self, start_mono_ns: u64) -> Merged {
+        let Gathered { mut rows, mut events, orphan_ends } = self;
+        let mut order: Vec<usize> = (0..rows.len()).collect();
+        order.sort_by(|a, b| order_key(&rows[*a]).cmp(&order_key(&rows[*b])));
+        permute(&mut rows, order);
+        events.sort_by_key(|e| e.mono_ns);
+        let mut counters: BTreeMap<(String, RunId, Epoch), u64> = BTreeMap::new();
+        let mut open_calls = Vec::new();
+        for (index, row) in rows.iter_mut().enumerate() {
+            let stamp = u64::try_from(row.at_ms).unwrap_or(0);
+            row.at_ms = i64::try_from(stamp.saturating_sub(start_mono_ns) / 1_000_000).unwrap_or(i64::MAX);
+            row.index = index;
+            let Event::Call(call) = &mut row.event else { continue };
+            if let Some(l) = &call.lease
+                && call.surface != Surface::Acquire
+            {
+                let c = counters.entry((row.node.clone(), l.run.clone(), l.epoch)).or_default();
+                *c += 1;
+                call.counter = *c;
+            }
+            // A call is indeterminate exactly when its log has no end for it.
+            if call.outcome == CallOutcome::Indeterminate {
+                open_calls.push((row.node.clone(), index));
+            }
+        }
+        Merged { rows, events, open_calls, orphan_ends }
+    }
+}
+
+/// Reorder `items` in place so that item `i` becomes the one at `order[i]` (a permutation).
+fn permute<T>(items: &mut [T], mut order: Vec<usize>) {
+    const DONE: usize = usize::MAX;
+    for start in 0..items.len() {
+        let mut at = start;
+        while order[at] != DONE {
+            let from = std::mem::replace(&mut order[at], DONE);
+            if from == start {
+                break;
+            }
+            items.swap(at, from);
+            at = from;
+        }
+    }
+}
+
+pub fn merge(logs: &Logs, start_mono_ns: u64) -> Merged {
+    merge_with_effects(logs, &[], start_mono_ns)
+}
+
+/// [`merge`], with the payments of engine processes interleaved by their stamps, so the oracle's
+/// `repay-bound` and `renew-loss` judge them against the calls around them.
+pub fn merge_with_effects(logs: &Logs, payments: &[Payment], start_mono_ns: u64) -> Merged {
+    let calls: usize =
+        logs.per_writer.values().map(|lines| lines.iter().filter(|l| matches!(l, Line::Begin(_))).count()).sum();
+    let mut gathered = Gathered::with_capacity(calls + payments.len());
+    for lines in logs.per_writer.values() {
+        gathered.add_log(lines.clone());
+    }
+    gathered.add_payments(payments);
+    gathered.into_merged(start_mono_ns)
+}
+
+/// [`merge`] of the logs `files` names, read one at a time: the judge of a release storm holds
+/// its rows, never every parsed line of every log as well (that doubled the referee's peak RSS).
+/// Also returns how many logs end in a torn line.
+fn merge_files(files: &BTreeMap<String, std::path::PathBuf>, start_mono_ns: u64) -> SoakResult<(Merged, usize)> {
+    let mut gathered = Gathered::with_capacity(begin_lines(files));
+    let mut torn = 0;
+    for path in files.values() {
+        let (lines, torn_last) = read_all(path)?;
+        torn += usize::from(torn_last);
+        gathered.add_log(lines);
+    }
+    Ok((gathered.into_merged(start_mono_ns), torn))
+}
+
+/// About how many calls `files` log (lines that start as a serialized begin does), so the rows
+/// are allocated once: growing a vector of a release storm's rows by doubling held the old and
+/// the new one at once. Only a capacity: a log it miscounts merges the same.
+fn begin_lines(files: &BTreeMap<String, std::path::PathBuf>) -> usize {
+    let count = |bytes: Vec<u8>| bytes.split(|b| *b == b'\n').filter(|l| l.starts_with(br#"{"t":"begin""#)).count();
+    files.values().filter_map(|path| std::fs::read(path).ok()).map(count).sum()
+}
+
+/// The oracle's call for a logged begin and its end, with the calling node (none for a surface
+/// the oracle does not know). Its per-lease counter is set once the calls are ordered.
+fn call_of(begin: Begin, end: Option<End>) -> Option<(String, Call)> {
+    let surface = surface_of(&begin.surface)?;
+    let payload = match begin.payload {
+        LogPayload::None => Payload::None,
+        LogPayload::Entry(e) => Payload::Entry(e),
+        LogPayload::Meta(m) => Payload::Meta(m),
+        LogPayload::Blob(hex) => Payload::Blob(from_hex(&hex).unwrap_or_default()),
+    };
+    let outcome = end.as_ref().map_or(CallOutcome::Indeterminate, |e| outcome_of(&e.outcome));
+    let clock_ms = end.as_ref().map_or(begin.clock_ms, |e| e.clock_ms);
+    let lease = match surface {
+        Surface::Acquire => end.and_then(|e| e.granted),
+        _ => begin.lease,
+    };
+    let call = Call {
+        clock_ms,
+        lease,
+        owner: begin.owner,
+        counter: 0,
+        surface,
+        run: begin.run,
+        blob_ref: begin.blob_ref,
+        payload,
+        outcome,
+    };
+    Some((begin.node, call))
+}
+
+/// The soak's database through a read-only store: the judge never writes to what it judges.
+pub fn open_read_only(db: &Path) -> SoakResult<SqliteStore> {
+    // A FIFO in a kept folder would hang SQLite's first read.
+    fencesim_sim::files::open_input(db, u64::MAX).map_err(|e| SoakError::Usage(e.to_string()))?;
+    Ok(SqliteStore::open(SqliteOptions::file(db, Arc::new(SystemClock)).read_only())?)
+}
+
+/// `PRAGMA integrity_check`, its lines joined (`ok` for a sound file).
+fn integrity_check(store: &SqliteStore) -> SoakResult<String> {
+    let rows: Vec<String> = store
+        .raw_connection()
+        .prepare("PRAGMA integrity_check")
+        .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect())
+        .map_err(SoakError::sqlite("integrity_check"))?;
+    Ok(rows.join("; "))
+}
+
+/// At most [`fencesim_oracle::MAX_PER_CHECKER`] findings per checker, plus one line counting the
+/// rest, so a report stays readable.
+fn cap_per_checker(findings: Vec<Finding>) -> Vec<Finding> {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut kept = Vec::new();
+    for f in findings {
+        let n = seen.entry(f.checker.clone()).or_default();
+        *n += 1;
+        if *n <= fencesim_oracle::MAX_PER_CHECKER {
+            kept.push(f);
+        }
+    }
+    for (checker, n) in seen.into_iter().filter(|(_, n)| *n > fencesim_oracle::MAX_PER_CHECKER) {
+        let more = n - fencesim_oracle::MAX_PER_CHECKER;
+        kept.push(Finding { checker, explanation: format!("and {more} more like it"), row: None });
+    }
+    kept
+}
+
+/// Judge a finished soak folder.
+pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row>)> {
+    meta.check()?;
+    let files = log_files(layout)?;
+    match_accounts(&files.keys().map(String::as_str).collect(), layout, meta)?;
+    let (merged, torn) = merge_files(&files, meta.start_mono_ns)?;
+    let rows = merged.rows;
+    let store = open_read_only(&layout.db())?;
+    let integrity = integrity_check(&store)?;
+    let mut named: BTreeSet<RunId> = rows.iter().filter_map(Row::call).map(|c| c.run.clone()).collect();
+    named.insert(RunId::new(RUN));
+    named.insert(RunId::new(OTHER));
+    named.remove(&RunId::new("*"));
+    let snapshot = Snapshot::read(&store, named)?;
+    let cfg = OracleConfig { ttl_ms: meta.ttl_ms, planned: vec![], scope: Scope::Store, scripts: Vec::new() };
+    let mut findings: Vec<Finding> = check(&rows, &snapshot, &cfg)
+        .into_iter()
+        .map(|v| Finding { checker: v.checker.to_owned(), explanation: v.explanation, row: v.row })
+        .collect();
+    let mut soak = |checker: &str, explanation: String, row: Option<usize>| {
+        findings.push(Finding { checker: checker.to_owned(), explanation, row });
+    };
+    // Every writer accounted for.
+    let killed: BTreeSet<String> = meta
+        .accounts
+        .iter()
+        .filter(|a| a.killed_on_purpose || a.hung)
+        .map(|a| super::owner_name(a.index, a.generation))
+        .collect();
+    for a in &meta.accounts {
+        if a.hung {
+            soak(
+                "writers-accounted",
+                format!("writer w{} g{} (pid {}) hung past the exit deadline", a.index, a.generation, a.pid),
+                None,
+            );
+        } else if !a.accounted() {
+            let err = if a.stderr.is_empty() { String::new() } else { format!(": {}", a.stderr) };
+            soak("writers-accounted", format!("writer w{} g{} ended {}{err}", a.index, a.generation, a.status), None);
+        }
+    }
+    // Direct findings from the writers' own protocol.
+    for ev in &merged.events {
+        let surface = ev.surface.clone().unwrap_or_default();
+        let epoch = ev.epoch.map_or(String::new(), |e| format!(" under epoch {e}"));
+        match ev.kind.as_str() {
+            "fatal" if surface == "boot" => soak(
+                "clean-boot",
+                format!(
+                    "{} could not open the store at the concurrent boot: {}",
+                    ev.node,
+                    ev.detail.clone().unwrap_or_default()
+                ),
+                None,
+            ),
+            "fatal" => {
+                soak("typed-refusals", format!("{} died: {}", ev.node, ev.detail.clone().unwrap_or_default()), None)
+            }
+            "error" => soak(
+                "typed-refusals",
+                format!("unexpected error on {surface} by {}: {}", ev.node, ev.detail.clone().unwrap_or_default()),
+                None,
+            ),
+            "stale-accept" => {
+                soak("stale-probes-refused", format!("STALE ACCEPT on {surface}{epoch} by {}", ev.node), None)
+            }
+            "tombstone" => {
+                if let (Some(old), Some(new)) = (ev.epoch, ev.other_epoch)
+                    && new <= old
+                {
+                    soak(
+                        "epoch-tombstone",
+                        format!(
+                            "{} re-acquired as epoch {new}, not above the deleted run's epoch {old}",
+                            ev.target.clone().unwrap_or_default()
+                        ),
+                        None,
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    // Logs: a call with no end only where the writer was killed; no end without a begin.
+    for (node, index) in &merged.open_calls {
+        if !killed.contains(node) {
+            soak("log-complete", format!("{node} logged a call with no outcome but was not killed"), Some(*index));
+        }
+    }
+    for (node, id) in &merged.orphan_ends {
+        soak("log-complete", format!("{node} logged the end of call {id} without its begin"), None);
+    }
+    if integrity != "ok" {
+        soak("integrity", format!("PRAGMA integrity_check: {integrity}"), None);
+    }
+    let empty = fencesim_sim::history::RunState::default();
+    let journal = &snapshot.run(&RunId::new(RUN)).unwrap_or(&empty).journal;
+    if let Some((i, e)) = journal.iter().enumerate().find(|(i, e)| e.seq.0 != *i as i64 + 1) {
+        soak("seq-contiguous", format!("{RUN} entry {} has seq {}, expected {}", i, e.seq, i + 1), None);
+    }
+    for ev in merged.events.iter().filter(|e| e.kind == "victim") {
+        let vid = RunId::new(ev.target.clone().unwrap_or_default());
+        if let Some(state) = snapshot.run(&vid)
+            && (!state.journal.is_empty() || state.meta.is_some() || !state.blobs.is_empty())
+        {
+            soak(
+                "victims-gone",
+                format!(
+                    "victim {vid} left {} entries, meta {}, {} blobs",
+                    state.journal.len(),
+                    state.meta.is_some(),
+                    state.blobs.len()
+                ),
+                None,
+            );
+        }
+    }
+    if let Some(other) = snapshot.run(&RunId::new(OTHER))
+        && (!other.blobs.is_empty() || !other.journal.is_empty() || other.meta.is_some())
+    {
+        soak("side-run-untouched", format!("cross-run writes leaked into {OTHER}: {} blobs", other.blobs.len()), None);
+    }
+    // The most specific finding first: a failed boot explains the writer's exit.
+    findings.sort_by_key(|f| f.checker == "writers-accounted");
+    let findings = cap_per_checker(findings);
+    let calls = rows.iter().filter(|r| r.call().is_some()).count();
+    let indeterminate = merged.open_calls.len();
+    let judgement = Judgement {
+        rows: rows.len(),
+        calls,
+        indeterminate,
+        journal_entries: journal.len(),
+        integrity,
+        findings,
+        torn_lines: torn,
+    };
+    Ok((judgement, rows))
+}
+
+#[cfg(test)]
+mod tests {
+    use fencesim_store::{Lease, Seq};
+
+    use super::*;
+    use fencesim_sim::history::EffectKind;
+
+    fn lease(owner: &str, epoch: i64) -> Lease {
+        Lease { run: RunId::new("s000"), owner: owner.into(), epoch: Epoch(epoch) }
+    }
+
+    /// One store call of `node` at `mono_ns`: begin and end lines.
+    fn call(id: u64, node: &str, surface: &str, held: Option<Lease>, outcome: LogOutcome, mono_ns: u64) -> [Line; 2] {
+        let acquire = surface == "acquire";
+        let begin = Begin {
+            id,
+            node: node.into(),
+            surface: surface.into(),
+            run: RunId::new("s000"),
+            blob_ref: None,
+            lease: held.clone().filter(|_| !acquire),
+            owner: acquire.then(|| node.to_owned()),
+            payload: LogPayload::None,
+            clock_ms: 0,
+            mono_ns,
+        };
+        let granted = held.filter(|_| acquire && outcome == LogOutcome::Ok);
+        let end = End { id, node: node.into(), outcome, granted, clock_ms: 0, mono_ns, stamped: true };
+        [Line::Begin(begin), Line::End(end)]
+    }
+
+    fn paid(node: &str, epoch: i64, mono_ns: u64) -> Payment {
+        let effect = Effect {
+            kind: EffectKind::Call,
+            run: RunId::new("s000"),
+            epoch: Some(Epoch(epoch)),
+            running: Seq(1),
+            n: 1,
+        };
+        (node.into(), mono_ns, effect)
+    }
+
+    /// w0 holds e1, loses its lease to a busy renew and w1 takes over at e2: the soak's calls.
+    fn lost_lease_logs() -> Logs {
+        let w0 = [
+            call(1, "w0.0", "acquire", Some(lease("w0.0", 1)), LogOutcome::Ok, 10),
+            call(2, "w0.0", "renew", Some(lease("w0.0", 1)), LogOutcome::Busy, 30),
+        ];
+        let w1 = [call(1, "w1.0", "acquire", Some(lease("w1.0", 2)), LogOutcome::Ok, 40)];
+        let per_writer = BTreeMap::from([
+            ("w0.0".to_owned(), w0.into_iter().flatten().collect()),
+            ("w1.0".to_owned(), w1.into_iter().flatten().collect()),
+        ]);
+        Logs { per_writer, torn: 0 }
+    }
+
+    fn repay_findings(payments: &[Payment]) -> Vec<String> {
+        let merged = merge_with_effects(&lost_lease_logs(), payments, 0);
+        let cfg = OracleConfig { ttl_ms: 100, planned: Vec::new(), scope: Scope::Engine, scripts: Vec::new() };
+        check(&merged.rows, &Snapshot::default(), &cfg)
+            .into_iter()
+            .filter(|v| v.checker == "repay-bound")
+            .map(|v| v.to_string())
+            .collect()
+    }
+
+    /// The merge moves each row once by a sorted permutation: item i becomes the one at order[i].
+    #[test]
+    fn permute_reorders_in_place_by_an_order_of_positions() {
+        for order in [vec![], vec![0], vec![2, 0, 1], vec![1, 0, 3, 2], vec![3, 4, 0, 2, 1], vec![0, 1, 2]] {
+            let mut items: Vec<usize> = (0..order.len()).map(|i| i * 10).collect();
+            let expected: Vec<usize> = order.iter().map(|i| i * 10).collect();
+            permute(&mut items, order.clone());
+            assert_eq!(items, expected, "{order:?}");
+        }
+    }
+
+    /// The engine soak's payments reach the oracle in stamp order: a re-pay after a lease lost
+    /// to a failed renew is the interrupted tenure the contracts allow (the soak's own bound,
+    /// which counted only crashes and zombies, called it a violation); a dispatch paid twice
+    /// under one tenure is not allowed, whatever the soak injected.
+    #[test]
+    fn payments_are_judged_by_the_oracles_repay_bound() {
+        let merged = merge_with_effects(&lost_lease_logs(), &[paid("w0.0", 1, 20), paid("w1.0", 2, 50)], 0);
+        let kinds: Vec<_> = merged.rows.iter().map(|r| (r.node.as_str(), r.call().is_some())).collect();
+        assert_eq!(kinds, [("w0.0", true), ("w0.0", false), ("w0.0", true), ("w1.0", true), ("w1.0", false)]);
+        assert_eq!(repay_findings(&[paid("w0.0", 1, 20), paid("w1.0", 2, 50)]), Vec::<String>::new());
+        let twice = repay_findings(&[paid("w0.0", 1, 20), paid("w1.0", 2, 50), paid("w1.0", 2, 60)]);
+        assert_eq!(twice.len(), 1, "{twice:?}");
+        assert!(twice[0].contains("paid twice under e2"), "{twice:?}");
+    }
+}

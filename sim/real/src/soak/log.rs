@@ -1,0 +1,265 @@
+//! A writer's log: one JSON object per line, appended with one `write(2)` each to a file opened
+//! `O_APPEND` (so a `SIGKILL` loses at most the line being written, and a torn last line is the
+//! only damage a reader ever meets). A store call is two lines: `begin` before it (call id, node,
+//! surface, target, lease, the whole payload) and `end` after it (outcome, the granted lease of an
+//! acquire, the clock the store compared against, the in-lock monotonic stamp). Protocol events
+//! (`grant`, `accept`, `stale-reject`, `stall`, `victim`, `done`, ...) are lines of their own.
+//!
+//! [`Tail`] reads a log incrementally, keeping an unterminated last line (one being written) for
+//! its next read; [`read_all`] reads a finished log, where only that last line may be torn.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use fencesim_store::{JournalEntry, Lease, RunId, RunMeta};
+use serde::{Deserialize, Serialize};
+
+use super::{SoakError, SoakResult};
+
+/// One line of a writer's log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "kebab-case")]
+pub enum Line {
+    Begin(Begin),
+    End(End),
+    Ev(Ev),
+}
+
+/// Written just before a store call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Begin {
+    pub id: u64,
+    pub node: String,
+    pub surface: String,
+    pub run: RunId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blob_ref: Option<String>,
+    /// The lease the call carried (none for acquire).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
+    /// For acquire: who asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    pub payload: LogPayload,
+    /// The writer's (skewed) clock when the call began.
+    pub clock_ms: i64,
+    pub mono_ns: u64,
+}
+
+/// Written just after a store call returned.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct End {
+    pub id: u64,
+    pub node: String,
+    pub outcome: LogOutcome,
+    /// For a granted acquire: the lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granted: Option<Lease>,
+    /// The clock reading the store judged the call by (its last reading during the call), or the
+    /// begin reading for a call that never read the clock.
+    pub clock_ms: i64,
+    /// The monotonic stamp of the store's last clock reading (inside the write transaction, under
+    /// SQLite's write lock), or the time the call returned when it read no clock.
+    pub mono_ns: u64,
+    /// Whether `mono_ns` was taken inside the call (at the store's clock reading).
+    pub stamped: bool,
+}
+
+/// A call's payload, whole (blob bytes as hex).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogPayload {
+    None,
+    Entry(JournalEntry),
+    Meta(RunMeta),
+    Blob(String),
+}
+
+/// How a call ended, by class.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "k", rename_all = "kebab-case")]
+pub enum LogOutcome {
+    Ok,
+    HeldBy { owner: String, epoch: i64 },
+    Stale,
+    RunMismatch,
+    JournalOrder,
+    Busy,
+    Error { code: String },
+}
+
+/// A protocol event.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ev {
+    pub node: String,
+    pub w: usize,
+    pub g: u32,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub surface: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// A second epoch (the tombstone's re-granted epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_epoch: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    pub mono_ns: u64,
+}
+
+pub fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn from_hex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
+}
+
+/// The append-only log file of one writer: every line is one `write(2)`.
+#[derive(Debug)]
+pub struct LogFile {
+    file: File,
+    path: PathBuf,
+}
+
+impl LogFile {
+    pub fn open(path: &Path) -> SoakResult<Self> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(SoakError::io(format!("cannot open log {}", path.display())))?;
+        Ok(Self { file, path: path.to_owned() })
+    }
+
+    /// Append one line with one `write_all` of the whole buffer on an unbuffered file (one
+    /// `write(2)` for any line a regular file accepts whole).
+    pub fn put(&self, line: &Line) -> SoakResult<()> {
+        let mut text = serde_json::to_vec(line).map_err(SoakError::json("cannot encode a log line"))?;
+        text.push(b'\n');
+        (&self.file).write_all(&text).map_err(SoakError::io(format!("cannot append to {}", self.path.display())))
+    }
+}
+
+/// Reads a growing log from where it stopped; keeps an unterminated tail for the next read.
+#[derive(Debug)]
+pub struct Tail {
+    path: PathBuf,
+    offset: u64,
+    partial: Vec<u8>,
+    /// Complete lines read so far.
+    lines: usize,
+    /// The first complete line that did not parse: its number (from 1) and why. The referee's
+    /// live view reads past it; [`read_all`] refuses the log.
+    pub malformed: Option<(usize, serde_json::Error)>,
+}
+
+impl Tail {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into(), offset: 0, partial: Vec::new(), lines: 0, malformed: None }
+    }
+
+    /// The complete lines appended since the last call, parsed. A missing file reads as empty.
+    pub fn read_new(&mut self) -> SoakResult<Vec<Line>> {
+        match std::fs::symlink_metadata(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            _ => {}
+        }
+        // A kept folder's log may be anything (`soak-check`): never a FIFO's endless wait.
+        let mut file =
+            fencesim_sim::files::open_input(&self.path, fencesim_sim::files::MAX_LOG_BYTES).map_err(|e| {
+                SoakError::Io {
+                    what: format!("cannot read {}", self.path.display()),
+                    source: std::io::Error::other(e.message),
+                }
+            })?;
+        file.seek(SeekFrom::Start(self.offset)).map_err(SoakError::io("cannot seek a log"))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(SoakError::io(format!("cannot read {}", self.path.display())))?;
+        self.offset += bytes.len() as u64;
+        self.partial.extend_from_slice(&bytes);
+        let Some(last_newline) = self.partial.iter().rposition(|b| *b == b'\n') else { return Ok(Vec::new()) };
+        let rest = self.partial.split_off(last_newline + 1);
+        let complete = std::mem::replace(&mut self.partial, rest);
+        let mut lines = Vec::new();
+        for raw in complete[..last_newline].split(|b| *b == b'\n') {
+            self.lines += 1;
+            match serde_json::from_slice::<Line>(raw) {
+                Ok(line) => lines.push(line),
+                Err(e) => {
+                    self.malformed.get_or_insert((self.lines, e));
+                }
+            }
+        }
+        Ok(lines)
+    }
+
+    /// Whether an unterminated (torn) last line remains.
+    pub fn torn(&self) -> bool {
+        !self.partial.is_empty()
+    }
+}
+
+/// Every line of a finished log, and whether its last line is torn (unterminated: its writer was
+/// killed mid-write) and so ignored. Any complete line that does not parse is an error naming
+/// the file and line: a kill cuts only the line being written, the last.
+pub fn read_all(path: &Path) -> SoakResult<(Vec<Line>, bool)> {
+    let mut tail = Tail::new(path);
+    let lines = tail.read_new()?;
+    match tail.malformed {
+        Some((line, source)) => Err(SoakError::Malformed { path: path.display().to_string(), line, source }),
+        None => Ok((lines, tail.torn())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_torn_line_waits_and_garbage_is_noted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.jsonl");
+        let log = LogFile::open(&path).unwrap();
+        let ev = Line::Ev(Ev { node: "n".into(), kind: "grant".into(), epoch: Some(3), ..Ev::default() });
+        log.put(&ev).unwrap();
+        let mut tail = Tail::new(&path);
+        assert_eq!(tail.read_new().unwrap(), vec![ev.clone()]);
+        (&std::fs::OpenOptions::new().append(true).open(&path).unwrap()).write_all(b"{\"t\":\"ev\",\"no").unwrap();
+        assert!(tail.read_new().unwrap().is_empty());
+        assert!(tail.torn());
+        (&std::fs::OpenOptions::new().append(true).open(&path).unwrap()).write_all(b"pe\n").unwrap();
+        log.put(&ev).unwrap();
+        assert_eq!(tail.read_new().unwrap(), vec![ev]);
+        assert_eq!(tail.malformed.as_ref().map(|(line, _)| *line), Some(2));
+        assert_eq!(from_hex(&to_hex(b"\x00\xffab")).unwrap(), b"\x00\xffab");
+    }
+
+    /// Only an unterminated last line is forgiven: a bad complete line anywhere, the last one
+    /// included, is refused naming the file and line.
+    #[test]
+    fn a_finished_log_forgives_only_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.jsonl");
+        let ev =
+            serde_json::to_string(&Line::Ev(Ev { node: "n".into(), kind: "grant".into(), ..Ev::default() })).unwrap();
+        std::fs::write(&path, format!("{ev}\n{ev}\n{{\"t\":\"ev\",\"no")).unwrap();
+        assert_eq!(read_all(&path).unwrap().0.len(), 2);
+        assert!(read_all(&path).unwrap().1, "the torn last line is reported");
+        for (text, line) in
+            [(format!("{ev}\nGARBAGE{{{{\n{ev}\n"), 2), (format!("{ev}\n\n{ev}\n"), 2), (format!("{ev}\nGARBAGE\n"), 2)]
+        {
+            std::fs::write(&path, text).unwrap();
+            let err = read_all(&path).unwrap_err().to_string();
+            assert_eq!(err, format!("{}:{line}: not a log line", path.display()));
+        }
+    }
+}

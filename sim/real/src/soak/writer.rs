@@ -1,0 +1,786 @@
+//! One soak writer (a `fencesim soak-writer` process): its stamp clock, the recording store that
+//! logs every call, and the writer protocol of contracts 5.3-5.5 over `soak-run`: tenures of
+//! random fenced operations, stalls past the ttl, stale probe sweeps after re-reading the tail,
+//! victim cycles with the epoch tombstone, and live cross-run probes.
+//!
+//! Ordering across processes: SQLite serializes write transactions with its write lock, and the
+//! store reads its injected [`Clock`] exactly once inside each (after `BEGIN IMMEDIATE`). The
+//! [`StampClock`] takes a system-wide monotonic reading at that moment, which the recorder logs:
+//! two committed writes' stamps therefore order them as SQLite did.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+
+use fencesim_store::{
+    Clock, FaultHook, FaultPoint, JournalEntry, JournalStore, LeasableStore, Lease, LeaseRejection, RunFilter, RunId,
+    RunMeta, RunStatus, SqliteOptions, SqliteStore, Store, StoreDefects, StoreError, StoreResult, TranscriptStore,
+};
+use serde_json::json;
+
+use super::log::{Begin, End, Ev, Line, LogFile, LogOutcome, LogPayload, to_hex};
+use super::wall::{mono_ns, sleep_ms, unix_ms};
+use super::{OTHER_BLOB, RUN, SoakError, SoakResult, owner_name};
+use fencesim_sim::rng::Stream;
+
+/// Wall-clock ms plus the writer's skew; every reading also leaves a monotonic stamp behind.
+#[derive(Debug, Default)]
+pub struct StampClock {
+    skew_ms: i64,
+    last_mono: AtomicU64,
+    last_ms: AtomicI64,
+}
+
+impl StampClock {
+    pub fn new(skew_ms: i64) -> Self {
+        Self { skew_ms, ..Self::default() }
+    }
+
+    /// The skewed time, leaving no stamp.
+    pub fn peek_ms(&self) -> i64 {
+        unix_ms().saturating_add(self.skew_ms)
+    }
+
+    fn clear(&self) {
+        self.last_mono.store(0, Ordering::SeqCst);
+    }
+
+    /// The last reading since [`StampClock::clear`]: (clock ms, monotonic ns).
+    fn stamp(&self) -> Option<(i64, u64)> {
+        match self.last_mono.load(Ordering::SeqCst) {
+            0 => None,
+            mono => Some((self.last_ms.load(Ordering::SeqCst), mono)),
+        }
+    }
+}
+
+impl Clock for StampClock {
+    fn now_ms(&self) -> i64 {
+        let ms = self.peek_ms();
+        self.last_ms.store(ms, Ordering::SeqCst);
+        self.last_mono.store(mono_ns().max(1), Ordering::SeqCst);
+        ms
+    }
+}
+
+/// Log a line the judge or the quorum needs; a writer that cannot log it stops (exit 3) rather
+/// than go on with its evidence incomplete.
+fn put_or_die(log: &LogFile, line: &Line) {
+    if let Err(e) = log.put(line) {
+        eprintln!("fencesim soak-writer: {}", crate::proc::chain(&e));
+        std::process::exit(3);
+    }
+}
+
+fn outcome_of<T>(result: &StoreResult<T>) -> LogOutcome {
+    match result {
+        Ok(_) => LogOutcome::Ok,
+        Err(StoreError::LeaseHeld(held)) => match &held.rejection {
+            LeaseRejection::HeldBy { owner, epoch } => LogOutcome::HeldBy { owner: owner.clone(), epoch: epoch.0 },
+            LeaseRejection::Stale { .. } => LogOutcome::Stale,
+            LeaseRejection::RunMismatch { .. } => LogOutcome::RunMismatch,
+        },
+        Err(StoreError::JournalOrder { .. }) => LogOutcome::JournalOrder,
+        Err(StoreError::Busy { .. }) => LogOutcome::Busy,
+        Err(other) => LogOutcome::Error { code: other.code().to_owned() },
+    }
+}
+
+/// A store connection that logs a `begin` line before and an `end` line after every call.
+pub struct LoggedStore {
+    inner: SqliteStore,
+    clock: Arc<StampClock>,
+    log: Arc<LogFile>,
+    node: String,
+    next_id: AtomicU64,
+}
+
+impl LoggedStore {
+    pub fn new(inner: SqliteStore, clock: Arc<StampClock>, log: Arc<LogFile>, node: String) -> Self {
+        Self { inner, clock, log, node, next_id: AtomicU64::new(1) }
+    }
+
+    #[allow(clippy::too_many_arguments, reason = "one call's fields, named at every call site")]
+    fn record<T>(
+        &self,
+        surface: &str,
+        run: &RunId,
+        blob_ref: Option<&str>,
+        lease: Option<&Lease>,
+        owner: Option<&str>,
+        payload: LogPayload,
+        call: impl FnOnce() -> StoreResult<T>,
+        granted: impl FnOnce(&T) -> Option<Lease>,
+    ) -> StoreResult<T> {
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let begin_ms = self.clock.peek_ms();
+        let begin = Begin {
+            id,
+            node: self.node.clone(),
+            surface: surface.to_owned(),
+            run: run.clone(),
+            blob_ref: blob_ref.map(str::to_owned),
+            lease: lease.cloned(),
+            owner: owner.map(str::to_owned),
+            payload,
+            clock_ms: begin_ms,
+            mono_ns: mono_ns(),
+        };
+        self.log_or_die(&Line::Begin(begin));
+        self.clock.clear();
+        let result = call();
+        let stamp = self.clock.stamp();
+        let (clock_ms, mono, stamped) = match stamp {
+            Some((ms, mono)) => (ms, mono, true),
+            None => (begin_ms, mono_ns(), false),
+        };
+        let end = End {
+            id,
+            node: self.node.clone(),
+            outcome: outcome_of(&result),
+            granted: result.as_ref().ok().and_then(granted),
+            clock_ms,
+            mono_ns: mono,
+            stamped,
+        };
+        self.log_or_die(&Line::End(end));
+        result
+    }
+
+    /// A writer that cannot log cannot be judged: stop it at once (the referee sees the exit).
+    fn log_or_die(&self, line: &Line) {
+        put_or_die(&self.log, line);
+    }
+
+    fn plain<T>(
+        &self,
+        surface: &str,
+        run: &RunId,
+        blob_ref: Option<&str>,
+        lease: Option<&Lease>,
+        payload: LogPayload,
+        call: impl FnOnce() -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        self.record(surface, run, blob_ref, lease, None, payload, call, |_| None)
+    }
+}
+
+impl JournalStore for LoggedStore {
+    fn append(&self, run: &RunId, entry: &JournalEntry, lease: Option<&Lease>) -> StoreResult<()> {
+        self.plain("append", run, None, lease, LogPayload::Entry(entry.clone()), || {
+            self.inner.append(run, entry, lease)
+        })
+    }
+
+    fn load(&self, run: &RunId) -> StoreResult<Vec<JournalEntry>> {
+        self.plain("load", run, None, None, LogPayload::None, || self.inner.load(run))
+    }
+
+    fn put_meta(&self, meta: &RunMeta, lease: Option<&Lease>) -> StoreResult<()> {
+        self.plain("put_meta", &meta.run_id, None, lease, LogPayload::Meta(meta.clone()), || {
+            self.inner.put_meta(meta, lease)
+        })
+    }
+
+    fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<RunMeta>> {
+        self.plain("list_runs", &RunId::new("*"), None, None, LogPayload::None, || self.inner.list_runs(filter))
+    }
+
+    fn get_meta(&self, run: &RunId) -> StoreResult<Option<RunMeta>> {
+        self.plain("get_meta", run, None, None, LogPayload::None, || self.inner.get_meta(run))
+    }
+
+    fn delete(&self, run: &RunId, lease: Option<&Lease>) -> StoreResult<()> {
+        self.plain("delete", run, None, lease, LogPayload::None, || self.inner.delete(run, lease))
+    }
+
+    fn fenced_writes(&self) -> bool {
+        self.inner.fenced_writes()
+    }
+}
+
+impl LeasableStore for LoggedStore {
+    fn acquire(&self, run: &RunId, owner: &str) -> StoreResult<Lease> {
+        self.record(
+            "acquire",
+            run,
+            None,
+            None,
+            Some(owner),
+            LogPayload::None,
+            || self.inner.acquire(run, owner),
+            |l| Some(l.clone()),
+        )
+    }
+
+    fn renew(&self, lease: &Lease) -> StoreResult<()> {
+        self.plain("renew", &lease.run, None, Some(lease), LogPayload::None, || self.inner.renew(lease))
+    }
+
+    fn release(&self, lease: &Lease) -> StoreResult<()> {
+        self.plain("release", &lease.run, None, Some(lease), LogPayload::None, || self.inner.release(lease))
+    }
+
+    fn lease_ttl_ms(&self) -> u32 {
+        self.inner.lease_ttl_ms()
+    }
+}
+
+impl TranscriptStore for LoggedStore {
+    fn put_blob(&self, blob_ref: &str, bytes: &[u8], lease: Option<&Lease>) -> StoreResult<()> {
+        let run = RunId::of_ref(blob_ref);
+        self.plain("put_blob", &run, Some(blob_ref), lease, LogPayload::Blob(to_hex(bytes)), || {
+            self.inner.put_blob(blob_ref, bytes, lease)
+        })
+    }
+
+    fn get_blob(&self, blob_ref: &str) -> StoreResult<Option<Vec<u8>>> {
+        let run = RunId::of_ref(blob_ref);
+        self.plain("get_blob", &run, Some(blob_ref), None, LogPayload::None, || self.inner.get_blob(blob_ref))
+    }
+
+    fn list_blobs(&self, run: &RunId) -> StoreResult<Vec<String>> {
+        self.plain("list_blobs", run, None, None, LogPayload::None, || self.inner.list_blobs(run))
+    }
+
+    fn delete_blob(&self, blob_ref: &str, lease: Option<&Lease>) -> StoreResult<()> {
+        let run = RunId::of_ref(blob_ref);
+        self.plain("delete_blob", &run, Some(blob_ref), lease, LogPayload::None, || {
+            self.inner.delete_blob(blob_ref, lease)
+        })
+    }
+
+    fn fenced_blob_writes(&self) -> bool {
+        self.inner.fenced_blob_writes()
+    }
+}
+
+impl Store for LoggedStore {
+    fn leases(&self) -> Option<&dyn LeasableStore> {
+        Some(self)
+    }
+
+    fn set_fault_hook(&self, hook: Option<FaultHook>) -> bool {
+        self.inner.set_fault_hook(hook)
+    }
+}
+
+/// What one writer process is told.
+#[derive(Clone, Debug)]
+pub struct WriterConfig {
+    pub db: PathBuf,
+    pub log: PathBuf,
+    pub stop: PathBuf,
+    pub index: usize,
+    pub generation: u32,
+    pub seed: u64,
+    pub ttl_ms: i64,
+    pub skew_ms: i64,
+    pub defects: StoreDefects,
+    /// Open the store at this Unix ms, so that every first-generation writer boots at once.
+    pub start_at_ms: Option<i64>,
+    /// No mid-call stall has landed in the storm yet: stall early tenures as a first generation
+    /// does (the referee says so while its `mid_call_stalls` counter is 0).
+    pub owe_mid_call: bool,
+    /// Checkpoint the WAL (PASSIVE) every this many tenures; 0 never.
+    pub checkpoint_every: u32,
+}
+
+/// Busy retries per call before the writer gives up on it (1-3 ms each: several seconds, longer
+/// than the referee ever keeps a writer stopped inside a transaction).
+const BUSY_ROUNDS: u32 = 3_000;
+
+/// How one attempted call ended, for the protocol.
+#[derive(Debug, PartialEq, Eq)]
+enum Out {
+    Ok,
+    /// Refused for its lease (held-by, stale or run-mismatch).
+    Lease,
+    Order,
+    /// Any other error, or busy retries exhausted.
+    Other(String),
+}
+
+struct Writer {
+    cfg: WriterConfig,
+    store: LoggedStore,
+    log: Arc<LogFile>,
+    rng: Stream,
+    owner: String,
+    run: RunId,
+    /// Ops under the current tenure, for nonces.
+    n: u64,
+    /// Tenures granted so far.
+    granted: u32,
+    /// Set: the next fenced call stalls past the ttl between its lease check and its mutation
+    /// (inside the write transaction, over a correct store).
+    mid_call: Arc<AtomicBool>,
+    /// Set by the fault hook when a stall happened, cleared once the stalled call returned.
+    stalled: Arc<AtomicBool>,
+}
+
+/// Chance per tenure that its next fenced call stalls mid-call (between check and mutation):
+/// high in the first tenures of the first writers, and of later ones while no stall has landed
+/// (every storm's quorum asks for one: D3 shows only in a stalled call that returns), low after:
+/// over a correct store each one holds SQLite's write lock for the stall and starves every other
+/// writer (in a release storm with a quarter of every restarted generation's first tenures
+/// stalling, the lock was held for half the storm).
+const MID_CALL_STALL_EARLY: f64 = 0.5;
+const MID_CALL_STALL_LATE: f64 = 0.005;
+const EARLY_TENURES: u32 = 4;
+
+/// Run one writer to its end: until the stop file appears (exit 0), or a fatal error.
+pub fn run(cfg: WriterConfig) -> SoakResult<()> {
+    let log = Arc::new(LogFile::open(&cfg.log)?);
+    let owner = owner_name(cfg.index, cfg.generation);
+    let ev = |kind: &str| Ev {
+        node: owner.clone(),
+        w: cfg.index,
+        g: cfg.generation,
+        kind: kind.to_owned(),
+        mono_ns: mono_ns(),
+        ..Ev::default()
+    };
+    log.put(&Line::Ev(Ev { detail: Some(format!("pid {}", std::process::id())), ..ev("start") }))?;
+    if let Some(at) = cfg.start_at_ms {
+        let wait = at.saturating_sub(unix_ms());
+        if wait > 0 {
+            sleep_ms(wait.unsigned_abs().min(10_000));
+        }
+    }
+    let clock = Arc::new(StampClock::new(cfg.skew_ms));
+    // No commit waits for the disk (`synchronous=OFF`): the soak's crashes are process deaths
+    // (SIGKILL), which a committed write survives in the OS's cache, never a power loss; with a
+    // sync per commit (5 ms on the development machine, under the write lock) the release storm's
+    // few thousand commits were paced by the disk.
+    let options =
+        SqliteOptions::file(&cfg.db, clock.clone()).lease_ttl_ms(cfg.ttl_ms).defects(cfg.defects).without_fsync();
+    let inner = match SqliteStore::open(options) {
+        Ok(store) => store,
+        Err(e) => {
+            let fatal = Ev { surface: Some("boot".into()), detail: Some(e.to_string()), ..ev("fatal") };
+            log.put(&Line::Ev(fatal))?;
+            return Err(SoakError::Store(e));
+        }
+    };
+    log.put(&Line::Ev(ev("booted")))?;
+    let (mid_call, stalled) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let (armed, fired) = (mid_call.clone(), stalled.clone());
+    let stall_ms = stall_ms(cfg.ttl_ms);
+    inner.set_fault_hook(Some(Box::new(move |site| {
+        if site.point == FaultPoint::FenceChecked && armed.swap(false, Ordering::SeqCst) {
+            sleep_ms(stall_ms);
+            fired.store(true, Ordering::SeqCst);
+        }
+    })));
+    let rng = Stream::new(cfg.seed).fork(&format!("writer/{}/{}", cfg.index, cfg.generation));
+    let store = LoggedStore::new(inner, clock, log.clone(), owner.clone());
+    let mut writer = Writer { cfg, store, log, rng, owner, run: RunId::new(RUN), n: 0, granted: 0, mid_call, stalled };
+    let mut tenures = 0u32;
+    while !writer.stopping() {
+        writer.tenure()?;
+        tenures += 1;
+        if writer.cfg.checkpoint_every > 0 && tenures.is_multiple_of(writer.cfg.checkpoint_every) {
+            // Best effort: a busy or failed passive checkpoint is retried at a later tenure.
+            let _ = writer.store.inner.raw_connection().execute_batch("PRAGMA wal_checkpoint(PASSIVE)");
+        }
+    }
+    writer.event("done", |e| e)?;
+    Ok(())
+}
+
+/// Chance that a tenure ends in a stall past the ttl (then a sweep) rather than a release.
+const STALL_AT_TENURE_END: f64 = 0.1;
+
+/// A stall past the ttl: ceil(ttl * 1.4) ms.
+fn stall_ms(ttl_ms: i64) -> u64 {
+    (u64::try_from(ttl_ms).unwrap_or(0) * 14).div_ceil(10)
+}
+
+impl Writer {
+    fn stopping(&self) -> bool {
+        self.cfg.stop.exists()
+    }
+
+    fn event(&self, kind: &str, fill: impl FnOnce(Ev) -> Ev) -> SoakResult<()> {
+        self.log.put(&self.ev(kind, fill))
+    }
+
+    fn ev(&self, kind: &str, fill: impl FnOnce(Ev) -> Ev) -> Line {
+        let ev = Ev {
+            node: self.owner.clone(),
+            w: self.cfg.index,
+            g: self.cfg.generation,
+            kind: kind.to_owned(),
+            mono_ns: mono_ns(),
+            ..Ev::default()
+        };
+        Line::Ev(fill(ev))
+    }
+
+    fn ev_at(&self, kind: &str, surface: &str, epoch: i64) -> SoakResult<()> {
+        self.event(kind, |e| Ev { surface: Some(surface.to_owned()), epoch: Some(epoch), ..e })
+    }
+
+    /// Busy is retried (1-3 ms apart, logged); everything else classified.
+    fn attempt<T>(&mut self, surface: &str, mut call: impl FnMut(&LoggedStore) -> StoreResult<T>) -> (Out, Option<T>) {
+        for _ in 0..BUSY_ROUNDS {
+            let result = call(&self.store);
+            if self.stalled.swap(false, Ordering::SeqCst) {
+                self.stall_landed(surface, &result);
+            }
+            match result {
+                Ok(v) => return (Out::Ok, Some(v)),
+                Err(StoreError::Busy { .. }) => {
+                    put_or_die(&self.log, &self.ev("busy", |e| Ev { surface: Some(surface.to_owned()), ..e }));
+                    sleep_ms(self.rng.range(1, 3));
+                }
+                Err(StoreError::LeaseHeld(_)) => return (Out::Lease, None),
+                Err(StoreError::JournalOrder { .. }) => return (Out::Order, None),
+                Err(other) => return (Out::Other(other.to_string()), None),
+            }
+        }
+        (Out::Other("transient retries exhausted".into()), None)
+    }
+
+    /// A mid-call stall's call returned. One that ended busy never reached its mutation, so the
+    /// stall is owed again (the next fenced call under a live lease takes it); any other outcome
+    /// landed, and is logged as `mid-call-landed` with it.
+    fn stall_landed<T>(&self, surface: &str, result: &StoreResult<T>) {
+        if matches!(result, Err(StoreError::Busy { .. })) {
+            self.mid_call.store(true, Ordering::SeqCst);
+            return;
+        }
+        let outcome = match result {
+            Ok(_) => "ok".to_owned(),
+            Err(e) => e.to_string(),
+        };
+        put_or_die(
+            &self.log,
+            &self.ev("mid-call-landed", |e| Ev { surface: Some(surface.to_owned()), detail: Some(outcome), ..e }),
+        );
+    }
+
+    fn error(&self, surface: &str, message: &str) -> SoakResult<()> {
+        self.event("error", |e| Ev { surface: Some(surface.to_owned()), detail: Some(message.to_owned()), ..e })
+    }
+
+    fn tail_seq(&mut self) -> Option<i64> {
+        let run = self.run.clone();
+        match self.attempt("load", |s| s.load(&run)) {
+            (Out::Ok, Some(entries)) => Some(entries.iter().map(|e| e.seq.0).max().unwrap_or(0)),
+            _ => None,
+        }
+    }
+
+    fn nonce(&mut self, lease: &Lease) -> String {
+        self.n += 1;
+        format!("w{}g{}-e{}-c{}", self.cfg.index, self.cfg.generation, lease.epoch, self.n)
+    }
+
+    /// An entry whose fields are flat strings: every JSON object is a map of its own in each
+    /// process that parses the call's log line (the judge held three a logged append, a third
+    /// of a release storm's history).
+    fn entry(seq: i64, nonce: &str) -> JournalEntry {
+        JournalEntry::new(seq, "step", "ok").with("key", json!(format!("soak-{nonce}"))).with("value", json!(nonce))
+    }
+
+    fn blob(nonce: &str) -> Vec<u8> {
+        json!({ "soak": { "nonce": nonce } }).to_string().into_bytes()
+    }
+
+    /// One tenure (5.3). Returns Err only on a fatal harness error.
+    fn tenure(&mut self) -> SoakResult<()> {
+        self.n = 0;
+        let (run, owner) = (self.run.clone(), self.owner.clone());
+        let lease = match self.attempt("acquire", |s| s.acquire(&run, &owner)) {
+            (Out::Ok, Some(lease)) => lease,
+            (Out::Lease | Out::Ok, _) | (Out::Other(_), _) => {
+                sleep_ms(self.rng.range(3, 14));
+                return Ok(());
+            }
+            (Out::Order, _) => return self.error("acquire", "journal order on acquire"),
+        };
+        let epoch = lease.epoch.0;
+        let mut renewed_ms = self.store.clock.peek_ms();
+        self.event("grant", |e| Ev { epoch: Some(epoch), target: Some(RUN.into()), ..e })?;
+        self.granted += 1;
+        let early = (self.cfg.generation == 0 || self.cfg.owe_mid_call) && self.granted <= EARLY_TENURES;
+        let chance = if early { MID_CALL_STALL_EARLY } else { MID_CALL_STALL_LATE };
+        if self.rng.chance(chance) {
+            self.mid_call.store(true, Ordering::SeqCst);
+            self.ev_at("mid-call-stall", "fenced", epoch)?;
+        }
+        let Some(mut tail) = self.tail_seq() else {
+            self.sweep(&lease)?;
+            return Ok(());
+        };
+        // The marker: the first act as owner.
+        let nonce = self.nonce(&lease);
+        let entry = Self::entry(tail + 1, &nonce);
+        match self.attempt("append", |s| s.append(&run, &entry, Some(&lease))).0 {
+            Out::Ok => {
+                tail += 1;
+                self.event("accept", |e| Ev {
+                    surface: Some("marker".into()),
+                    epoch: Some(epoch),
+                    seq: Some(tail),
+                    ..e
+                })?;
+            }
+            Out::Lease => {
+                self.ev_at("fence-kick", "marker", epoch)?;
+                return self.sweep(&lease);
+            }
+            Out::Order => return self.error("marker", "order violation under a live lease"),
+            Out::Other(m) => return self.error("marker", &m),
+        }
+        // The op mix: half the ops are appends (the release floors ask four appends an epoch),
+        // a tenth victim cycles (two fifths of an epoch), the rest spread over the other
+        // surfaces, whose floors are small.
+        let ops = self.rng.range(4, 10);
+        let mut alive = true;
+        for _ in 0..ops {
+            if !alive || self.stopping() {
+                break;
+            }
+            // A live holder renews once a third of its ttl has passed (the engine's rule), so a
+            // tenure slowed by the write lock is not cut by its own expiry: expiries stay the
+            // stalls' and the referee's doing.
+            let now_ms = self.store.clock.peek_ms();
+            if now_ms.saturating_sub(renewed_ms) * 3 >= self.cfg.ttl_ms {
+                match self.attempt("renew", |s| s.renew(&lease)).0 {
+                    Out::Ok => {
+                        renewed_ms = now_ms;
+                        self.ev_at("renewed", "renew", epoch)?;
+                    }
+                    Out::Lease => {
+                        self.ev_at("fence-kick", "renew", epoch)?;
+                        alive = false;
+                        continue;
+                    }
+                    Out::Order => {
+                        self.error("renew", "order violation on a renew")?;
+                        alive = false;
+                        continue;
+                    }
+                    Out::Other(m) => {
+                        self.error("renew", &m)?;
+                        alive = false;
+                        continue;
+                    }
+                }
+            }
+            let dice = self.rng.unit_range(0.0, 1.0);
+            let nonce = self.nonce(&lease);
+            let (surface, out) = if dice < 0.03 && tail >= 1 {
+                // The seq guard: a live holder appending at the stored tail must be refused.
+                let entry = Self::entry(tail, &nonce);
+                match self.attempt("append", |s| s.append(&run, &entry, Some(&lease))).0 {
+                    Out::Order => self.ev_at("order-reject", "seq-probe", epoch)?,
+                    Out::Ok => self.ev_at("seq-probe-accepted", "seq-probe", epoch)?,
+                    Out::Lease => {
+                        self.ev_at("fence-kick", "seq-probe", epoch)?;
+                        alive = false;
+                    }
+                    Out::Other(m) => self.error("seq-probe", &m)?,
+                }
+                continue;
+            } else if dice < 0.53 {
+                let entry = Self::entry(tail + 1, &nonce);
+                let out = self.attempt("append", |s| s.append(&run, &entry, Some(&lease))).0;
+                if out == Out::Ok {
+                    tail += 1;
+                }
+                ("append", out)
+            } else if dice < 0.62 {
+                let mut meta = RunMeta::new(RUN, RunStatus::Running);
+                meta.extra.insert("updatedAt".into(), json!(format!("soak-{nonce}")));
+                meta.extra.insert("soak".into(), json!(nonce));
+                ("meta", self.attempt("put_meta", |s| s.put_meta(&meta, Some(&lease))).0)
+            } else if dice < 0.68 {
+                let blob_ref = format!("{RUN}/blob-{}", self.rng.below(4));
+                let bytes = Self::blob(&nonce);
+                ("blob-put", self.attempt("put_blob", |s| s.put_blob(&blob_ref, &bytes, Some(&lease))).0)
+            } else if dice < 0.74 {
+                let blob_ref = format!("{RUN}/blob-{}", self.rng.below(4));
+                ("blob-delete", self.attempt("delete_blob", |s| s.delete_blob(&blob_ref, Some(&lease))).0)
+            } else if dice < 0.84 {
+                self.victim(&lease)?;
+                continue;
+            } else if dice < 0.92 {
+                let before_ms = self.store.clock.peek_ms();
+                let out = self.attempt("renew", |s| s.renew(&lease)).0;
+                if out == Out::Ok {
+                    renewed_ms = before_ms;
+                    self.ev_at("renewed", "renew", epoch)?;
+                    continue;
+                }
+                ("renew", out)
+            } else {
+                let bytes = Self::blob(&nonce);
+                match self.attempt("put_blob", |s| s.put_blob(OTHER_BLOB, &bytes, Some(&lease))).0 {
+                    Out::Lease => self.ev_at("live-cross-reject", "cross-run-live", epoch)?,
+                    Out::Ok => self.ev_at("stale-accept", "cross-run-live", epoch)?,
+                    Out::Order => self.error("cross-run-live", "order violation on a blob")?,
+                    Out::Other(m) => self.error("cross-run-live", &m)?,
+                }
+                continue;
+            };
+            match out {
+                Out::Ok => self.event("accept", |e| Ev {
+                    surface: Some(surface.to_owned()),
+                    epoch: Some(epoch),
+                    seq: (surface == "append").then_some(tail),
+                    detail: Some(nonce.clone()),
+                    ..e
+                })?,
+                Out::Lease => {
+                    self.ev_at("fence-kick", surface, epoch)?;
+                    alive = false;
+                }
+                Out::Order => {
+                    self.error(surface, "order violation under a live lease")?;
+                    alive = false;
+                }
+                Out::Other(m) => {
+                    self.error(surface, &m)?;
+                    alive = false;
+                }
+            }
+        }
+        if !alive {
+            return self.sweep(&lease);
+        }
+        // A stalled holder keeps the run locked until its lease expires, so the stall share
+        // bounds the storm's tenure rate (the reference's 0.5 held the release storm to about
+        // six epochs a second; at 0.3, with commits no longer waiting for the disk, stalls took
+        // 16 of a loaded release storm's 37 s, and 10 of 30 s at 0.2). A tenth still gives every
+        // storm real expiries of a live holder that knows it stalled, besides those of the
+        // referee's SIGSTOPs (one at least per refused zombie: a holder that does not know).
+        if self.rng.chance(STALL_AT_TENURE_END) {
+            self.ev_at("stall", "stall", epoch)?;
+            sleep_ms(stall_ms(self.cfg.ttl_ms));
+            return self.sweep(&lease);
+        }
+        match self.attempt("release", |s| s.release(&lease)).0 {
+            // A released lease is as dead as an expired one: sweep it too (beyond the
+            // reference, which sweeps only after a stall or a fence kick).
+            Out::Ok => {
+                self.ev_at("released", "release", epoch)?;
+                self.sweep(&lease)
+            }
+            _ => {
+                self.ev_at("fence-kick", "release", epoch)?;
+                self.sweep(&lease)
+            }
+        }
+    }
+
+    /// The stale probe sweep (5.4): every write surface with a dead lease, each must be refused;
+    /// then the same surfaces with a forged lease at the next epoch, the one a successor most
+    /// likely holds now (W7: a foreign owner at the live epoch is refused on every surface).
+    fn sweep(&mut self, dead: &Lease) -> SoakResult<()> {
+        self.probe_surfaces(dead, "")?;
+        let forged = Lease {
+            run: dead.run.clone(),
+            owner: format!("forger-w{}g{}", self.cfg.index, self.cfg.generation),
+            epoch: fencesim_store::Epoch(dead.epoch.0.saturating_add(1)),
+        };
+        self.probe_surfaces(&forged, "forged-")
+    }
+
+    /// One probe of every write surface under `lease`, which must not be the live holder's; the
+    /// refusals count as stale rejects (probe names carry `prefix`).
+    fn probe_surfaces(&mut self, lease: &Lease, prefix: &str) -> SoakResult<()> {
+        let epoch = lease.epoch.0;
+        let run = self.run.clone();
+        let stale_nonce = format!("stale-w{}g{}-e{epoch}", self.cfg.index, self.cfg.generation);
+        for probe in ["append", "meta", "blob-put", "blob-delete", "run-delete", "renew", "cross-run", "release"] {
+            let out = match probe {
+                "append" => {
+                    let Some(tail) = self.tail_seq() else { continue };
+                    let entry = Self::entry(tail + 1, &stale_nonce);
+                    self.attempt("append", |s| s.append(&run, &entry, Some(lease))).0
+                }
+                "meta" => {
+                    let mut meta = RunMeta::new(RUN, RunStatus::Cancelled);
+                    meta.extra.insert("updatedAt".into(), json!(format!("stale-w{}", self.cfg.index)));
+                    self.attempt("put_meta", |s| s.put_meta(&meta, Some(lease))).0
+                }
+                "blob-put" => {
+                    let bytes = Self::blob(&stale_nonce);
+                    self.attempt("put_blob", |s| s.put_blob(&format!("{RUN}/blob-0"), &bytes, Some(lease))).0
+                }
+                "blob-delete" => {
+                    self.attempt("delete_blob", |s| s.delete_blob(&format!("{RUN}/blob-0"), Some(lease))).0
+                }
+                "run-delete" => self.attempt("delete", |s| s.delete(&run, Some(lease))).0,
+                "renew" => self.attempt("renew", |s| s.renew(lease)).0,
+                "cross-run" => {
+                    let bytes = Self::blob(&stale_nonce);
+                    self.attempt("put_blob", |s| s.put_blob(OTHER_BLOB, &bytes, Some(lease))).0
+                }
+                _ => self.attempt("release", |s| s.release(lease)).0,
+            };
+            let probe = format!("{prefix}{probe}");
+            match out {
+                Out::Ok => self.ev_at("stale-accept", &probe, epoch)?,
+                Out::Lease => self.ev_at("stale-reject", &probe, epoch)?,
+                Out::Order => self.error(&probe, "order violation where the fence should reject first")?,
+                Out::Other(m) => self.error(&probe, &m)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// The victim cycle (5.5) plus the tombstone: a fenced delete and recreate of a side run,
+    /// then one more acquire of the same id, whose epoch must exceed the deleted one's.
+    fn victim(&mut self, soak_lease: &Lease) -> SoakResult<()> {
+        let vid = RunId::new(format!("victim-w{}-e{}-{}", self.cfg.index, soak_lease.epoch, self.n));
+        let owner = self.owner.clone();
+        let abandoned = |w: &Self, surface: &str, why: &str| {
+            w.event("victim-abandoned", |e| Ev {
+                target: Some(vid.to_string()),
+                surface: Some(surface.to_owned()),
+                detail: Some(why.to_owned()),
+                ..e
+            })
+        };
+        let lease = match self.attempt("acquire", |s| s.acquire(&vid, &owner)) {
+            (Out::Ok, Some(lease)) => lease,
+            (out, _) => return abandoned(self, "acquire", &format!("{out:?}")),
+        };
+        let blob_ref = format!("{vid}/blob");
+        let entry = Self::entry(1, &format!("victim-{vid}"));
+        let meta = RunMeta::new(vid.clone(), RunStatus::Running);
+        let bytes = Self::blob(&format!("victim-{vid}"));
+        for step in 0..5 {
+            let (surface, out) = match step {
+                0 => ("append", self.attempt("append", |s| s.append(&vid, &entry, Some(&lease))).0),
+                1 => ("meta", self.attempt("put_meta", |s| s.put_meta(&meta, Some(&lease))).0),
+                2 => ("blob-put", self.attempt("put_blob", |s| s.put_blob(&blob_ref, &bytes, Some(&lease))).0),
+                3 => ("blob-delete", self.attempt("delete_blob", |s| s.delete_blob(&blob_ref, Some(&lease))).0),
+                _ => ("run-delete", self.attempt("delete", |s| s.delete(&vid, Some(&lease))).0),
+            };
+            if out != Out::Ok {
+                return abandoned(self, surface, &format!("{out:?}"));
+            }
+        }
+        self.event("victim", |e| Ev { epoch: Some(lease.epoch.0), target: Some(vid.to_string()), ..e })?;
+        let again = match self.attempt("acquire", |s| s.acquire(&vid, &owner)) {
+            (Out::Ok, Some(again)) => again,
+            (out, _) => return abandoned(self, "tombstone-acquire", &format!("{out:?}")),
+        };
+        self.event("tombstone", |e| Ev {
+            epoch: Some(lease.epoch.0),
+            other_epoch: Some(again.epoch.0),
+            target: Some(vid.to_string()),
+            ..e
+        })?;
+        if self.attempt("release", |s| s.release(&again)).0 != Out::Ok {
+            return abandoned(self, "tombstone-release", "refused");
+        }
+        Ok(())
+    }
+}
