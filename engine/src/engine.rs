@@ -1,207 +1,56 @@
-//! The engine: options, ownership (acquire before the first write, renew every ttl/3, any renew
-//! failure is lease loss), the single durable-write path with its fault points and busy retry,
-//! `run` / `resume` (contracts 3.1-3.7), offline resolution (3.3) and the delete and prune
-//! cascades (3.9). One segment's body and settle live in `segment.rs`.
+//! The engine: ownership (acquire before the first write, renew every ttl/3, any renew failure is
+//! lease loss), `run` / `resume` (contracts 3.1-3.7), offline resolution (3.3) and the delete and
+//! prune cascades (3.9). The durable-write path lives in `core.rs`, one segment's body and settle in
+//! `segment.rs`, the options in `options.rs`.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
+use std::ops::Deref;
 use std::rc::Rc;
 
-use fencesim_store::{
-    Epoch, JournalEntry, LeasableStore, Lease, RunId, RunMeta, RunStatus, Seq, Store, StoreError, StoreResult,
-};
+use fencesim_store::{Lease, RunId, Seq, Store};
 use serde_json::Value;
 
-use crate::defects::{EngineDefect, EngineDefects};
+use crate::core::Core;
+use crate::defects::EngineDefect;
 use crate::entries::{self, kind};
-use crate::env::{Env, Fault, Phase, Point, Site, Write};
-use crate::error::{EngineError, EngineResult};
+use crate::env::{Env, Fault, Point, Site, Write};
+use crate::error::{EngineError, EngineResult, lease_or_store};
 use crate::ledger::Ledger;
+use crate::options::{CancelToken, EngineOptions, Outcome, Ownership, RunOptions};
 use crate::race::with_keeper;
 use crate::segment::Segment;
 use crate::workflow::Workflow;
 
-/// The reference's fallback ttl when a store does not expose one (contracts 7).
-pub const DEFAULT_TTL_MS: u32 = 60_000;
-/// The largest valid ttl or timer, in ms.
-pub const MAX_TIMER_MS: u32 = 2_147_483_647;
-/// Busy retries of one store call before the busy error is the call's answer.
-pub const BUSY_RETRIES: u32 = 8;
-
-/// The renew cadence for a ttl: `floor(ttl / 3)`, at least 1 ms (contracts 3.2).
-pub fn renew_cadence(ttl_ms: u32) -> u32 {
-    (ttl_ms / 3).max(1)
-}
-
-/// Check a ttl or timer option: an integer in `1..=2147483647` ms.
-pub fn validate_timer(what: &str, ms: u32) -> EngineResult<()> {
-    if (1..=MAX_TIMER_MS).contains(&ms) {
-        Ok(())
-    } else {
-        Err(EngineError::Config(format!("{what} must be an integer in 1..={MAX_TIMER_MS} ms, got {ms}")))
-    }
-}
-
-/// Whether a segment acquires its own lease when the caller supplies none (contracts 3.2).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Ownership {
-    #[default]
-    Auto,
-    None,
-}
-
-#[derive(Clone, Debug)]
-pub struct EngineOptions {
-    /// Owner prefix; each auto-owned segment acquires as `<owner>:<n>`.
-    pub owner: String,
-    pub ownership: Ownership,
-    /// Renew cadence under auto ownership; default `floor(ttl / 3)`. Must be below the ttl.
-    pub renew_every_ms: Option<u32>,
-    /// How long one paid model call takes, in the env's time.
-    pub call_ms: u32,
-    /// How long one tool execution takes.
-    pub tool_ms: u32,
-    pub defects: EngineDefects,
-}
-
-impl Default for EngineOptions {
-    fn default() -> Self {
-        Self {
-            owner: "engine".into(),
-            ownership: Ownership::Auto,
-            renew_every_ms: None,
-            call_ms: 20,
-            tool_ms: 5,
-            defects: EngineDefects::NONE,
-        }
-    }
-}
-
-/// Cancels a segment from outside (a host, a worker whose renew failed). Clones share the flag.
-#[derive(Clone, Debug, Default)]
-pub struct CancelToken(Rc<RefCell<Option<String>>>);
-
-impl CancelToken {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Request cancellation; the first reason wins.
-    pub fn cancel(&self, reason: impl Into<String>) {
-        let mut slot = self.0.borrow_mut();
-        if slot.is_none() {
-            *slot = Some(reason.into());
-        }
-    }
-
-    pub fn reason(&self) -> Option<String> {
-        self.0.borrow().clone()
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        self.0.borrow().is_some()
-    }
-}
-
-/// Per-segment options.
-#[derive(Clone, Debug, Default)]
-pub struct RunOptions {
-    /// A caller-supplied lease: the engine never acquires, renews or releases it.
-    pub lease: Option<Lease>,
-    pub cancel: Option<CancelToken>,
-    /// Genesis token of a fresh run; minted deterministically when absent.
-    pub genesis: Option<String>,
-    pub name: Option<String>,
-    /// Meta and journal the caller read under the supplied `lease`, after acquiring it (a
-    /// worker's candidacy check): the segment starts from them instead of reading again. Ignored
-    /// without a supplied lease, where the engine must own before it reads (contracts 3.7).
-    pub snapshot: Option<(Option<RunMeta>, Vec<JournalEntry>)>,
-}
-
-/// A durably settled segment.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Outcome {
-    pub run: RunId,
-    pub status: RunStatus,
-    pub value: Value,
-    /// This segment's number (segments before + 1).
-    pub segment: u32,
-    /// Entries this segment appended.
-    pub appended: u32,
-}
-
-/// The durable-run engine over one store connection.
+/// The durable-run engine over one store connection. Its [`Core`] (store, env, ledger, options and
+/// the durable-write path) is shared with every segment it drives.
 pub struct Engine<E: Env> {
-    store: Rc<dyn Store>,
-    env: E,
-    ledger: Ledger,
-    opts: EngineOptions,
-    ttl_ms: u32,
-    renew_every_ms: u32,
+    core: Core<E>,
     active: RefCell<BTreeSet<RunId>>,
     next_owner: Cell<u64>,
-    next_genesis: Cell<u64>,
+}
+
+impl<E: Env> Deref for Engine<E> {
+    type Target = Core<E>;
+
+    fn deref(&self) -> &Core<E> {
+        &self.core
+    }
 }
 
 impl<E: Env> Engine<E> {
     /// An engine over `store`; invalid ttl or renew cadence is a config error here.
     pub fn new(store: Rc<dyn Store>, env: E, ledger: Ledger, opts: EngineOptions) -> EngineResult<Self> {
-        let ttl_ms = store.leases().map_or(DEFAULT_TTL_MS, LeasableStore::lease_ttl_ms);
-        validate_timer("lease ttl", ttl_ms)?;
-        let renew_every_ms = opts.renew_every_ms.unwrap_or_else(|| renew_cadence(ttl_ms));
-        validate_timer("renew cadence", renew_every_ms)?;
-        if renew_every_ms >= ttl_ms {
-            return Err(EngineError::Config(format!(
-                "renew cadence {renew_every_ms} ms must be below the lease ttl {ttl_ms} ms"
-            )));
-        }
-        if opts.owner.is_empty() {
-            return Err(EngineError::Config("engine owner must not be empty".into()));
-        }
         Ok(Self {
-            store,
-            env,
-            ledger,
-            opts,
-            ttl_ms,
-            renew_every_ms,
+            core: Core::new(store, env, ledger, opts)?,
             active: RefCell::new(BTreeSet::new()),
             next_owner: Cell::new(0),
-            next_genesis: Cell::new(0),
         })
-    }
-
-    pub fn store(&self) -> &Rc<dyn Store> {
-        &self.store
-    }
-
-    pub fn env(&self) -> &E {
-        &self.env
-    }
-
-    pub fn ledger(&self) -> &Ledger {
-        &self.ledger
-    }
-
-    pub fn options(&self) -> &EngineOptions {
-        &self.opts
-    }
-
-    pub fn ttl_ms(&self) -> u32 {
-        self.ttl_ms
-    }
-
-    pub fn renew_every_ms(&self) -> u32 {
-        self.renew_every_ms
     }
 
     /// Whether a segment of `run` is live in this engine right now (contracts 3.1).
     pub fn is_live(&self, run: &RunId) -> bool {
         self.active.borrow().contains(run)
-    }
-
-    pub(crate) fn has(&self, defect: EngineDefect) -> bool {
-        self.opts.defects.has(defect)
     }
 
     /// Start a fresh run: segment 1 of a run that must not exist yet.
@@ -264,7 +113,7 @@ impl<E: Env> Engine<E> {
             }
             Ok((meta, journal)) => {
                 let cancel = opts.cancel.clone().unwrap_or_default();
-                let segment = Segment::new(self, run, lease.clone(), cancel.clone(), journal);
+                let segment = Segment::new(&self.core, run, lease.clone(), cancel.clone(), journal);
                 let body = segment.drive(workflow, meta, &opts, fresh);
                 match (&lease, auto) {
                     (Some(lease), true) => {
@@ -301,12 +150,6 @@ impl<E: Env> Engine<E> {
         }
     }
 
-    pub(crate) fn next_genesis(&self) -> u64 {
-        let n = self.next_genesis.get() + 1;
-        self.next_genesis.set(n);
-        n
-    }
-
     fn next_owner_name(&self) -> String {
         let n = self.next_owner.get() + 1;
         self.next_owner.set(n);
@@ -323,64 +166,6 @@ impl<E: Env> Engine<E> {
     pub fn release_quietly(&self, lease: &Lease) {
         if let Some(leases) = self.store.leases() {
             let _ = leases.release(lease);
-        }
-    }
-
-    pub(crate) async fn read(&self, run: &RunId) -> EngineResult<(Option<RunMeta>, Vec<JournalEntry>)> {
-        let meta = self.retry_busy(|| self.store.get_meta(run)).await.map_err(EngineError::Store)?;
-        let journal = self.retry_busy(|| self.store.load(run)).await.map_err(EngineError::Store)?;
-        Ok((meta, journal))
-    }
-
-    /// Retry a store call on busy with a fixed backoff schedule in the env's time.
-    pub(crate) async fn retry_busy<T>(&self, mut call: impl FnMut() -> StoreResult<T>) -> StoreResult<T> {
-        let mut attempt = 0;
-        loop {
-            match call() {
-                Err(e) if e.is_busy() && attempt < BUSY_RETRIES => {
-                    self.env.sleep(1 << attempt.min(4)).await;
-                    attempt += 1;
-                }
-                other => return other,
-            }
-        }
-    }
-
-    /// The one path of every durable write: fault point before, the store call (busy retried),
-    /// fault point after. The outer error is only [`EngineError::Crashed`]; the inner result is
-    /// the store's answer for the caller to match.
-    pub(crate) async fn write(
-        &self,
-        run: &RunId,
-        epoch: Option<Epoch>,
-        counter: &Cell<u32>,
-        write: Write<'_>,
-        lease: Option<&Lease>,
-    ) -> EngineResult<StoreResult<()>> {
-        let index = counter.get();
-        counter.set(index + 1);
-        let point = |phase| Point { run, epoch, site: Site::Write { index, phase, write } };
-        let mut result = match self.env.fault(&point(Phase::Before)).await {
-            Fault::Crash => return Err(EngineError::Crashed),
-            Fault::Fail(e) if e.is_busy() => self.retry_busy(|| self.store_call(run, write, lease)).await,
-            Fault::Fail(e) => Err(e),
-            Fault::Continue => self.retry_busy(|| self.store_call(run, write, lease)).await,
-        };
-        match self.env.fault(&point(Phase::After)).await {
-            Fault::Crash => return Err(EngineError::Crashed),
-            Fault::Fail(e) if result.is_ok() => result = Err(e),
-            _ => {}
-        }
-        Ok(result)
-    }
-
-    fn store_call(&self, run: &RunId, write: Write<'_>, lease: Option<&Lease>) -> StoreResult<()> {
-        match write {
-            Write::Append(entry) => self.store.append(run, entry, lease),
-            Write::PutMeta(meta) => self.store.put_meta(meta, lease),
-            Write::PutBlob { blob_ref, bytes } => self.store.put_blob(blob_ref, bytes, lease),
-            Write::DeleteBlob(blob_ref) => self.store.delete_blob(blob_ref, lease),
-            Write::DeleteRun => self.store.delete(run, lease),
         }
     }
 
@@ -469,11 +254,6 @@ fn mentions(value: &Value, needle: &str) -> bool {
         Value::Object(fields) => fields.iter().any(|(k, v)| k == needle || mentions(v, needle)),
         _ => false,
     }
-}
-
-/// A lease rejection is [`EngineError::LeaseHeld`]; anything else is a store failure.
-pub(crate) fn lease_or_store(e: StoreError) -> EngineError {
-    if e.is_lease_held() { EngineError::LeaseHeld(e) } else { EngineError::Store(e) }
 }
 
 /// Removes a run from the engine's live set when its segment ends, however it ends.

@@ -58,3 +58,8 @@ impl EngineError {
 }
 
 pub type EngineResult<T> = Result<T, EngineError>;
+
+/// A lease rejection is [`EngineError::LeaseHeld`]; anything else is a store failure.
+pub(crate) fn lease_or_store(e: StoreError) -> EngineError {
+    if e.is_lease_held() { EngineError::LeaseHeld(e) } else { EngineError::Store(e) }
+}

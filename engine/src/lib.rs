@@ -7,24 +7,28 @@
 
 pub mod audit;
 pub mod checkpoint;
+mod core;
 pub mod defects;
 mod engine;
 pub mod entries;
 pub mod env;
 pub mod error;
 pub mod ledger;
+mod options;
 pub mod race;
 mod segment;
 pub mod worker;
 pub mod workflow;
 
+pub use core::Core;
 pub use defects::{EngineDefect, EngineDefects};
-pub use engine::{
-    BUSY_RETRIES, CancelToken, DEFAULT_TTL_MS, Engine, EngineOptions, MAX_TIMER_MS, Outcome, Ownership, RunOptions,
-    renew_cadence, validate_timer,
-};
+pub use engine::Engine;
 pub use env::{Env, Fault, Phase, Point, RealEnv, Site, Write};
 pub use error::{EngineError, EngineResult, SettleStage};
 pub use ledger::{Ledger, Paid};
+pub use options::{
+    BUSY_RETRIES, CancelToken, DEFAULT_TTL_MS, EngineOptions, MAX_TIMER_MS, Outcome, Ownership, RunOptions,
+    renew_cadence, validate_timer,
+};
 pub use worker::{Retention, SweepReport, Worker, WorkerOptions};
 pub use workflow::{Agent, Step, SuspendKind, Workflow};

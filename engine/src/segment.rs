@@ -10,11 +10,12 @@ use fencesim_store::{JournalEntry, Lease, RunId, RunMeta, RunStatus, Seq, StoreE
 use serde_json::{Value, json};
 
 use crate::checkpoint::Checkpoint;
+use crate::core::Core;
 use crate::defects::EngineDefect;
-use crate::engine::{CancelToken, Engine, Outcome, RunOptions};
 use crate::entries::{self, kind, status};
 use crate::env::{Env, Fault, Point, Site, Write};
 use crate::error::{EngineError, EngineResult, SettleStage};
+use crate::options::{CancelToken, Outcome, RunOptions};
 use crate::workflow::{Agent, Step, SuspendKind, Workflow};
 
 /// How a step ended.
@@ -27,7 +28,7 @@ enum StepEnd {
 }
 
 pub(crate) struct Segment<'e, E: Env> {
-    engine: &'e Engine<E>,
+    engine: &'e Core<E>,
     run: &'e RunId,
     lease: Option<Lease>,
     cancel: CancelToken,
@@ -42,7 +43,7 @@ pub(crate) struct Segment<'e, E: Env> {
 
 impl<'e, E: Env> Segment<'e, E> {
     pub(crate) fn new(
-        engine: &'e Engine<E>,
+        engine: &'e Core<E>,
         run: &'e RunId,
         lease: Option<Lease>,
         cancel: CancelToken,
@@ -145,7 +146,7 @@ impl<'e, E: Env> Segment<'e, E> {
         boot.extra.remove(entries::SUSPENDED_AT);
         let lease = self.lease_for(EngineDefect::UnthreadedMetaLease);
         // A superseded segment's first refused write fails it before any paid call (E4).
-        self.write(Write::PutMeta(&boot), lease).await?.map_err(crate::engine::lease_or_store)?;
+        self.write(Write::PutMeta(&boot), lease).await?.map_err(crate::error::lease_or_store)?;
 
         let mut outputs = BTreeMap::new();
         let mut end_status = RunStatus::Ok;

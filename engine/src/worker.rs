@@ -24,10 +24,11 @@ use fencesim_store::{Lease, RunFilter, RunId, RunMeta, RunStatus, Store};
 use serde_json::Value;
 
 use crate::defects::EngineDefect;
-use crate::engine::{CancelToken, Engine, Outcome, RunOptions, renew_cadence, validate_timer};
+use crate::engine::Engine;
 use crate::entries;
 use crate::env::Env;
 use crate::error::{EngineError, EngineResult};
+use crate::options::{CancelToken, Outcome, RunOptions, renew_cadence, validate_timer};
 use crate::race::{LocalFuture, join_all, with_keeper};
 use crate::workflow::Workflow;
 

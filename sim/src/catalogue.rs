@@ -1,12 +1,9 @@
 //! What the harness ships with: the built-in scenarios (the files of `scenarios/`, compiled in so
 //! the binary works from any folder) and the planted defects of both crates under one name space.
 
-use std::fmt;
 use std::path::Path;
 
-use fencesim_engine::{EngineDefect, EngineDefects};
-use fencesim_store::{StoreDefect, StoreDefects};
-
+pub use crate::defect::{Defect, defect_names};
 use crate::scenario::{Scenario, ScenarioError};
 
 /// `(name, file text)` of every built-in scenario, sorted by name.
@@ -46,64 +43,6 @@ pub fn scenario(name_or_path: &str) -> Result<Scenario, ScenarioError> {
 
 pub fn scenario_names() -> String {
     SCENARIOS.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", ")
-}
-
-/// A planted defect of either crate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Defect {
-    Store(StoreDefect),
-    Engine(EngineDefect),
-}
-
-impl Defect {
-    /// Every defect: the store's, then the engine's.
-    pub fn all() -> Vec<Defect> {
-        StoreDefect::ALL
-            .into_iter()
-            .map(Defect::Store)
-            .chain(EngineDefect::ALL.into_iter().map(Defect::Engine))
-            .collect()
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Defect::Store(d) => d.name(),
-            Defect::Engine(d) => d.name(),
-        }
-    }
-
-    pub fn story(self) -> &'static str {
-        match self {
-            Defect::Store(d) => d.story(),
-            Defect::Engine(d) => d.story(),
-        }
-    }
-
-    pub fn parse(name: &str) -> Result<Defect, String> {
-        EngineDefect::parse(name)
-            .map(Defect::Engine)
-            .or_else(|| StoreDefect::parse(name).map(Defect::Store))
-            .ok_or_else(|| format!("unknown defect '{name}' (valid: {})", defect_names()))
-    }
-
-    /// Split a list into the two crates' switch sets.
-    pub fn split(defects: &[Defect]) -> (EngineDefects, StoreDefects) {
-        let engine: Vec<EngineDefect> =
-            defects.iter().filter_map(|d| if let Defect::Engine(e) = d { Some(*e) } else { None }).collect();
-        let store: Vec<StoreDefect> =
-            defects.iter().filter_map(|d| if let Defect::Store(s) = d { Some(*s) } else { None }).collect();
-        (EngineDefects::of(&engine), StoreDefects::of(&store))
-    }
-}
-
-impl fmt::Display for Defect {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-pub fn defect_names() -> String {
-    Defect::all().iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use crate::history::{CallOutcome, Disruption, Event, Row, Surface};
 use crate::node::Node;
-use crate::scenario::SiteClass;
+use crate::site::SiteClass;
 
 /// The fenced calls a takeover can land in the middle of (the store's fault-site op names).
 const TAKEOVER_OPS: [&str; 7] = ["append", "put_meta", "blob_put", "blob_delete", "delete", "renew", "release"];

@@ -14,16 +14,16 @@ compile_error!("fencesim must be built with --cfg madsim: a RUSTFLAGS variable o
 
 pub mod catalogue;
 pub mod coverage;
+pub mod defect;
 pub mod env;
 pub mod files;
 pub mod history;
 pub mod killpoints;
 pub mod node;
-pub mod pace;
-pub mod planfile;
 pub mod probes;
 pub mod rng;
 pub mod scenario;
 pub mod scripts;
+pub mod site;
 pub mod stores;
 pub mod world;

@@ -305,7 +305,7 @@ fn recreated_generation(defects: EngineDefects, _db: DbKind) -> Violations {
 /// violations of the checker the plan expects.
 fn regression_plan(file: &str, defects: EngineDefects, db: DbKind) -> Violations {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../seeds/regressions").join(file);
-    let plan = fencesim_sim::planfile::PlanFile::load(&path).expect("a shipped regression plan");
+    let plan = fencesim_sim::scenario::planfile::PlanFile::load(&path).expect("a shipped regression plan");
     let expect = plan.expect.clone().expect("a regression plan names its checker");
     let cfg = fencesim_sim::world::WorldConfig {
         scenario: plan.scenario(&path.display().to_string()),

@@ -2,7 +2,7 @@
 //! calls and tools, long ttls, long stalls, restarts and busy holds, large skews, slow polls, few
 //! workers for many runs), each run with no planted defect. A scenario the parser accepts must be
 //! one the harness can judge: it passes (its liveness window follows from its settings,
-//! `fencesim_sim::pace`), or it is refused up front. Any violation here is a false verdict. A draw the
+//! `fencesim_sim::scenario::pace`), or it is refused up front. Any violation here is a false verdict. A draw the
 //! parser refuses as too slow to judge (its window, or its store calls over it, past the limits) is
 //! eased at the setting the refusal names until it is accepted, so the worlds sit at the edge of
 //! what the parser accepts. `FAIR_WORLDS=N` runs N scenarios instead of the default 40 (about 40 s

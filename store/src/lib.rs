@@ -13,6 +13,7 @@ mod decode;
 pub mod defects;
 pub mod error;
 pub mod fault;
+mod fields;
 pub mod memory;
 mod mix;
 pub mod spi;

@@ -10,8 +10,6 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{Op, StoreError};
-
 /// The id of one durable run. Blob refs belong to the run named by their leading path segment.
 /// Shared, not copied, when cloned: a history keys dozens of maps by run id.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -182,12 +180,6 @@ impl RunMeta {
     /// Keys the typed fields take in the encoded record; `extra` may not use them.
     pub const TYPED_FIELDS: [&'static str; 7] =
         ["run_id", "status", "segments", "name", "tags", "genesis", "updated_at_ms"];
-
-    /// Refuse a record whose `extra` shadows a typed field: encoded, the key would appear twice
-    /// and the record could not be read back.
-    pub fn check_fields(&self) -> Result<(), StoreError> {
-        check_extra(Op::PutMeta, &self.run_id, &self.extra, &Self::TYPED_FIELDS)
-    }
 }
 
 impl From<String> for RunId {
@@ -223,22 +215,6 @@ impl JournalEntry {
 
     /// Keys the typed fields take in the encoded entry; `extra` may not use them.
     pub const TYPED_FIELDS: [&'static str; 4] = ["seq", "ref", "kind", "status"];
-
-    /// Refuse an entry whose `extra` shadows a typed field (see [`RunMeta::check_fields`]).
-    pub fn check_fields(&self, run: &RunId) -> Result<(), StoreError> {
-        check_extra(Op::Append, run, &self.extra, &Self::TYPED_FIELDS)
-    }
-}
-
-fn check_extra(op: Op, run: &RunId, extra: &BTreeMap<String, Value>, typed: &[&str]) -> Result<(), StoreError> {
-    match extra.keys().find(|k| typed.contains(&k.as_str())) {
-        None => Ok(()),
-        Some(key) => Err(StoreError::InvalidPayload {
-            op,
-            run: run.clone(),
-            reason: format!("extra field `{key}` shadows a typed field"),
-        }),
-    }
 }
 
 /// A `list_runs` filter (contracts 1.2). `status` and `statuses` combine as "either matches";

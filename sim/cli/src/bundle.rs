@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use crate::report;
 use fencesim_sim::catalogue::Defect;
-use fencesim_sim::planfile::PlanFile;
+use fencesim_sim::scenario::planfile::PlanFile;
 use fencesim_sim::stores::DbKind;
 use fencesim_sim::world::{self, WorldConfig, WorldReport};
 

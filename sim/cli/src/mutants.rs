@@ -218,7 +218,7 @@ mod tests {
     fn regression_plans_expect_the_checker_their_defect_is_aimed_at() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../seeds/regressions");
         for entry in std::fs::read_dir(dir).expect("seeds/regressions") {
-            let plan = fencesim_sim::planfile::PlanFile::load(&entry.expect("entry").path()).expect("a plan");
+            let plan = fencesim_sim::scenario::planfile::PlanFile::load(&entry.expect("entry").path()).expect("a plan");
             let (Some(expect), [defect]) = (plan.expect.as_deref(), plan.defects.as_slice()) else { continue };
             assert_eq!(aimed_at(*defect), expect, "{defect}");
         }

@@ -27,7 +27,7 @@ pub fn sh_quote(word: &str) -> String {
 /// The command that reproduces this world byte for byte, shell-quoted (a scenario path with
 /// spaces or quotes is pasted as one word).
 pub fn repro(report: &WorldReport, defects: &[Defect]) -> String {
-    let mut command = match report.source.strip_prefix(fencesim_sim::planfile::PLAN_SOURCE_PREFIX) {
+    let mut command = match report.source.strip_prefix(fencesim_sim::scenario::planfile::PLAN_SOURCE_PREFIX) {
         Some(plan) => format!("fencesim run --plan {}", sh_quote(plan)),
         None => format!("fencesim run --scenario {} --seed {}", sh_quote(&report.source), report.seed),
     };

@@ -15,10 +15,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use fencesim_sim::catalogue::Defect;
 use fencesim_sim::node::{Node, NodeTarget};
-use fencesim_sim::planfile::PlanFile;
-use fencesim_sim::scenario::{SiteClass, SiteTarget};
+use fencesim_sim::scenario::SiteTarget;
+use fencesim_sim::scenario::plan::Scheduled;
+use fencesim_sim::scenario::planfile::PlanFile;
+use fencesim_sim::site::SiteClass;
 use fencesim_sim::stores::DbKind;
-use fencesim_sim::world::plan::Scheduled;
 use fencesim_sim::world::{self, WorldConfig, WorldReport};
 
 /// How big a plan's world is.
@@ -355,7 +356,7 @@ impl Shrinker<'_> {
     /// recreate or cancel.
     fn workflows(&mut self) {
         for ri in 0..self.best.plan.runs.len() {
-            let edits: [fn(&mut fencesim_sim::world::plan::RunPlan) -> bool; 4] = [
+            let edits: [fn(&mut fencesim_sim::scenario::plan::RunPlan) -> bool; 4] = [
                 |r| std::mem::replace(&mut r.workflow, "happy".into()) != "happy",
                 |r| std::mem::take(&mut r.recreate),
                 |r| r.cancel_ms.take().is_some(),

@@ -4,7 +4,7 @@
 //! with one line naming the file and line.
 
 use fencesim_sim::catalogue;
-use fencesim_sim::planfile::PlanFile;
+use fencesim_sim::scenario::planfile::PlanFile;
 use fencesim_sim::stores::DbKind;
 use fencesim_sim::world::{self, WorldConfig};
 

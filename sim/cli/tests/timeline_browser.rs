@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fencesim_sim::catalogue;
-use fencesim_sim::planfile::PlanFile;
+use fencesim_sim::scenario::planfile::PlanFile;
 use fencesim_store::RunId;
 
 mod cli;

@@ -8,7 +8,6 @@
 //! planted defects: the same inputs give the same rows, the same trace and the same fingerprint.
 
 mod nodes;
-pub mod plan;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,10 +23,10 @@ use crate::env::{SimClock, elapsed_ms};
 use crate::history::{Disruption, Event, History, Mix, Recorder, Row, Snapshot, lock};
 use crate::node::Node;
 use crate::rng::Stream;
+use crate::scenario::plan::{Plan, Scheduled};
 use crate::scenario::{FaultKind, Scenario};
 use crate::stores::{Db, DbKind};
 use fencesim_oracle::{self as oracle, OracleConfig, Scope, Violation};
-use plan::{Plan, Scheduled};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -256,9 +255,6 @@ struct Restart {
     graceful: bool,
 }
 
-/// How often the client looks at its runs (to start, resolve or recreate them).
-pub(crate) const CLIENT_TICK_MS: u64 = 1000;
-
 async fn sleep_ms(ms: u64) {
     madsim::time::sleep(Duration::from_millis(ms)).await;
 }
@@ -478,8 +474,8 @@ async fn drive(
     let mut events = shared.plan.events.clone().into_iter().peekable();
     let fault_ms = i64::from(world.fault_ms);
     // The liveness window follows from the world's settings (`crate::pace`), never below liveness_ms.
-    let settings = crate::planfile::Settings::of(world);
-    let window = crate::pace::Pace::of_plan(&shared.plan, &settings).window_ms();
+    let settings = crate::scenario::pace::Settings::of(world);
+    let window = crate::scenario::pace::Pace::of_plan(&shared.plan, &settings).window_ms();
     let deadline = fault_ms.saturating_add(i64::try_from(window).unwrap_or(i64::MAX));
     let tick = 250;
     loop {

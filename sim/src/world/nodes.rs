@@ -22,8 +22,7 @@ use fencesim_store::{
 };
 use serde_json::json;
 
-use super::plan::{Applied, Plan, RunPlan};
-use super::{CLIENT_TICK_MS, HarnessError, Shared, sleep_ms, zombie_entry, zombie_meta};
+use super::{HarnessError, Shared, sleep_ms, zombie_entry, zombie_meta};
 use crate::env::{SimClock, SimEnv, elapsed_ms};
 use crate::history::{
     BusyInjector, Disruption, Effect, EffectKind, Event, FailInjector, History, Recorder, SegmentError, SegmentResult,
@@ -31,7 +30,10 @@ use crate::history::{
 };
 use crate::node::Node;
 use crate::rng::Stream;
-use crate::scenario::{FaultKind, SiteClass};
+use crate::scenario::FaultKind;
+use crate::scenario::pace::CLIENT_TICK_MS;
+use crate::scenario::plan::{Applied, Plan, RunPlan};
+use crate::site::SiteClass;
 
 /// A node's main task: what runs after every (re)start. A killed node's never returns.
 pub(super) async fn main(shared: Arc<Shared>, node: Node) {

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use fencesim::bundle::file_name_part;
 use fencesim_sim::catalogue::Defect;
 use fencesim_sim::files::write_atomic;
-use fencesim_sim::planfile::PlanFile;
+use fencesim_sim::scenario::planfile::PlanFile;
 use fencesim_sim::stores::DbKind;
 use fencesim_sim::world::{self, WorldConfig};
 

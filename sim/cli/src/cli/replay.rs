@@ -82,7 +82,7 @@ pub fn parse_corpus(file: &str, text: &str) -> Result<Vec<Entry>, CorpusError> {
         let (name, seed) = match fields.as_slice() {
             [] => continue,
             ["plan", path] => {
-                match super::plan::entry(line, path) {
+                match entry(line, path) {
                     Ok(entry) => entries.push(entry),
                     Err(e) => errors.push((line, format!("bad plan: {e}"))),
                 }
@@ -261,7 +261,7 @@ pub fn run(args: &Args) -> CmdResult {
             let second = run;
             table.add(&first.coverage);
             // A promoted plan must keep failing its checker; any other entry must pass.
-            let expected = super::plan::expected(entry.expect.as_deref(), &first.report, &second.report);
+            let expected = expected(entry.expect.as_deref(), &first.report, &second.report);
             match expected.as_ref().map_or_else(|| judge(&first.report, &second.report), |e| e.0.clone()) {
                 Judgement::Passed => passed += 1,
                 Judgement::Failed => failed += 1,
@@ -273,7 +273,7 @@ pub fn run(args: &Args) -> CmdResult {
             let failure = expected.map_or_else(|| failure_line(&first.report, &second.report), |e| e.1).map(|why| {
                 out.line(&format!("FAIL {name} ({file}:{}): {why}; repro: {repro}", entry.line));
                 if let Some(dir) = args.bundle.as_ref().filter(|_| !first.report.passed()) {
-                    match super::plan::bundle(dir, entry, args.db, first.report.fingerprint) {
+                    match bundle(dir, entry, args.db, first.report.fingerprint) {
                         Ok(path) => out.line(&format!("  bundle: {}", path.display())),
                         Err(e) => out.line(&format!("  bundle not written: {e}")),
                     }
@@ -334,7 +334,7 @@ pub fn run(args: &Args) -> CmdResult {
 fn load_corpus(corpus: &Path) -> anyhow::Result<Vec<Entry>> {
     let file = corpus.display().to_string();
     if corpus.is_dir() {
-        return super::plan::corpus_dir(corpus);
+        return corpus_dir(corpus);
     }
     let text = fencesim_sim::files::read_input(corpus, fencesim_sim::files::MAX_TEXT_BYTES)
         .map_err(|e| anyhow::anyhow!("cannot read corpus {e}"))?;
@@ -381,6 +381,66 @@ pub fn git_commit() -> Option<String> {
         .ok()?;
     let commit = String::from_utf8(out.stdout).ok()?.trim().to_owned();
     (out.status.success() && commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit())).then_some(commit)
+}
+
+/// A corpus entry for a plan file (`plan PATH` in a corpus, or a file of a plan folder).
+pub fn entry(line: usize, path: &str) -> Result<Entry, fencesim_sim::scenario::ScenarioError> {
+    let file = fencesim_sim::scenario::planfile::PlanFile::load(std::path::Path::new(path))?;
+    Ok(Entry {
+        line,
+        name: path.to_owned(),
+        scenario: file.scenario(path),
+        seed: file.seed,
+        defects: file.defects,
+        expect: file.expect,
+    })
+}
+
+/// Every plan file (`*.toml`) of a folder, sorted by name, as corpus entries (line 0).
+pub fn corpus_dir(dir: &std::path::Path) -> anyhow::Result<Vec<Entry>> {
+    let paths = fencesim_sim::files::toml_files(dir)
+        .map_err(|e| anyhow::anyhow!("cannot list plan folder {}: {e}", dir.display()))?;
+    paths.iter().map(|p| Ok(entry(0, &p.display().to_string())?)).collect()
+}
+
+/// For an entry that must keep failing `checker`: its judgement and, unless it passed, why.
+/// `None` for an ordinary entry (which must pass).
+pub fn expected(
+    checker: Option<&str>,
+    first: &fencesim_sim::world::WorldReport,
+    second: &fencesim_sim::world::WorldReport,
+) -> Option<(Judgement, Option<String>)> {
+    let checker = checker?;
+    Some(match judge(first, second) {
+        Judgement::Nondeterministic => (Judgement::Nondeterministic, failure_line(first, second)),
+        _ if first.violations.iter().any(|v| v.checker == checker) => (Judgement::Passed, None),
+        _ => (
+            Judgement::Failed,
+            Some(format!(
+                "expected {checker} to fail, got {}",
+                first.violations.first().map_or("a pass".to_owned(), |v| format!("{}: {}", v.checker, v.explanation))
+            )),
+        ),
+    })
+}
+
+/// The failure bundle of a replayed corpus entry.
+pub fn bundle(
+    dir: &std::path::Path,
+    entry: &Entry,
+    db: fencesim_sim::stores::DbKind,
+    seen: u64,
+) -> Result<std::path::PathBuf, fencesim::bundle::BundleError> {
+    let (engine_defects, store_defects) = fencesim_sim::catalogue::Defect::split(&entry.defects);
+    let cfg = fencesim_sim::world::WorldConfig {
+        scenario: entry.scenario.clone(),
+        seed: entry.seed,
+        db,
+        store_defects,
+        engine_defects,
+        keep_db: None,
+    };
+    fencesim::bundle::write(dir, &cfg, &entry.defects, seen)
 }
 
 #[cfg(test)]

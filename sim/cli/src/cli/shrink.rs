@@ -17,7 +17,7 @@ use fencesim::mutants::{self, Detector};
 use fencesim::shrink::{self, ShrinkError, Shrunk, Size};
 use fencesim_sim::catalogue::{self, Defect};
 use fencesim_sim::files::{Named, write_atomic};
-use fencesim_sim::planfile::PlanFile;
+use fencesim_sim::scenario::planfile::PlanFile;
 use fencesim_sim::stores::DbKind;
 
 use super::{CmdResult, Verdict};

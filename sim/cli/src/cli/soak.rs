@@ -168,8 +168,8 @@ pub fn run(args: &Args) -> CmdResult {
     print!("{}", report::text(&outcome, &quorum));
     println!("  repro: {} (the OS scheduler is not deterministic)", repro(args, ttl_ms));
     if let Some(dir) = &args.report {
-        report::write_atomic(&dir.join("soak.json"), &report::json(&outcome, &quorum, args.skew_ms())?)?;
-        report::write_atomic(&dir.join("junit.xml"), &fencesim::report::store_soak_junit(&outcome))?;
+        fencesim_real::soak::write_atomic(&dir.join("soak.json"), &report::json(&outcome, &quorum, args.skew_ms())?)?;
+        fencesim_real::soak::write_atomic(&dir.join("junit.xml"), &fencesim::report::store_soak_junit(&outcome))?;
     }
     Ok(exit_verdict(report::verdict(&outcome)))
 }
@@ -254,10 +254,10 @@ fn run_engine(args: &Args) -> CmdResult {
             "report": report,
             "verdict": verdict,
         });
-        report::write_atomic(&dir.join("soak-engine.json"), format!("{doc}\n").as_bytes())?;
+        fencesim_real::soak::write_atomic(&dir.join("soak-engine.json"), format!("{doc}\n").as_bytes())?;
         let suite = format!("fencesim soak engine seed {}", args.seed);
         let junit = fencesim::report::soak_junit(&suite, report.wall_ms as f64 / 1000.0, &short, &report.violations);
-        report::write_atomic(&dir.join("junit.xml"), &junit)?;
+        fencesim_real::soak::write_atomic(&dir.join("junit.xml"), &junit)?;
     }
     Ok(exit_verdict(verdict))
 }

@@ -212,3 +212,15 @@ impl Layout {
         self.dir.join(format!("writer-w{index}-g{generation}.stderr"))
     }
 }
+
+/// Write `bytes` to `path` atomically.
+pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> SoakResult<()> {
+    fencesim_sim::files::write_atomic(path, bytes, true).map_err(|e| SoakError::Io {
+        what: format!("cannot write {}", path.display()),
+        source: std::io::Error::other(e.message),
+    })?;
+    if let Ok(d) = std::fs::File::open(fencesim_sim::files::parent(path)) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}

@@ -696,10 +696,7 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
         start_mono_ns,
         accounts: storm.accounts.clone(),
     };
-    super::report::write_atomic(
-        &layout.meta(),
-        &serde_json::to_vec_pretty(&meta).map_err(SoakError::json("soak meta"))?,
-    )?;
+    super::write_atomic(&layout.meta(), &serde_json::to_vec_pretty(&meta).map_err(SoakError::json("soak meta"))?)?;
     let (judgement, _rows) = judge(&layout, &meta)?;
     let met = opts.quorum.met(&storm.activity);
     let outcome = SoakOutcome {

@@ -2,9 +2,6 @@
 //! `junit.xml`, each written atomically (a temporary file in the same folder, fsync, rename), so
 //! a reader never sees half a report.
 
-use std::fs::File;
-use std::path::Path;
-
 use serde::Serialize;
 
 use super::judge::{Finding, WriterAccount};
@@ -13,18 +10,6 @@ use super::referee::SoakOutcome;
 use super::{SoakError, SoakResult, SoakVerdict};
 
 pub const SCHEMA: &str = "fencesim.soak/1";
-
-/// Write `bytes` to `path` atomically.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> SoakResult<()> {
-    fencesim_sim::files::write_atomic(path, bytes, true).map_err(|e| SoakError::Io {
-        what: format!("cannot write {}", path.display()),
-        source: std::io::Error::other(e.message),
-    })?;
-    if let Ok(d) = File::open(fencesim_sim::files::parent(path)) {
-        let _ = d.sync_all();
-    }
-    Ok(())
-}
 
 #[derive(Serialize)]
 struct Floor {

@@ -18,12 +18,13 @@ use fencesim_store::RunId;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::catalogue::Defect;
+use crate::defect::Defect;
 use crate::node::{Node, NodeTarget};
+use crate::scenario::pace::Settings;
+use crate::scenario::plan::{Applied, Plan, RunPlan, Scheduled, nodes_with_clocks};
 use crate::scenario::{
     FaultKind, FaultRanges, FaultSpec, Range, Ratio, Scenario, ScenarioError, SiteTarget, Span, WorldShape,
 };
-use crate::world::plan::{Applied, Plan, RunPlan, Scheduled, nodes_with_clocks};
 
 /// The format identifier written at the top of every plan; bump on an incompatible change.
 pub const PLAN_FORMAT: &str = "fencesim.plan/1";
@@ -33,32 +34,6 @@ pub const PLAN_FORMAT: &str = "fencesim.plan/1";
 pub const PLAN_SOURCE_PREFIX: &str = "plan:";
 
 const WORKFLOWS: [&str; 3] = ["happy", "limit", "approval"];
-
-/// The world settings a running world reads from its scenario (the rest only shape the draw).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Settings {
-    pub fault_ms: u32,
-    pub liveness_ms: u32,
-    pub retention_ms: u32,
-    pub operator_ms: u32,
-    pub boot_storm: u32,
-    pub call_ms: u32,
-    pub tool_ms: u32,
-}
-
-impl Settings {
-    pub fn of(w: &WorldShape) -> Self {
-        Self {
-            fault_ms: w.fault_ms,
-            liveness_ms: w.liveness_ms,
-            retention_ms: w.retention_ms,
-            operator_ms: w.operator_ms,
-            boot_storm: w.boot_storm,
-            call_ms: w.call_ms,
-            tool_ms: w.tool_ms,
-        }
-    }
-}
 
 /// A plan with everything needed to run its world again.
 #[derive(Clone, Debug, PartialEq)]
@@ -353,7 +328,7 @@ impl Doc {
     /// fault_ms and that liveness window.
     fn check_pace(&self, plan: &Plan, settings: &Settings) -> Result<(), Bad> {
         let w = &self.world;
-        let pace = crate::pace::Pace::of_plan(plan, settings);
+        let pace = crate::scenario::pace::Pace::of_plan(plan, settings);
         if let Err((term, message)) = pace.check() {
             let line = match (term.section, term.key) {
                 ("world", "call_ms") => w.call_ms.as_ref().map(at),

@@ -15,10 +15,37 @@ use std::fmt::Write as _;
 use fencesim_engine::renew_cadence;
 use fencesim_engine::worker::pause_ms;
 
-use crate::planfile::Settings;
-use crate::scenario::{FaultKind, LIMITS, Scenario};
-use crate::world::CLIENT_TICK_MS;
-use crate::world::plan::{Plan, Scheduled};
+use crate::scenario::plan::{Plan, Scheduled};
+use crate::scenario::{FaultKind, LIMITS, Scenario, WorldShape};
+
+/// How often the client looks at its runs (to start, resolve or recreate them).
+pub(crate) const CLIENT_TICK_MS: u64 = 1000;
+
+/// The world settings a running world reads from its scenario (the rest only shape the draw).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    pub fault_ms: u32,
+    pub liveness_ms: u32,
+    pub retention_ms: u32,
+    pub operator_ms: u32,
+    pub boot_storm: u32,
+    pub call_ms: u32,
+    pub tool_ms: u32,
+}
+
+impl Settings {
+    pub fn of(w: &WorldShape) -> Self {
+        Self {
+            fault_ms: w.fault_ms,
+            liveness_ms: w.liveness_ms,
+            retention_ms: w.retention_ms,
+            operator_ms: w.operator_ms,
+            boot_storm: w.boot_storm,
+            call_ms: w.call_ms,
+            tool_ms: w.tool_ms,
+        }
+    }
+}
 
 /// Model calls and tools one generation of a run may make: two agents of at most 4 turns and 2
 /// tool calls each (`fencesim_engine::Workflow::BUILTIN`).

@@ -2,6 +2,10 @@
 //! picks a point inside them (the workload) and, per fault kind, whether it is on and how often
 //! it fires (swarm testing). A malformed file is refused with its path and line.
 
+pub mod pace;
+pub mod plan;
+pub mod planfile;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -9,6 +13,7 @@ use serde::Deserialize;
 use serde::de::Error as _;
 
 use crate::node::{Node, NodeTarget};
+use crate::site::SiteClass;
 
 /// A scenario as written in its file. Every field has a default, so a file states only what makes
 /// it different.
@@ -34,9 +39,9 @@ pub struct Scenario {
     pub world: WorldShape,
     #[serde(default)]
     pub faults: FaultRanges,
-    /// A fixed plan (a world run from a plan file, `crate::planfile`): used instead of drawing one.
+    /// A fixed plan (a world run from a plan file, `crate::scenario::planfile`): used instead of drawing one.
     #[serde(skip)]
-    pub plan: Option<std::sync::Arc<crate::world::plan::Plan>>,
+    pub plan: Option<std::sync::Arc<crate::scenario::plan::Plan>>,
 }
 
 /// The world and its workload.
@@ -188,7 +193,7 @@ pub struct Limits {
     /// Worker polls over the whole world (workers x (fault_ms + liveness window) / poll_ms).
     pub polls: u64,
     /// Store calls of a world's own pace, each source: its runs' lease renews, the operator's
-    /// audits (`crate::pace::Pace::check`).
+    /// audits (`crate::scenario::pace::Pace::check`).
     pub calls: u64,
     /// Runs in one world.
     pub runs: u32,
@@ -203,7 +208,7 @@ impl Limits {
     }
 
     /// How often `workers` workers polling every `poll_ms` poll over fault_ms and the liveness
-    /// window after it (`crate::pace::Pace::window_ms`).
+    /// window after it (`crate::scenario::pace::Pace::window_ms`).
     pub fn polls(workers: u32, fault_ms: u32, window_ms: u64, poll_ms: u32) -> u64 {
         u64::from(workers) * (u64::from(fault_ms) + window_ms) / u64::from(poll_ms.max(1))
     }
@@ -343,60 +348,6 @@ impl FaultKind {
 }
 
 impl fmt::Display for FaultKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.pad(self.as_str())
-    }
-}
-
-/// The class of an engine fault point (`fencesim_engine::Site`), what a fault kind's `sites` aim
-/// at: about to take the lease, lease just taken, a model call, a tool, a journal write (running
-/// entry, terminal entry, settle), a meta write, a checkpoint blob, a delete.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum SiteClass {
-    Acquire,
-    Owned,
-    Call,
-    Tool,
-    Running,
-    Terminal,
-    Settle,
-    Meta,
-    Checkpoint,
-    Delete,
-}
-
-impl SiteClass {
-    pub const ALL: [SiteClass; 10] = [
-        SiteClass::Acquire,
-        SiteClass::Owned,
-        SiteClass::Call,
-        SiteClass::Tool,
-        SiteClass::Running,
-        SiteClass::Terminal,
-        SiteClass::Settle,
-        SiteClass::Meta,
-        SiteClass::Checkpoint,
-        SiteClass::Delete,
-    ];
-
-    /// Its name in `sites`, in traces (`... at settle`) and in coverage events (`crash-at-settle`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SiteClass::Acquire => "acquire",
-            SiteClass::Owned => "owned",
-            SiteClass::Call => "call",
-            SiteClass::Tool => "tool",
-            SiteClass::Running => "running",
-            SiteClass::Terminal => "terminal",
-            SiteClass::Settle => "settle",
-            SiteClass::Meta => "meta",
-            SiteClass::Checkpoint => "checkpoint",
-            SiteClass::Delete => "delete",
-        }
-    }
-}
-
-impl fmt::Display for SiteClass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.pad(self.as_str())
     }
@@ -648,8 +599,8 @@ impl Scenario {
         if let Some(bad) = self.aims.iter().find(|e| !events.contains(e)) {
             return Err(("", "aims", format!("aims: unknown coverage event '{bad}' (known: {})", events.join(", "))));
         }
-        if let Some(bad) = self.targets.iter().find(|t| crate::catalogue::Defect::parse(t).is_err()) {
-            let message = crate::catalogue::Defect::parse(bad).err().unwrap_or_default();
+        if let Some(bad) = self.targets.iter().find(|t| crate::defect::Defect::parse(t).is_err()) {
+            let message = crate::defect::Defect::parse(bad).err().unwrap_or_default();
             return Err(("", "targets", format!("targets: {message}")));
         }
         let mut timed_events = 0.0;
@@ -724,7 +675,7 @@ impl Scenario {
     /// workers' polls over fault_ms and that liveness window stay within the limit.
     fn check_pace(&self) -> Result<(), (&'static str, &'static str, String)> {
         let w = &self.world;
-        let pace = crate::pace::Pace::of_scenario(self);
+        let pace = crate::scenario::pace::Pace::of_scenario(self);
         if let Err((term, message)) = pace.check() {
             return Err((term.section, term.key, format!("{}: {message}", term.name())));
         }
@@ -809,7 +760,7 @@ mod tests {
         let path = Path::new("slow.toml");
         let text = "description = \"x\"\n[world]\nworkers = 1\nruns = 4\nrecreate = 0.0\ncall_ms = 10000\n";
         let slow = Scenario::parse(path, text).expect("judgeable");
-        let pace = crate::pace::Pace::of_scenario(&slow);
+        let pace = crate::scenario::pace::Pace::of_scenario(&slow);
         // Four runs on one slot, eight calls of 10 s each, beside ttls, polls and ticks.
         assert_eq!(pace.window_ms(), 4 * 8 * 10_000 + 4 * 4 * 5 + 2 * 1_000 + 2 * (2_000 + 1_000) + 1_000);
         let too_slow = text.replace("call_ms = 10000", "call_ms = 60000");
@@ -817,9 +768,9 @@ mod tests {
         assert_eq!(e.line, Some(6), "{e}");
         assert!(e.to_string().contains("world.call_ms: after quiescence a correct engine may need 1929080 ms"), "{e}");
         assert!(e.to_string().contains("liveness could not judge it fairly; shorten world.call_ms"), "{e}");
-        let plan = crate::planfile::PlanFile::draw(&slow, 1, &[]).to_toml();
+        let plan = crate::scenario::planfile::PlanFile::draw(&slow, 1, &[]).to_toml();
         let too_slow = plan.replacen("call_ms = 10000", "call_ms = 60000", 1);
-        let e = crate::planfile::PlanFile::parse(Path::new("p.toml"), &too_slow).expect_err("too slow");
+        let e = crate::scenario::planfile::PlanFile::parse(Path::new("p.toml"), &too_slow).expect_err("too slow");
         let line = too_slow.lines().position(|l| l.starts_with("call_ms = ")).map(|i| i + 1);
         assert_eq!(e.line, line, "{e}");
         assert!(e.to_string().contains("liveness could not judge it fairly"), "{e}");
