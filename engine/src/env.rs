@@ -62,8 +62,8 @@ impl Write<'_> {
         match self {
             Write::Append(_) => "append",
             Write::PutMeta(_) => "put_meta",
-            Write::PutBlob { .. } => "blob_put",
-            Write::DeleteBlob(_) => "blob_delete",
+            Write::PutBlob { .. } => "put_blob",
+            Write::DeleteBlob(_) => "delete_blob",
             Write::DeleteRun => "delete",
         }
     }
@@ -87,8 +87,8 @@ impl fmt::Display for Write<'_> {
                 Ok(())
             }
             Write::PutMeta(m) => write!(f, "put_meta status={} segments={}", m.status, m.segments),
-            Write::PutBlob { blob_ref, bytes } => write!(f, "blob_put {blob_ref} bytes={}", bytes.len()),
-            Write::DeleteBlob(r) => write!(f, "blob_delete {r}"),
+            Write::PutBlob { blob_ref, bytes } => write!(f, "put_blob {blob_ref} bytes={}", bytes.len()),
+            Write::DeleteBlob(r) => write!(f, "delete_blob {r}"),
             Write::DeleteRun => f.write_str("delete run"),
         }
     }

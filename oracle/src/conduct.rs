@@ -15,6 +15,7 @@
 //!   that a crash, stall, takeover, failed segment or unreleased tenure touched in its generation;
 //!   a repair of an untouched run hides an engine that left its meta wrong.
 
+use crate::checker::Checker;
 use std::collections::{BTreeMap, BTreeSet};
 
 use fencesim_store::{Epoch, RunId, RunStatus, Seq};
@@ -23,10 +24,10 @@ use super::model::{Run, entry_label, holder, settle_status};
 use super::{Context, Violation};
 use crate::history::{Call, CallOutcome, EffectKind, Event, Payload, SegmentResult, Surface};
 
-pub(super) const DISPATCH_IDENTITY: &str = "dispatch-identity";
-pub(super) const SILENT_REPLAY: &str = "silent-replay";
-pub(super) const RENEW_LOSS: &str = "renew-loss";
-pub(super) const JUSTIFIED_REPAIR: &str = "justified-repair";
+pub(super) const DISPATCH_IDENTITY: Checker = Checker::DispatchIdentity;
+pub(super) const SILENT_REPLAY: Checker = Checker::SilentReplay;
+pub(super) const RENEW_LOSS: Checker = Checker::RenewLoss;
+pub(super) const JUSTIFIED_REPAIR: Checker = Checker::JustifiedRepair;
 
 /// An entry that opens a dispatch (contracts 1.2): status `running`, with a step `key`.
 fn step_key(entry: &fencesim_store::JournalEntry) -> Option<&str> {

@@ -13,9 +13,10 @@
 
 use super::model::Fence;
 use super::{Context, Violation};
+use crate::checker::Checker;
 use crate::history::{CallOutcome, Event, Surface};
 
-pub(super) const HEALTHY_HOLDER: &str = "healthy-holder";
+pub(super) const HEALTHY_HOLDER: Checker = Checker::HealthyHolder;
 
 /// How far before a tenure's grant a fault of its node still excuses it, in ttls: a stall pauses
 /// the whole node and may have begun before the grant (the history records its start only), and

@@ -17,8 +17,10 @@ use fencesim_store::{
     StoreResult,
 };
 
-/// The store surface a call went through.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// The store surface a call went through, named as the SPI method is (the soak's logs carry it
+/// by this name too).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Surface {
     Acquire,
     Renew,
@@ -54,6 +56,16 @@ impl Surface {
         }
     }
 
+    /// Whether the call takes SQLite's write lock: an acquire or a fenced surface.
+    pub fn is_write(self) -> bool {
+        self == Surface::Acquire || self.is_fenced()
+    }
+
+    /// The surfaces that carry a lease the store checks: every mutation, renew and release.
+    pub fn is_fenced(self) -> bool {
+        self.is_mutation() || matches!(self, Surface::Renew | Surface::Release)
+    }
+
     /// Journal, meta, blob and deletion writes: what the serial history replays.
     pub fn is_mutation(self) -> bool {
         matches!(self, Surface::Append | Surface::PutMeta | Surface::Delete | Surface::PutBlob | Surface::DeleteBlob)
@@ -68,13 +80,13 @@ impl Surface {
             Surface::Append => Op::Append,
             Surface::PutMeta => Op::PutMeta,
             Surface::Delete => Op::Delete,
-            Surface::PutBlob => Op::BlobPut,
-            Surface::DeleteBlob => Op::BlobDelete,
+            Surface::PutBlob => Op::PutBlob,
+            Surface::DeleteBlob => Op::DeleteBlob,
             Surface::Load => Op::Load,
             Surface::GetMeta => Op::GetMeta,
             Surface::ListRuns => Op::ListRuns,
-            Surface::GetBlob => Op::BlobGet,
-            Surface::ListBlobs => Op::BlobList,
+            Surface::GetBlob => Op::GetBlob,
+            Surface::ListBlobs => Op::ListBlobs,
         }
     }
 }

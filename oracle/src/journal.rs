@@ -3,6 +3,7 @@
 //! terminal meta never ahead of the journal (3.6, D1), and no checkpoint regression (3.5, D2).
 //! Each checks the history as it was accepted and then the final snapshot.
 
+use crate::checker::Checker;
 use std::collections::{BTreeMap, BTreeSet};
 
 use fencesim_store::{Epoch, JournalEntry, RunId, Seq};
@@ -13,10 +14,10 @@ use super::model::{
 use super::{Context, Violation};
 use crate::history::{CallOutcome, Payload, Row, Surface};
 
-pub(super) const JOURNAL_SEQ_ORDER: &str = "journal-seq-order";
-pub(super) const ONE_SETTLE_PER_SEGMENT: &str = "one-settle-per-segment";
-pub(super) const META_NOT_AHEAD: &str = "meta-not-ahead";
-pub(super) const NO_CHECKPOINT_REGRESSION: &str = "no-checkpoint-regression";
+pub(super) const JOURNAL_SEQ_ORDER: Checker = Checker::JournalSeqOrder;
+pub(super) const ONE_SETTLE_PER_SEGMENT: Checker = Checker::OneSettlePerSegment;
+pub(super) const META_NOT_AHEAD: Checker = Checker::MetaNotAhead;
+pub(super) const NO_CHECKPOINT_REGRESSION: Checker = Checker::NoCheckpointRegression;
 
 /// An accepted append, its run and entry.
 fn accepted_append(row: &Row) -> Option<(&RunId, &JournalEntry)> {

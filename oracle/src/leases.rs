@@ -4,6 +4,7 @@
 //! All but `epochs_increasing` judge each call by the lease table replayed once per check
 //! ([`LeaseReplay`](super::model::LeaseReplay)).
 
+use crate::checker::Checker;
 use std::collections::{BTreeMap, BTreeSet};
 
 use fencesim_store::{Epoch, RunId};
@@ -12,10 +13,10 @@ use super::model::{Fence, Run, holder, target};
 use super::{Context, Violation};
 use crate::history::{Call, CallOutcome, Surface};
 
-pub(super) const NO_STALE_ACCEPTANCE: &str = "no-stale-acceptance";
-pub(super) const EPOCHS_INCREASING: &str = "epochs-increasing";
-pub(super) const ONE_LIVE_LEASE: &str = "one-live-lease";
-pub(super) const TYPED_REJECTIONS: &str = "typed-rejections";
+pub(super) const NO_STALE_ACCEPTANCE: Checker = Checker::NoStaleAcceptance;
+pub(super) const EPOCHS_INCREASING: Checker = Checker::EpochsIncreasing;
+pub(super) const ONE_LIVE_LEASE: Checker = Checker::OneLiveLease;
+pub(super) const TYPED_REJECTIONS: Checker = Checker::TypedRejections;
 
 /// The node name of a history's administrator: its unleased deletes (of a run, of a blob) are
 /// the administrative purge the SPI allows (contracts S6), not an unfenced write.

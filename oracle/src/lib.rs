@@ -22,6 +22,7 @@ use fencesim_store::{Epoch, RunFilter, RunId, RunMeta, RunStatus, Store, StoreRe
 use crate::history::{Row, RunState, Snapshot};
 use model::{LeaseReplay, Runs, Writers, effective_epochs};
 
+pub mod checker;
 mod conduct;
 mod duties;
 pub mod history;
@@ -35,6 +36,7 @@ mod serial;
 #[cfg(test)]
 mod tests;
 
+pub use checker::Checker;
 pub use leases::ADMIN_NODE;
 pub use script::{Script, ScriptStep};
 
@@ -64,7 +66,7 @@ pub enum Scope {
 }
 
 /// The checkers of [`Scope::Store`]: leases, rejections, the serial history and seq order.
-pub const STORE_CHECKERS: &[&str] = &[
+pub const STORE_CHECKERS: &[Checker] = &[
     leases::NO_STALE_ACCEPTANCE,
     leases::EPOCHS_INCREASING,
     leases::ONE_LIVE_LEASE,
@@ -109,7 +111,7 @@ impl<'a> Context<'a> {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Violation {
     /// The invariant's name, one of [`CHECKERS`].
-    pub checker: &'static str,
+    pub checker: Checker,
     /// One line: what went wrong, naming run, epochs, seqs, digests.
     pub explanation: String,
     /// The first divergent row of the history (`Row::index`).
@@ -119,7 +121,7 @@ pub struct Violation {
 }
 
 impl Violation {
-    fn new(checker: &'static str, explanation: String, row: Option<usize>, cause: Option<usize>) -> Self {
+    fn new(checker: Checker, explanation: String, row: Option<usize>, cause: Option<usize>) -> Self {
         Self { checker, explanation, row, cause }
     }
 }
@@ -137,79 +139,8 @@ impl fmt::Display for Violation {
     }
 }
 
-/// Every checker, in the order [`check`] runs them: (name, the invariant in one line).
-pub const CHECKERS: &[(&str, &str)] = &[
-    (
-        leases::NO_STALE_ACCEPTANCE,
-        "every accepted mutation, renew and release carried the live holder's lease of its target run (2.7.1)",
-    ),
-    (
-        leases::EPOCHS_INCREASING,
-        "per run, granted epochs are unique and strictly increasing across delete/recreate, one node per (run, epoch) (2.7.2)",
-    ),
-    (leases::ONE_LIVE_LEASE, "no acquire is granted while another lease row of the run is live (2.7.3)"),
-    (
-        serial::SERIAL_HISTORY,
-        "journal, meta and blobs equal the accepted mutations replayed in (epoch, row) order; epochs never decrease along the journal (2.7.5-6, 5.9)",
-    ),
-    (
-        journal::JOURNAL_SEQ_ORDER,
-        "stored seqs strictly increase and every accepted append was above the journal's tail (2.7.4)",
-    ),
-    (journal::ONE_SETTLE_PER_SEGMENT, "a tenure appends at most one run_settle and nothing after it (3.6, D14)"),
-    (
-        journal::META_NOT_AHEAD,
-        "a terminal meta is only ever written and kept over an empty journal or one whose last run_settle has its status (3.6, D1)",
-    ),
-    (
-        journal::NO_CHECKPOINT_REGRESSION,
-        "a checkpoint ref is never overwritten by an older tenure, and holds its last accepted put (3.5, D2)",
-    ),
-    (
-        outcomes::REPAY_BOUND,
-        "a dispatch's turn or tool is paid once per tenure, never after its terminal, never again once an accepted checkpoint covers it, and at most 1 + (unreleased tenures that paid into that dispatch) times (3.5, E11, 5.13)",
-    ),
-    (
-        outcomes::LIVENESS,
-        "every planned run reached the store, and after quiescence every run is settled (terminal meta backed by a final run_settle) or waits on an open suspension",
-    ),
-    (
-        outcomes::HONEST_OUTCOME,
-        "a settled outcome a node reports is backed by its own accepted run_settle, by the journal it read, or over an empty journal by its own accepted meta write (3.6, D12b)",
-    ),
-    (
-        conduct::DISPATCH_IDENTITY,
-        "a dispatch is its running entry: at most one dispatch of a run is open at a time, so a re-dispatch reuses its dangling entry, and a terminal closes an open running entry of its own step (E10)",
-    ),
-    (
-        conduct::SILENT_REPLAY,
-        "a journal that records a terminal run_settle is final: a tenure that finds its run settled appends nothing, and no run_settle repeats the last with nothing new (E12)",
-    ),
-    (
-        conduct::RENEW_LOSS,
-        "after a failed renew of its own lease a holder pays no call turn and runs no tool under that epoch (E13, 9.2)",
-    ),
-    (
-        conduct::JUSTIFIED_REPAIR,
-        "the operator repairs only runs that a crash, stall, takeover, failed segment, unreleased tenure or offline resolution touched (E14)",
-    ),
-    (
-        duties::HEALTHY_HOLDER,
-        "a holder nothing disturbed (no fault on its node or run, no busy or failing store call of its own) never lets its lease lapse: a fenced call of its tenure is never refused for its own expired row (E2, E8)",
-    ),
-    (
-        script::REFERENCE_MODEL,
-        "each run's journal walks its workflow's script in order (a step opens only after the steps before it finished, ok terminals carry the scripted answer, ok settles only a finished script) and no dispatch pays past what its step can reach (1.3, 3.4-3.6)",
-    ),
-    (
-        monotonic::OBSERVABLES_MONOTONIC,
-        "within a generation, segments never decrease, genesis and workflow binding never change, and a journal's final run_settle is never overturned: no other settle status, no other terminal meta, no non-terminal meta but a new segment's boot (1.2, 3.1, 3.6, 4.3)",
-    ),
-    (
-        leases::TYPED_REJECTIONS,
-        "a rejected acquire is held-by; a fenced call is never rejected for the live holder's lease, and otherwise run-mismatch for another run's lease, else stale; the fence is checked before the seq guard (2.7.7)",
-    ),
-];
+/// Every checker of the oracle, in the order [`check`] runs them.
+pub const CHECKERS: [Checker; Checker::ORACLE.len()] = Checker::ORACLE;
 
 /// At most this many violations per checker are reported, so a report stays readable.
 pub const MAX_PER_CHECKER: usize = 3;
@@ -253,7 +184,7 @@ pub fn check(rows: &[Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Viola
     checkers
         .into_iter()
         .zip(CHECKERS)
-        .filter(|(_, (name, _))| cfg.scope == Scope::Engine || STORE_CHECKERS.contains(name))
+        .filter(|(_, checker)| cfg.scope == Scope::Engine || STORE_CHECKERS.contains(checker))
         .flat_map(|(checker, _)| {
             let mut found = checker(&ctx);
             found.sort_by_key(|v| v.row.unwrap_or(usize::MAX));

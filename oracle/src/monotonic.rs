@@ -16,6 +16,7 @@
 //! What may legitimately move back is exactly that boot: a segment that resumes a settled run
 //! writes `running` with a higher `segments` before it projects the same terminal status again.
 
+use crate::checker::Checker;
 use std::collections::BTreeMap;
 
 use fencesim_store::{JournalEntry, RunMeta, RunStatus};
@@ -25,7 +26,7 @@ use super::model::{Run, settle_status};
 use super::{Context, Violation};
 use crate::history::{Call, Event, Payload, Surface};
 
-pub(super) const OBSERVABLES_MONOTONIC: &str = "observables-monotonic";
+pub(super) const OBSERVABLES_MONOTONIC: Checker = Checker::ObservablesMonotonic;
 
 /// What a generation of a run has shown so far.
 #[derive(Default)]

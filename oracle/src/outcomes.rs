@@ -13,6 +13,7 @@
 //! segments of one run on one node that both reached the store would share the key; the engine
 //! refuses the second.
 
+use crate::checker::Checker;
 use std::collections::{BTreeMap, BTreeSet};
 
 use fencesim_store::{Epoch, RunId, RunStatus, Seq};
@@ -21,9 +22,9 @@ use super::model::{Run, last_settle, open_suspensions, settle_status};
 use super::{Context, Violation};
 use crate::history::{Call, CallOutcome, EffectKind, Event, Payload, RunState, SegmentError, SegmentResult, Surface};
 
-pub(super) const REPAY_BOUND: &str = "repay-bound";
-pub(super) const LIVENESS: &str = "liveness";
-pub(super) const HONEST_OUTCOME: &str = "honest-outcome";
+pub(super) const REPAY_BOUND: Checker = Checker::RepayBound;
+pub(super) const LIVENESS: Checker = Checker::Liveness;
+pub(super) const HONEST_OUTCOME: Checker = Checker::HonestOutcome;
 
 /// A paid effect's identity within a generation of its run: (run, generation, running seq, kind, n).
 type Dispatch<'a> = (Run<'a>, u32, Seq, EffectKind, u32);

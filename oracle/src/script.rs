@@ -17,6 +17,7 @@
 //! allows for repeats. Each difference names the run, the first entry or payment that differs and
 //! what the model allowed there.
 
+use crate::checker::Checker;
 use std::collections::BTreeMap;
 
 use fencesim_store::{JournalEntry, RunId, RunStatus, Seq};
@@ -26,7 +27,7 @@ use super::model::settle_status;
 use super::{Context, Violation};
 use crate::history::{Effect, EffectKind, Event, Surface};
 
-pub(super) const REFERENCE_MODEL: &str = "reference-model";
+pub(super) const REFERENCE_MODEL: Checker = Checker::ReferenceModel;
 
 /// A workflow as the oracle knows it: its name (the run meta's `workflow` binding) and steps.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 //! never to decrease. A stale write that landed after its successor's shows up as a foreign
 //! payload, a length mismatch or an epoch inversion.
 
+use crate::checker::Checker;
 use std::collections::{BTreeMap, BTreeSet};
 
 use fencesim_store::{Epoch, JournalEntry, RunId, RunMeta};
@@ -14,7 +15,7 @@ use super::model::{
 use super::{Context, Violation};
 use crate::history::{CallOutcome, Payload, Row, RunState, Surface};
 
-pub(super) const SERIAL_HISTORY: &str = "serial-history";
+pub(super) const SERIAL_HISTORY: Checker = Checker::SerialHistory;
 
 /// A run's state as the serial history has it; every item keeps the position of its row.
 #[derive(Default)]

@@ -328,7 +328,7 @@ fn clean() -> H {
 }
 
 fn names(found: &[Violation]) -> BTreeSet<&'static str> {
-    found.iter().map(|v| v.checker).collect()
+    found.iter().map(|v| v.checker.name()).collect()
 }
 
 /// Check `rows` against `snapshot`: exactly the `expected` checkers fail; returns the
@@ -336,7 +336,7 @@ fn names(found: &[Violation]) -> BTreeSet<&'static str> {
 fn failing(h: &H, snapshot: &Snapshot, expected: &[&str]) -> Vec<Violation> {
     let found = check(&h.rows, snapshot, &CFG);
     assert_eq!(names(&found), expected.iter().copied().collect(), "{found:#?}");
-    found.into_iter().filter(|v| v.checker == expected[0]).collect()
+    found.into_iter().filter(|v| v.checker.name() == expected[0]).collect()
 }
 
 /// The single violation of `checker`, the only checker that fails.
@@ -365,7 +365,7 @@ fn clean_history_passes_every_checker() {
 
 #[test]
 fn checkers_are_listed_once_each_in_order() {
-    let listed: Vec<&str> = CHECKERS.iter().map(|(name, _)| *name).collect();
+    let listed: Vec<&str> = CHECKERS.iter().map(|c| c.name()).collect();
     assert_eq!(
         listed,
         [
@@ -390,7 +390,7 @@ fn checkers_are_listed_once_each_in_order() {
             "typed-rejections",
         ]
     );
-    assert!(CHECKERS.iter().all(|(_, statement)| !statement.is_empty() && !statement.contains('\n')));
+    assert!(CHECKERS.iter().all(|c| !c.invariant().is_empty() && !c.invariant().contains('\n')));
 }
 
 #[test]
@@ -605,7 +605,8 @@ fn no_checkpoint_regression_catches_stored_bytes_of_an_older_put() {
     snapshot.runs.get_mut(&RunId::new("r1")).unwrap().blobs.insert("r1/ckpt/1".into(), b"turn-1".to_vec());
     let found = failing(&h, &snapshot, &["serial-history", "no-checkpoint-regression"]);
     assert_eq!(found.len(), 1);
-    let v = check(&h.rows, &snapshot, &CFG).into_iter().find(|v| v.checker == "no-checkpoint-regression").unwrap();
+    let v =
+        check(&h.rows, &snapshot, &CFG).into_iter().find(|v| v.checker.name() == "no-checkpoint-regression").unwrap();
     assert_says(&v, "checkpoint r1/ckpt/1 holds #");
     assert_rows(&v, Some(h.at("ckpt-e2")), Some(h.at("ckpt-e1")));
 }
@@ -811,7 +812,7 @@ fn check_caps_each_checker_and_orders_by_row() {
         }
     }
     let found: Vec<Violation> =
-        check(&h.rows, &h.store(), &CFG).into_iter().filter(|v| v.checker == "no-stale-acceptance").collect();
+        check(&h.rows, &h.store(), &CFG).into_iter().filter(|v| v.checker.name() == "no-stale-acceptance").collect();
     assert_eq!(found.len(), MAX_PER_CHECKER);
     let rows: Vec<Option<usize>> = found.iter().map(|v| v.row).collect();
     assert_eq!(rows, [Some(from), Some(from + 1), Some(from + 3)]);
@@ -978,7 +979,8 @@ fn honest_outcome_over_an_empty_journal_needs_its_own_meta_write() {
         x.call_mut_last().outcome = CallOutcome::Stale;
         x.outcome("w4", "r7", "cancelled");
     });
-    let v: Vec<_> = check(&h.rows, &h.store(), &CFG).into_iter().filter(|v| v.checker == "honest-outcome").collect();
+    let v: Vec<_> =
+        check(&h.rows, &h.store(), &CFG).into_iter().filter(|v| v.checker.name() == "honest-outcome").collect();
     assert_eq!(v.len(), 1, "{v:?}");
     assert_says(&v[0], "w4 reported r7 cancelled over an empty journal, but its meta write at row");
     assert_says(&v[0], "was stale");
@@ -1011,7 +1013,8 @@ fn honest_outcome_over_a_journal_it_appended_to_needs_a_settle() {
         x.put_meta("w4", &lease, 3200, RunStatus::Cancelled, 1);
         x.outcome("w4", "r7", "cancelled");
     });
-    let v: Vec<_> = check(&h.rows, &h.store(), &CFG).into_iter().filter(|v| v.checker == "honest-outcome").collect();
+    let v: Vec<_> =
+        check(&h.rows, &h.store(), &CFG).into_iter().filter(|v| v.checker.name() == "honest-outcome").collect();
     assert_eq!(v.len(), 1, "{v:?}");
     assert_says(&v[0], "w4 reported r7 cancelled without a run_settle");
 }
@@ -1086,7 +1089,7 @@ fn checkpoint_regression_accepts_either_fate_of_an_indeterminate_put() {
 }
 
 fn violations_of(h: &H, checker: &str) -> Vec<Violation> {
-    check(&h.rows, &h.store(), &CFG).into_iter().filter(|v| v.checker == checker).collect()
+    check(&h.rows, &h.store(), &CFG).into_iter().filter(|v| v.checker.name() == checker).collect()
 }
 
 /// A fresh tenure of run `run` on node `node`: granted `lease`, boot meta written.
@@ -1508,7 +1511,7 @@ fn observables_monotonic_catches_a_settled_outcome_overturned() {
     });
     let found = failing(&h, &h.store(), &["meta-not-ahead", "observables-monotonic"]);
     assert!(found.iter().any(|v| v.row == Some(overturned)), "{found:#?}");
-    let v = check(&h.rows, &h.store(), &CFG).into_iter().find(|v| v.checker == "observables-monotonic").unwrap();
+    let v = check(&h.rows, &h.store(), &CFG).into_iter().find(|v| v.checker.name() == "observables-monotonic").unwrap();
     assert_says(&v, "meta 'cancelled' overturns the journal's final run_settle 'ok'");
 }
 
@@ -1565,7 +1568,7 @@ fn bound(mut h: H) -> H {
 }
 
 fn model_findings(h: &H, cfg: &OracleConfig) -> Vec<Violation> {
-    check(&h.rows, &h.store(), cfg).into_iter().filter(|v| v.checker == "reference-model").collect()
+    check(&h.rows, &h.store(), cfg).into_iter().filter(|v| v.checker.name() == "reference-model").collect()
 }
 
 #[test]

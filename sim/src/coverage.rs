@@ -16,7 +16,7 @@ use crate::node::Node;
 use crate::site::SiteClass;
 
 /// The fenced calls a takeover can land in the middle of (the store's fault-site op names).
-const TAKEOVER_OPS: [&str; 7] = ["append", "put_meta", "blob_put", "blob_delete", "delete", "renew", "release"];
+const TAKEOVER_OPS: [&str; 7] = ["append", "put_meta", "put_blob", "delete_blob", "delete", "renew", "release"];
 /// Write surfaces a zombie probes with its dead lease.
 const ZOMBIE_SURFACES: [&str; 7] = ["renew", "append", "put_meta", "put_blob", "delete_blob", "delete", "release"];
 /// The actors an injected storage error can hit (node labels start with these).

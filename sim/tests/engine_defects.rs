@@ -316,7 +316,7 @@ fn regression_plan(file: &str, defects: EngineDefects, db: DbKind) -> Violations
         keep_db: None,
     };
     let report = fencesim_sim::world::run(&cfg).expect("the plan's world runs");
-    report.violations.into_iter().filter(|v| v.checker == expect).map(|v| v.explanation).collect()
+    report.violations.into_iter().filter(|v| v.checker.name() == expect).map(|v| v.explanation).collect()
 }
 
 fn retention_plan(defects: EngineDefects, db: DbKind) -> Violations {

@@ -6,7 +6,8 @@ use std::fmt;
 
 use crate::types::{Epoch, Lease, RunId, Seq};
 
-/// The store call an error belongs to.
+/// The store call an error belongs to, named as the SPI method is (`put_blob`, not `blob_put`):
+/// one name per operation across store, oracle, soak, coverage events and reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Op {
     Boot,
@@ -21,10 +22,10 @@ pub enum Op {
     GetMeta,
     ListRuns,
     Delete,
-    BlobPut,
-    BlobGet,
-    BlobList,
-    BlobDelete,
+    PutBlob,
+    GetBlob,
+    ListBlobs,
+    DeleteBlob,
 }
 
 impl Op {
@@ -41,10 +42,10 @@ impl Op {
             Op::GetMeta => "get_meta",
             Op::ListRuns => "list_runs",
             Op::Delete => "delete",
-            Op::BlobPut => "blob_put",
-            Op::BlobGet => "blob_get",
-            Op::BlobList => "blob_list",
-            Op::BlobDelete => "blob_delete",
+            Op::PutBlob => "put_blob",
+            Op::GetBlob => "get_blob",
+            Op::ListBlobs => "list_blobs",
+            Op::DeleteBlob => "delete_blob",
         }
     }
 }

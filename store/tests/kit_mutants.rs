@@ -230,9 +230,9 @@ impl MutantStore {
     fn list_like(&self, pattern: &str) -> StoreResult<Vec<String>> {
         let conn = self.inner.raw_connection();
         let sql = "SELECT ref FROM blobs WHERE ref LIKE ?1 ORDER BY ref";
-        let mut stmt = conn.prepare(sql).map_err(sql_error(Op::BlobList))?;
-        let refs = stmt.query_map([pattern], |r| r.get(0)).map_err(sql_error(Op::BlobList))?;
-        refs.collect::<Result<_, _>>().map_err(sql_error(Op::BlobList))
+        let mut stmt = conn.prepare(sql).map_err(sql_error(Op::ListBlobs))?;
+        let refs = stmt.query_map([pattern], |r| r.get(0)).map_err(sql_error(Op::ListBlobs))?;
+        refs.collect::<Result<_, _>>().map_err(sql_error(Op::ListBlobs))
     }
 }
 

@@ -108,7 +108,7 @@ pub fn write_with(
         });
     }
     let mut plan = PlanFile::draw(&cfg.scenario, cfg.seed, defects);
-    plan.expect = report.violations.first().map(|v| v.checker.to_owned());
+    plan.expect = report.violations.first().map(|v| v.checker.name().to_owned());
     let json = serde_json::to_string_pretty(&report::world_json(&report, defects)).unwrap_or_default() + "\n";
     let mut files: Vec<(&str, String)> = vec![
         ("repro.sh", repro_sh(cfg, &report, defects)),

@@ -165,7 +165,7 @@ pub fn hunt(defect: Defect, seeds: u64, db: DbKind) -> Result<Hunt, WorldError> 
                 let catch = Catch {
                     scenario: name.clone(),
                     seed: Some(seed),
-                    checker: first.checker.to_owned(),
+                    checker: first.checker.name().to_owned(),
                     aimed_at: aimed_at(defect).to_owned(),
                     explanation: first.explanation.clone(),
                     repro: report::repro(&outcome, &[defect]),
@@ -192,7 +192,7 @@ mod tests {
         let checkers = fencesim_oracle::CHECKERS;
         for defect in Defect::all() {
             let aimed = aimed_at(defect);
-            let known = checkers.iter().any(|(name, _)| *name == aimed) || matches!(aimed, "probe" | "conformance B2");
+            let known = checkers.iter().any(|c| c.name() == aimed) || matches!(aimed, "probe" | "conformance B2");
             assert!(known, "{defect} is aimed at an unknown checker {aimed}");
         }
         let catch = |checker: &str| Catch {

@@ -10,6 +10,7 @@
 //! time is up, which it checks between worlds and every world checks between its steps, so a
 //! long world is cut short (the candidate counts as not run) and the best plan so far returned.
 
+use fencesim_oracle::Checker;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -53,7 +54,7 @@ impl Size {
 #[derive(Clone, Debug)]
 pub struct Shrunk {
     /// The checker the original world failed first, which every kept candidate fails too.
-    pub checker: &'static str,
+    pub checker: Checker,
     pub before: Size,
     pub after: Size,
     /// The smallest plan found (its `expect` names the checker).
@@ -86,7 +87,7 @@ impl From<world::WorldError> for ShrinkError {
 
 struct Shrinker<'a> {
     db: DbKind,
-    checker: &'static str,
+    checker: Checker,
     worlds: usize,
     stop: &'a AtomicBool,
     stopped: bool,
@@ -121,14 +122,14 @@ pub fn shrink(file: &PlanFile, db: DbKind, stop: &AtomicBool) -> Result<Shrunk, 
         Some(name) => report
             .violations
             .iter()
-            .find(|v| v.checker == name)
+            .find(|v| v.checker.name() == name)
             .map(|v| v.checker)
             .ok_or_else(|| ShrinkError::OtherChecker(name.clone()))?,
         None => first.checker,
     };
     let before = Size::of(file, &report);
     let mut s = Shrinker { db, checker, worlds: 1, stop, stopped: false, best: file.clone(), best_report: report };
-    s.best.expect = Some(checker.to_owned());
+    s.best.expect = Some(checker.name().to_owned());
     for _round in 0..2 {
         let start = s.best.clone();
         s.schedule();
@@ -412,7 +413,7 @@ mod tests {
         let defect = Defect::parse("non-atomic-fence").expect("defect");
         let file = PlanFile::draw(&scenario, 1, &[defect]);
         let shrunk = shrink(&file, DbKind::Memdb, &AtomicBool::new(false)).expect("shrinks");
-        assert_eq!(shrunk.checker, "no-stale-acceptance");
+        assert_eq!(shrunk.checker, Checker::NoStaleAcceptance);
         assert!(shrunk.after.runs <= shrunk.before.runs && shrunk.after.runs <= 3, "{shrunk:?}");
         assert!(shrunk.after.events < shrunk.before.events, "{shrunk:?}");
         let again = run_plan(&shrunk.minimal, DbKind::Memdb, None).expect("runs");

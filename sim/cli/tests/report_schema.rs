@@ -220,7 +220,7 @@ fn the_schemas_enums_and_versions_match_the_code() {
     let replay = schema("replay.schema.json");
     assert_eq!(world["properties"]["schema"]["const"], report::WORLD_SCHEMA);
     assert_eq!(replay["properties"]["schema"]["const"], report::REPLAY_SCHEMA);
-    let checkers: Vec<String> = CHECKERS.iter().map(|(name, _)| (*name).to_owned()).collect();
+    let checkers: Vec<String> = CHECKERS.iter().map(|c| c.name().to_owned()).collect();
     assert_eq!(enum_of(&world, "/properties/violations/items/properties/checker/enum"), checkers);
     let defects: Vec<String> = Defect::all().iter().map(|d| d.name().to_owned()).collect();
     assert_eq!(enum_of(&world, "/properties/defects/items/enum"), defects);

@@ -12,12 +12,12 @@ use std::path::Path;
 use std::process::Command;
 
 use fencesim_sim::catalogue;
-use serde_yaml::Value;
+use serde_yaml_ng::Value;
 
 fn workflow() -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.github/workflows/ci.yml");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn env_of(doc: &Value) -> BTreeMap<String, String> {
@@ -62,7 +62,7 @@ fn the_workflow_keeps_its_promises() {
     assert!(seeds * listed.len() as u64 >= 1_000_000, "{seeds} seeds x {} scenarios", listed.len());
     // The merged fleet is held to each scenario's coverage aims, push and nightly.
     for job in ["sweep-merge", "nightly-merge"] {
-        let text = serde_yaml::to_string(&jobs[job]).unwrap();
+        let text = serde_yaml_ng::to_string(&jobs[job]).unwrap();
         assert!(text.contains("merge") && text.contains("--require-coverage"), "{job} requires coverage");
     }
     // Every sweep bundles its failures; the store soak's release quorum runs nightly, and the soak
@@ -79,7 +79,7 @@ fn the_workflow_keeps_its_promises() {
         "{push_soak}"
     );
     for (name, job) in jobs.as_mapping().unwrap() {
-        let text = serde_yaml::to_string(job).unwrap();
+        let text = serde_yaml_ng::to_string(job).unwrap();
         for needed in ["actions/upload-artifact"] {
             if name.as_str().is_some_and(|n| n.starts_with("nightly")) {
                 assert!(text.contains(needed), "{name:?} uploads its reports");

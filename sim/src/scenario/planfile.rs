@@ -371,7 +371,7 @@ impl Doc {
             defects.push(Defect::parse(d.get_ref()).map_err(|e| (at(d), e))?);
         }
         let expect = match &self.expect {
-            Some(e) if !fencesim_oracle::CHECKERS.iter().any(|(name, _)| name == e.get_ref()) => {
+            Some(e) if !fencesim_oracle::CHECKERS.iter().any(|c| c.name() == e.get_ref()) => {
                 return Err((at(e), format!("expect: unknown checker '{}'", e.get_ref())));
             }
             e => e.as_ref().map(|e| e.get_ref().clone()),

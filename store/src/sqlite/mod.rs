@@ -375,7 +375,7 @@ impl SqliteStore {
             .filter(|(_, _, expires_at)| now < *expires_at || expired_counts || (instant_counts && now == *expires_at));
         // The planted W7 defect: the W and T surfaces compare the epoch alone.
         let epoch_only = self.defects.has(StoreDefect::EpochOnlyFence)
-            && matches!(op, Op::PutMeta | Op::Delete | Op::BlobPut | Op::BlobDelete);
+            && matches!(op, Op::PutMeta | Op::Delete | Op::PutBlob | Op::DeleteBlob);
         match live {
             Some((other_owner, epoch, _)) if (epoch_only || other_owner.is_none()) && epoch == lease.epoch.0 => Ok(()),
             other => Err(StoreError::lease_held(
@@ -440,7 +440,7 @@ impl SqliteStore {
     /// Whether a planted defect drops the run-match rule (S2) for `op`.
     fn skips_run_match(&self, op: Op) -> bool {
         self.defects.has(StoreDefect::NoRunMatch)
-            || (op == Op::BlobDelete && self.defects.has(StoreDefect::BlobDeleteNoRunMatch))
+            || (op == Op::DeleteBlob && self.defects.has(StoreDefect::BlobDeleteNoRunMatch))
     }
 
     /// The store's clock, counted: a fenced call reads it exactly once (asserted in `fenced`).
@@ -707,30 +707,30 @@ impl TranscriptStore for SqliteStore {
         let put = |_| {
             let sql = "INSERT INTO blobs (ref, run_id, data) VALUES (?1, ?2, ?3)
                        ON CONFLICT (ref) DO UPDATE SET data = excluded.data";
-            self.exec(Op::BlobPut, &run, sql, params![blob_ref, run.as_str(), bytes]).map(drop)
+            self.exec(Op::PutBlob, &run, sql, params![blob_ref, run.as_str(), bytes]).map(drop)
         };
         match self.effective(lease, StoreDefect::UnfencedBlobs) {
             None => put(0),
-            Some(lease) => self.fenced(Op::BlobPut, &run, lease, put),
+            Some(lease) => self.fenced(Op::PutBlob, &run, lease, put),
         }
     }
 
     fn get_blob(&self, blob_ref: &str) -> StoreResult<Option<Vec<u8>>> {
         let run = RunId::of_ref(blob_ref);
-        self.query_opt(Op::BlobGet, &run, "SELECT data FROM blobs WHERE ref = ?1", [blob_ref], |r| r.get(0))
+        self.query_opt(Op::GetBlob, &run, "SELECT data FROM blobs WHERE ref = ?1", [blob_ref], |r| r.get(0))
     }
 
     fn list_blobs(&self, run: &RunId) -> StoreResult<Vec<String>> {
         let sql = LIST_BLOBS_SQL;
-        self.query_rows(Op::BlobList, Some(run), sql, [run.as_str()], |r| r.get(0))
+        self.query_rows(Op::ListBlobs, Some(run), sql, [run.as_str()], |r| r.get(0))
     }
 
     fn delete_blob(&self, blob_ref: &str, lease: Option<&Lease>) -> StoreResult<()> {
         let run = RunId::of_ref(blob_ref);
-        let delete = |_| self.exec(Op::BlobDelete, &run, "DELETE FROM blobs WHERE ref = ?1", [blob_ref]).map(drop);
+        let delete = |_| self.exec(Op::DeleteBlob, &run, "DELETE FROM blobs WHERE ref = ?1", [blob_ref]).map(drop);
         match self.effective(lease, StoreDefect::UnfencedBlobs) {
             None => delete(0),
-            Some(lease) => self.fenced(Op::BlobDelete, &run, lease, delete),
+            Some(lease) => self.fenced(Op::DeleteBlob, &run, lease, delete),
         }
     }
 

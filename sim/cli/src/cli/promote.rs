@@ -61,7 +61,7 @@ pub fn run(args: &Args) -> CmdResult {
         engine_defects,
         keep_db: None,
     })?;
-    if !world.violations.iter().any(|v| v.checker == checker) {
+    if !world.violations.iter().any(|v| v.checker.name() == checker) {
         let got =
             world.violations.first().map_or("it passes".to_owned(), |v| format!("it fails {} instead", v.checker));
         anyhow::bail!(

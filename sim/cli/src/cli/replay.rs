@@ -413,7 +413,7 @@ pub fn expected(
     let checker = checker?;
     Some(match judge(first, second) {
         Judgement::Nondeterministic => (Judgement::Nondeterministic, failure_line(first, second)),
-        _ if first.violations.iter().any(|v| v.checker == checker) => (Judgement::Passed, None),
+        _ if first.violations.iter().any(|v| v.checker.name() == checker) => (Judgement::Passed, None),
         _ => (
             Judgement::Failed,
             Some(format!(
@@ -507,7 +507,7 @@ mod tests {
             rows: Vec::new(),
             violations: (0..violations)
                 .map(|i| Violation {
-                    checker: "liveness",
+                    checker: fencesim_oracle::Checker::Liveness,
                     explanation: format!("run r{i} never settled"),
                     row: None,
                     cause: None,

@@ -193,7 +193,9 @@ fn kill_matrix(args: &Args) -> CmdResult {
             .context("replaying a minimal plan")?;
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         let replayed = out.status.code() == Some(1)
-            && report["violations"].as_array().is_some_and(|vs| vs.iter().any(|v| v["checker"] == shrunk.checker));
+            && report["violations"]
+                .as_array()
+                .is_some_and(|vs| vs.iter().any(|v| v["checker"] == shrunk.checker.name()));
         let row = Row { defect: defect.name(), place: format!("{} seed {seed}", catch.scenario), shrunk, replayed };
         print_row(&row);
         rows.push(row);

@@ -555,7 +555,7 @@ fn judge(exe: &Path, dir: &Path, record: &EngineRecord, report: &mut EngineSoakR
     // Every checker but `healthy-holder`: the OS may pause a real process at any instant and the
     // referee's SIGSTOPs are not history rows, so no tenure of a soak is provably undisturbed.
     let findings = oracle::check(&merged.rows, &snapshot, &cfg);
-    violations.extend(findings.iter().filter(|v| v.checker != "healthy-holder").map(ToString::to_string));
+    violations.extend(findings.iter().filter(|v| v.checker != oracle::Checker::HealthyHolder).map(ToString::to_string));
     for (run, _) in plan {
         let meta = store.get_meta(run)?;
         match meta.as_ref().map(|m| m.status) {

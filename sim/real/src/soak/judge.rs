@@ -15,9 +15,9 @@ use fencesim_store::sqlite::MAX_LEASE_TTL_MS;
 use fencesim_store::{Epoch, RunId, SqliteOptions, SqliteStore, StoreDefect, SystemClock};
 use serde::{Deserialize, Serialize};
 
-use super::log::{Begin, End, Ev, Line, LogOutcome, LogPayload, from_hex, read_all};
+use super::log::{Begin, End, Ev, EvKind, Line, LogOutcome, LogPayload, Probe, from_hex, read_all};
 use super::{Layout, MAX_WRITERS, META_FILE, OTHER, RUN, SoakError, SoakResult, log_name, within};
-use fencesim_oracle::{OracleConfig, Scope, check};
+use fencesim_oracle::{Checker, OracleConfig, Scope, check};
 use fencesim_sim::history::{Call, CallOutcome, Effect, Event, Payload, Row, Snapshot, Surface};
 
 /// How one writer process ended, as the referee saw it.
@@ -82,7 +82,7 @@ impl SoakMeta {
 /// One broken invariant, from the oracle or the soak's own checks.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Finding {
-    pub checker: String,
+    pub checker: Checker,
     pub explanation: String,
     pub row: Option<usize>,
 }
@@ -98,25 +98,6 @@ pub struct Judgement {
     pub findings: Vec<Finding>,
     /// Logs whose last line is torn (a writer killed mid-write).
     pub torn_lines: usize,
-}
-
-fn surface_of(name: &str) -> Option<Surface> {
-    Some(match name {
-        "acquire" => Surface::Acquire,
-        "renew" => Surface::Renew,
-        "release" => Surface::Release,
-        "append" => Surface::Append,
-        "put_meta" => Surface::PutMeta,
-        "delete" => Surface::Delete,
-        "put_blob" => Surface::PutBlob,
-        "delete_blob" => Surface::DeleteBlob,
-        "load" => Surface::Load,
-        "get_meta" => Surface::GetMeta,
-        "list_runs" => Surface::ListRuns,
-        "get_blob" => Surface::GetBlob,
-        "list_blobs" => Surface::ListBlobs,
-        _ => return None,
-    })
 }
 
 fn error_code(code: &str) -> &'static str {
@@ -240,7 +221,7 @@ impl Gathered {
                 Line::End(e) => {
                     ends.insert((e.node.clone(), e.id), e);
                 }
-                Line::Ev(ev) if ev.kind == "busy" => {}
+                Line::Ev(ev) if ev.kind == EvKind::Busy => {}
                 Line::Ev(ev) => self.events.push(ev),
             }
         }
@@ -351,10 +332,10 @@ fn begin_lines(files: &BTreeMap<String, std::path::PathBuf>) -> usize {
     files.values().filter_map(|path| std::fs::read(path).ok()).map(count).sum()
 }
 
-/// The oracle's call for a logged begin and its end, with the calling node (none for a surface
-/// the oracle does not know). Its per-lease counter is set once the calls are ordered.
+/// The oracle's call for a logged begin and its end, with the calling node. Its per-lease counter
+/// is set once the calls are ordered.
 fn call_of(begin: Begin, end: Option<End>) -> Option<(String, Call)> {
-    let surface = surface_of(&begin.surface)?;
+    let surface = begin.surface;
     let payload = match begin.payload {
         LogPayload::None => Payload::None,
         LogPayload::Entry(e) => Payload::Entry(e),
@@ -401,10 +382,10 @@ fn integrity_check(store: &SqliteStore) -> SoakResult<String> {
 /// At most [`fencesim_oracle::MAX_PER_CHECKER`] findings per checker, plus one line counting the
 /// rest, so a report stays readable.
 fn cap_per_checker(findings: Vec<Finding>) -> Vec<Finding> {
-    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut seen: BTreeMap<Checker, usize> = BTreeMap::new();
     let mut kept = Vec::new();
     for f in findings {
-        let n = seen.entry(f.checker.clone()).or_default();
+        let n = seen.entry(f.checker).or_default();
         *n += 1;
         if *n <= fencesim_oracle::MAX_PER_CHECKER {
             kept.push(f);
@@ -434,10 +415,10 @@ pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row
     let cfg = OracleConfig { ttl_ms: meta.ttl_ms, planned: vec![], scope: Scope::Store, scripts: Vec::new() };
     let mut findings: Vec<Finding> = check(&rows, &snapshot, &cfg)
         .into_iter()
-        .map(|v| Finding { checker: v.checker.to_owned(), explanation: v.explanation, row: v.row })
+        .map(|v| Finding { checker: v.checker, explanation: v.explanation, row: v.row })
         .collect();
-    let mut soak = |checker: &str, explanation: String, row: Option<usize>| {
-        findings.push(Finding { checker: checker.to_owned(), explanation, row });
+    let mut soak = |checker: Checker, explanation: String, row: Option<usize>| {
+        findings.push(Finding { checker, explanation, row });
     };
     // Every writer accounted for.
     let killed: BTreeSet<String> = meta
@@ -449,46 +430,44 @@ pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row
     for a in &meta.accounts {
         if a.hung {
             soak(
-                "writers-accounted",
+                Checker::WritersAccounted,
                 format!("writer w{} g{} (pid {}) hung past the exit deadline", a.index, a.generation, a.pid),
                 None,
             );
         } else if !a.accounted() {
             let err = if a.stderr.is_empty() { String::new() } else { format!(": {}", a.stderr) };
-            soak("writers-accounted", format!("writer w{} g{} ended {}{err}", a.index, a.generation, a.status), None);
+            soak(
+                Checker::WritersAccounted,
+                format!("writer w{} g{} ended {}{err}", a.index, a.generation, a.status),
+                None,
+            );
         }
     }
     // Direct findings from the writers' own protocol.
     for ev in &merged.events {
-        let surface = ev.surface.clone().unwrap_or_default();
         let epoch = ev.epoch.map_or(String::new(), |e| format!(" under epoch {e}"));
-        match ev.kind.as_str() {
-            "fatal" if surface == "boot" => soak(
-                "clean-boot",
-                format!(
-                    "{} could not open the store at the concurrent boot: {}",
-                    ev.node,
-                    ev.detail.clone().unwrap_or_default()
-                ),
+        let detail = ev.detail.clone().unwrap_or_default();
+        match ev.kind {
+            EvKind::Fatal if ev.probe == Some(Probe::Boot) => soak(
+                Checker::CleanBoot,
+                format!("{} could not open the store at the concurrent boot: {detail}", ev.node),
                 None,
             ),
-            "fatal" => {
-                soak("typed-refusals", format!("{} died: {}", ev.node, ev.detail.clone().unwrap_or_default()), None)
-            }
-            "error" => soak(
-                "typed-refusals",
-                format!("unexpected error on {surface} by {}: {}", ev.node, ev.detail.clone().unwrap_or_default()),
+            EvKind::Fatal => soak(Checker::TypedRefusals, format!("{} died: {detail}", ev.node), None),
+            EvKind::Error => soak(
+                Checker::TypedRefusals,
+                format!("unexpected error on {} by {}: {detail}", ev.what(), ev.node),
                 None,
             ),
-            "stale-accept" => {
-                soak("stale-probes-refused", format!("STALE ACCEPT on {surface}{epoch} by {}", ev.node), None)
+            EvKind::StaleAccept => {
+                soak(Checker::StaleProbesRefused, format!("STALE ACCEPT on {}{epoch} by {}", ev.what(), ev.node), None)
             }
-            "tombstone" => {
+            EvKind::Tombstone => {
                 if let (Some(old), Some(new)) = (ev.epoch, ev.other_epoch)
                     && new <= old
                 {
                     soak(
-                        "epoch-tombstone",
+                        Checker::EpochTombstone,
                         format!(
                             "{} re-acquired as epoch {new}, not above the deleted run's epoch {old}",
                             ev.target.clone().unwrap_or_default()
@@ -497,33 +476,55 @@ pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row
                     );
                 }
             }
-            _ => {}
+            // The oracle judges the logged calls these events stand beside.
+            EvKind::SeqProbeAccepted
+            | EvKind::Start
+            | EvKind::Booted
+            | EvKind::Done
+            | EvKind::Busy
+            | EvKind::MidCallLanded
+            | EvKind::MidCallStall
+            | EvKind::Grant
+            | EvKind::Accept
+            | EvKind::FenceKick
+            | EvKind::Renewed
+            | EvKind::OrderReject
+            | EvKind::LiveCrossReject
+            | EvKind::StaleReject
+            | EvKind::Stall
+            | EvKind::Released
+            | EvKind::VictimAbandoned
+            | EvKind::Victim => {}
         }
     }
     // Logs: a call with no end only where the writer was killed; no end without a begin.
     for (node, index) in &merged.open_calls {
         if !killed.contains(node) {
-            soak("log-complete", format!("{node} logged a call with no outcome but was not killed"), Some(*index));
+            soak(
+                Checker::LogComplete,
+                format!("{node} logged a call with no outcome but was not killed"),
+                Some(*index),
+            );
         }
     }
     for (node, id) in &merged.orphan_ends {
-        soak("log-complete", format!("{node} logged the end of call {id} without its begin"), None);
+        soak(Checker::LogComplete, format!("{node} logged the end of call {id} without its begin"), None);
     }
     if integrity != "ok" {
-        soak("integrity", format!("PRAGMA integrity_check: {integrity}"), None);
+        soak(Checker::Integrity, format!("PRAGMA integrity_check: {integrity}"), None);
     }
     let empty = fencesim_sim::history::RunState::default();
     let journal = &snapshot.run(&RunId::new(RUN)).unwrap_or(&empty).journal;
     if let Some((i, e)) = journal.iter().enumerate().find(|(i, e)| e.seq.0 != *i as i64 + 1) {
-        soak("seq-contiguous", format!("{RUN} entry {} has seq {}, expected {}", i, e.seq, i + 1), None);
+        soak(Checker::SeqContiguous, format!("{RUN} entry {} has seq {}, expected {}", i, e.seq, i + 1), None);
     }
-    for ev in merged.events.iter().filter(|e| e.kind == "victim") {
+    for ev in merged.events.iter().filter(|e| e.kind == EvKind::Victim) {
         let vid = RunId::new(ev.target.clone().unwrap_or_default());
         if let Some(state) = snapshot.run(&vid)
             && (!state.journal.is_empty() || state.meta.is_some() || !state.blobs.is_empty())
         {
             soak(
-                "victims-gone",
+                Checker::VictimsGone,
                 format!(
                     "victim {vid} left {} entries, meta {}, {} blobs",
                     state.journal.len(),
@@ -537,10 +538,14 @@ pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row
     if let Some(other) = snapshot.run(&RunId::new(OTHER))
         && (!other.blobs.is_empty() || !other.journal.is_empty() || other.meta.is_some())
     {
-        soak("side-run-untouched", format!("cross-run writes leaked into {OTHER}: {} blobs", other.blobs.len()), None);
+        soak(
+            Checker::SideRunUntouched,
+            format!("cross-run writes leaked into {OTHER}: {} blobs", other.blobs.len()),
+            None,
+        );
     }
     // The most specific finding first: a failed boot explains the writer's exit.
-    findings.sort_by_key(|f| f.checker == "writers-accounted");
+    findings.sort_by_key(|f| f.checker == Checker::WritersAccounted);
     let findings = cap_per_checker(findings);
     let calls = rows.iter().filter(|r| r.call().is_some()).count();
     let indeterminate = merged.open_calls.len();
@@ -568,12 +573,19 @@ mod tests {
     }
 
     /// One store call of `node` at `mono_ns`: begin and end lines.
-    fn call(id: u64, node: &str, surface: &str, held: Option<Lease>, outcome: LogOutcome, mono_ns: u64) -> [Line; 2] {
-        let acquire = surface == "acquire";
+    fn call(
+        id: u64,
+        node: &str,
+        surface: Surface,
+        held: Option<Lease>,
+        outcome: LogOutcome,
+        mono_ns: u64,
+    ) -> [Line; 2] {
+        let acquire = surface == Surface::Acquire;
         let begin = Begin {
             id,
             node: node.into(),
-            surface: surface.into(),
+            surface,
             run: RunId::new("s000"),
             blob_ref: None,
             lease: held.clone().filter(|_| !acquire),
@@ -601,10 +613,10 @@ mod tests {
     /// w0 holds e1, loses its lease to a busy renew and w1 takes over at e2: the soak's calls.
     fn lost_lease_logs() -> Logs {
         let w0 = [
-            call(1, "w0.0", "acquire", Some(lease("w0.0", 1)), LogOutcome::Ok, 10),
-            call(2, "w0.0", "renew", Some(lease("w0.0", 1)), LogOutcome::Busy, 30),
+            call(1, "w0.0", Surface::Acquire, Some(lease("w0.0", 1)), LogOutcome::Ok, 10),
+            call(2, "w0.0", Surface::Renew, Some(lease("w0.0", 1)), LogOutcome::Busy, 30),
         ];
-        let w1 = [call(1, "w1.0", "acquire", Some(lease("w1.0", 2)), LogOutcome::Ok, 40)];
+        let w1 = [call(1, "w1.0", Surface::Acquire, Some(lease("w1.0", 2)), LogOutcome::Ok, 40)];
         let per_writer = BTreeMap::from([
             ("w0.0".to_owned(), w0.into_iter().flatten().collect()),
             ("w1.0".to_owned(), w1.into_iter().flatten().collect()),
@@ -617,7 +629,7 @@ mod tests {
         let cfg = OracleConfig { ttl_ms: 100, planned: Vec::new(), scope: Scope::Engine, scripts: Vec::new() };
         check(&merged.rows, &Snapshot::default(), &cfg)
             .into_iter()
-            .filter(|v| v.checker == "repay-bound")
+            .filter(|v| v.checker == Checker::RepayBound)
             .map(|v| v.to_string())
             .collect()
     }

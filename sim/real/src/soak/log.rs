@@ -12,6 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use fencesim_oracle::history::Surface;
 use fencesim_store::{JournalEntry, Lease, RunId, RunMeta};
 use serde::{Deserialize, Serialize};
 
@@ -31,7 +32,7 @@ pub enum Line {
 pub struct Begin {
     pub id: u64,
     pub node: String,
-    pub surface: String,
+    pub surface: Surface,
     pub run: RunId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blob_ref: Option<String>,
@@ -89,17 +90,94 @@ pub enum LogOutcome {
     Error { code: String },
 }
 
+/// What a protocol event says happened. A line naming any other kind does not parse: a misspelt
+/// kind is a malformed log, never an event silently dropped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EvKind {
+    /// The writer process started (its pid in `detail`).
+    #[default]
+    Start,
+    /// It opened the store at the concurrent boot.
+    Booted,
+    /// It could not go on (`probe` says where; `detail` why).
+    Fatal,
+    /// It saw the stop file and ended cleanly.
+    Done,
+    /// One busy answer, retried.
+    Busy,
+    /// A store call returned that an armed mid-call stall held past the ttl inside the fence.
+    MidCallLanded,
+    /// A mid-call stall was armed for the next fenced call.
+    MidCallStall,
+    /// An answer the protocol does not expect (`detail`).
+    Error,
+    /// An acquire granted `epoch` of `target`.
+    Grant,
+    /// A write under a live lease was accepted.
+    Accept,
+    /// A write under the writer's own lease was refused: a successor fenced it out.
+    FenceKick,
+    Renewed,
+    /// The seq guard refused an append at the stored tail.
+    OrderReject,
+    /// The seq guard accepted an append at the stored tail (a violation the judge finds).
+    SeqProbeAccepted,
+    /// A live lease's write to another run's blob was refused.
+    LiveCrossReject,
+    /// A write with a dead, forged or foreign lease was accepted.
+    StaleAccept,
+    /// A write with a dead or forged lease was refused.
+    StaleReject,
+    /// The holder stalls past its ttl before it sweeps.
+    Stall,
+    Released,
+    /// A victim cycle stopped short (`surface` and `detail` say where and why).
+    VictimAbandoned,
+    /// A victim cycle (acquire, append, meta, blob put and delete, fenced delete) completed.
+    Victim,
+    /// The deleted victim's id was acquired again: `epoch` the deleted one, `other_epoch` the new.
+    Tombstone,
+}
+
+/// What the writer was exercising when it logged an event, beside the store surface it called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Probe {
+    /// The concurrent boot of every writer.
+    Boot,
+    /// The first append of a tenure, its act as owner.
+    Marker,
+    /// The fenced call armed to stall between its fence check and its mutation.
+    MidCall,
+    /// An append at the stored tail under a live lease (the seq guard).
+    SeqGuard,
+    /// A live lease writing another run's blob.
+    CrossRunLive,
+    /// The end-of-tenure stall past the ttl.
+    TenureStall,
+    /// The sweep with the writer's own dead lease.
+    DeadLease,
+    /// The sweep with a forged lease at the next epoch under a foreign owner.
+    ForgedLease,
+    /// The victim cycle and its tombstone.
+    Victim,
+}
+
 /// A protocol event.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Ev {
     pub node: String,
     pub w: usize,
     pub g: u32,
-    pub kind: String,
+    pub kind: EvKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epoch: Option<i64>,
+    /// The store surface the event is about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub surface: Option<String>,
+    pub surface: Option<Surface>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Probe>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -110,6 +188,39 @@ pub struct Ev {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
     pub mono_ns: u64,
+}
+
+impl Probe {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Probe::Boot => "boot",
+            Probe::Marker => "marker",
+            Probe::MidCall => "mid-call",
+            Probe::SeqGuard => "seq-guard",
+            Probe::CrossRunLive => "cross-run-live",
+            Probe::TenureStall => "tenure-stall",
+            Probe::DeadLease => "dead-lease",
+            Probe::ForgedLease => "forged-lease",
+            Probe::Victim => "victim",
+        }
+    }
+}
+
+impl Ev {
+    /// What the event is about, for a finding: the surface, the probe, and a target other than
+    /// the soak's run (`put_blob (dead-lease) of other/blob`).
+    pub fn what(&self) -> String {
+        let mut out = match (self.surface, self.probe) {
+            (Some(surface), Some(probe)) => format!("{} ({})", surface.as_str(), probe.as_str()),
+            (Some(surface), None) => surface.as_str().to_owned(),
+            (None, Some(probe)) => probe.as_str().to_owned(),
+            (None, None) => "the writer".to_owned(),
+        };
+        if let Some(target) = &self.target {
+            out.push_str(&format!(" of {target}"));
+        }
+        out
+    }
 }
 
 pub fn to_hex(bytes: &[u8]) -> String {
@@ -222,6 +333,27 @@ pub fn read_all(path: &Path) -> SoakResult<(Vec<Line>, bool)> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn events_carry_the_oracle_surface_and_a_misspelt_kind_does_not_parse() {
+        use fencesim_oracle::history::Surface;
+        let ev = Ev {
+            kind: EvKind::StaleAccept,
+            surface: Some(Surface::PutBlob),
+            probe: Some(Probe::ForgedLease),
+            ..Ev::default()
+        };
+        let text = serde_json::to_string(&Line::Ev(ev.clone())).unwrap();
+        assert!(text.contains(r#""kind":"stale-accept""#) && text.contains(r#""surface":"put_blob""#), "{text}");
+        assert!(text.contains(r#""probe":"forged-lease""#), "{text}");
+        assert_eq!(serde_json::from_str::<Line>(&text).unwrap(), Line::Ev(ev.clone()));
+        assert_eq!(ev.what(), "put_blob (forged-lease)");
+        let misspelt = text.replace("stale-accept", "stale-acept");
+        assert!(serde_json::from_str::<Line>(&misspelt).is_err(), "a kind the enum does not name is refused");
+        let old_name = text.replace("put_blob", "blob-put");
+        assert!(serde_json::from_str::<Line>(&old_name).is_err(), "a surface the oracle does not name is refused");
+    }
+
     use super::*;
 
     #[test]
@@ -229,7 +361,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w.jsonl");
         let log = LogFile::open(&path).unwrap();
-        let ev = Line::Ev(Ev { node: "n".into(), kind: "grant".into(), epoch: Some(3), ..Ev::default() });
+        let ev = Line::Ev(Ev { node: "n".into(), kind: EvKind::Grant, epoch: Some(3), ..Ev::default() });
         log.put(&ev).unwrap();
         let mut tail = Tail::new(&path);
         assert_eq!(tail.read_new().unwrap(), vec![ev.clone()]);
@@ -250,7 +382,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("w.jsonl");
         let ev =
-            serde_json::to_string(&Line::Ev(Ev { node: "n".into(), kind: "grant".into(), ..Ev::default() })).unwrap();
+            serde_json::to_string(&Line::Ev(Ev { node: "n".into(), kind: EvKind::Grant, ..Ev::default() })).unwrap();
         std::fs::write(&path, format!("{ev}\n{ev}\n{{\"t\":\"ev\",\"no")).unwrap();
         assert_eq!(read_all(&path).unwrap().0.len(), 2);
         assert!(read_all(&path).unwrap().1, "the torn last line is reported");

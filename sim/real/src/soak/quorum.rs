@@ -7,7 +7,9 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::log::Ev;
+use fencesim_oracle::history::Surface;
+
+use super::log::{Ev, EvKind};
 use super::{RUN, SoakError, SoakResult};
 
 /// The counter names, in report order. `busy_retries` is reported, never gated.
@@ -63,7 +65,9 @@ impl Counters for super::engine::EngineSoakReport {
             "crashes" => self.crashes,
             "zombies" => self.zombies,
             "paid_calls" => self.paid_calls,
-            _ => 0,
+            // Names come from ENGINE_COUNTERS (a quorum's are checked against it as they parse):
+            // any other is a programmer's slip, which must not read as a counter of 0.
+            other => panic!("no engine soak counter is named {other:?}"),
         })
     }
 }
@@ -77,26 +81,54 @@ impl Counters for Activity {
 impl Activity {
     /// Count one protocol event.
     pub fn observe(&mut self, ev: &Ev) {
-        match ev.kind.as_str() {
-            "grant" if ev.target.as_deref() == Some(RUN) => {
+        match ev.kind {
+            EvKind::Grant if ev.target.as_deref() == Some(RUN) => {
                 if let Some(epoch) = ev.epoch {
                     self.epochs_seen.insert(epoch);
                     self.epochs = self.epochs_seen.len() as u64;
                 }
             }
-            "stale-reject" => self.stale_rejects += 1,
-            "accept" => match ev.surface.as_deref() {
-                Some("marker" | "append") => self.appends += 1,
-                Some("meta") => self.meta_writes += 1,
-                Some("blob-put") => self.blob_puts += 1,
-                Some("blob-delete") => self.blob_deletes += 1,
-                _ => {}
+            EvKind::StaleReject => self.stale_rejects += 1,
+            EvKind::Accept => match ev.surface {
+                Some(Surface::Append) => self.appends += 1,
+                Some(Surface::PutMeta) => self.meta_writes += 1,
+                Some(Surface::PutBlob) => self.blob_puts += 1,
+                Some(Surface::DeleteBlob) => self.blob_deletes += 1,
+                // The storm accepts no other write under a live lease by name: victim cycles
+                // count whole, renews are not activity.
+                Some(
+                    Surface::Acquire
+                    | Surface::Renew
+                    | Surface::Release
+                    | Surface::Delete
+                    | Surface::Load
+                    | Surface::GetMeta
+                    | Surface::ListRuns
+                    | Surface::GetBlob
+                    | Surface::ListBlobs,
+                )
+                | None => {}
             },
-            "victim" => self.victim_cycles += 1,
-            "live-cross-reject" => self.live_cross_rejects += 1,
-            "mid-call-landed" => self.mid_call_stalls += 1,
-            "busy" => self.busy_retries += 1,
-            _ => {}
+            EvKind::Victim => self.victim_cycles += 1,
+            EvKind::LiveCrossReject => self.live_cross_rejects += 1,
+            EvKind::MidCallLanded => self.mid_call_stalls += 1,
+            EvKind::Busy => self.busy_retries += 1,
+            EvKind::Grant
+            | EvKind::Start
+            | EvKind::Booted
+            | EvKind::Fatal
+            | EvKind::Done
+            | EvKind::MidCallStall
+            | EvKind::Error
+            | EvKind::FenceKick
+            | EvKind::Renewed
+            | EvKind::OrderReject
+            | EvKind::SeqProbeAccepted
+            | EvKind::StaleAccept
+            | EvKind::Stall
+            | EvKind::Released
+            | EvKind::VictimAbandoned
+            | EvKind::Tombstone => {}
         }
     }
 
@@ -114,7 +146,9 @@ impl Activity {
             "sigstop_zombies" => self.sigstop_zombies,
             "mid_call_stalls" => self.mid_call_stalls,
             "busy_retries" => self.busy_retries,
-            _ => 0,
+            // Names come from COUNTERS (a quorum's are checked against it as they parse): any
+            // other is a programmer's slip, which must not read as a counter of 0.
+            other => panic!("no soak counter is named {other:?}"),
         }
     }
 }
@@ -315,6 +349,30 @@ pub fn progress(quorum: &Quorum, activity: &Activity) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_named_counter_is_read_and_a_misspelt_one_stops_at_once() {
+        let activity = Activity { blob_puts: 7, ..Activity::default() };
+        for name in COUNTERS {
+            let _ = activity.get(name);
+        }
+        assert_eq!(activity.get("blob_puts"), 7);
+        let slip = std::panic::catch_unwind(|| Activity::default().get("blob_put"));
+        assert!(slip.is_err(), "a misspelt counter must not read as 0");
+    }
+
+    #[test]
+    fn accepted_writes_count_by_the_oracle_surface() {
+        let mut activity = Activity::default();
+        for surface in [Surface::Append, Surface::PutMeta, Surface::PutBlob, Surface::DeleteBlob, Surface::Renew] {
+            activity.observe(&Ev { kind: EvKind::Accept, surface: Some(surface), ..Ev::default() });
+        }
+        assert_eq!(
+            (activity.appends, activity.meta_writes, activity.blob_puts, activity.blob_deletes),
+            (1, 1, 1, 1),
+            "one per write surface, none for a renew"
+        );
+    }
 
     #[test]
     fn quorums_parse_and_refuse() {

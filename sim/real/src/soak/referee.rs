@@ -39,7 +39,9 @@ use nix::unistd::Pid;
 use serde::Serialize;
 
 use super::judge::{Judgement, META_SCHEMA, SoakMeta, WriterAccount, judge};
-use super::log::{Line, LogFile, LogOutcome, Tail};
+use fencesim_oracle::history::Surface;
+
+use super::log::{EvKind, Line, LogFile, LogOutcome, Tail};
 use super::quorum::{Activity, Quorum, progress};
 use super::wall::{Stopwatch, mono_ns, sleep_ms, unix_ms};
 use super::{Layout, MAX_SKEW_MS, MAX_WRITERS, PARENT_ENV, RUN, SoakError, SoakResult, within};
@@ -148,7 +150,7 @@ struct Proc {
     /// SIGCONTed after a takeover: the epoch whose next fenced call must be refused, and when.
     zombie: Option<(i64, u64)>,
     /// Calls begun and not yet ended: id -> (fenced epoch, begin stamp).
-    open: BTreeMap<u64, (Option<i64>, u64, String)>,
+    open: BTreeMap<u64, (Option<i64>, u64, Surface)>,
     /// Started in place of a killed writer; counts as recovered at its first grant.
     replacement: bool,
     booted: bool,
@@ -217,13 +219,6 @@ const AFTER_FLOOR: f64 = 0.25;
 /// The chance over `dt_ms` of an event of chance `per_100ms` per 100 ms.
 fn chance_over(per_100ms: f64, dt_ms: u64) -> f64 {
     1.0 - (1.0 - per_100ms).powf(dt_ms as f64 / 100.0)
-}
-
-const FENCED: [&str; 7] = ["append", "put_meta", "delete", "put_blob", "delete_blob", "renew", "release"];
-
-/// Whether a store call of this surface takes SQLite's write lock.
-fn is_write(surface: &str) -> bool {
-    surface == "acquire" || FENCED.contains(&surface)
 }
 
 impl Storm {
@@ -297,9 +292,9 @@ impl Storm {
                 match line {
                     Line::Ev(ev) => {
                         self.activity.observe(&ev);
-                        match ev.kind.as_str() {
-                            "booted" => p.booted = true,
-                            "grant" if ev.target.as_deref() == Some(RUN) => {
+                        match ev.kind {
+                            EvKind::Booted => p.booted = true,
+                            EvKind::Grant if ev.target.as_deref() == Some(RUN) => {
                                 p.holding = ev.epoch;
                                 self.max_grant = self.max_grant.max(ev.epoch.unwrap_or(0));
                                 if p.replacement {
@@ -309,8 +304,25 @@ impl Storm {
                             }
                             // A stalling holder still holds (an expiring lease): stopping it
                             // makes a zombie too.
-                            "released" | "fence-kick" | "stale-reject" => p.holding = None,
-                            _ => {}
+                            EvKind::Released | EvKind::FenceKick | EvKind::StaleReject => p.holding = None,
+                            EvKind::Grant
+                            | EvKind::Start
+                            | EvKind::Fatal
+                            | EvKind::Done
+                            | EvKind::Busy
+                            | EvKind::MidCallLanded
+                            | EvKind::MidCallStall
+                            | EvKind::Error
+                            | EvKind::Accept
+                            | EvKind::Renewed
+                            | EvKind::OrderReject
+                            | EvKind::SeqProbeAccepted
+                            | EvKind::LiveCrossReject
+                            | EvKind::StaleAccept
+                            | EvKind::Stall
+                            | EvKind::VictimAbandoned
+                            | EvKind::Victim
+                            | EvKind::Tombstone => {}
                         }
                     }
                     Line::Begin(b) => {
@@ -319,13 +331,13 @@ impl Storm {
                     }
                     Line::End(e) => {
                         let Some((epoch, begun, surface)) = p.open.remove(&e.id) else { continue };
-                        if is_write(&surface) {
+                        if surface.is_write() {
                             writes.push((i, begun, e.outcome == LogOutcome::Busy));
                         }
                         if let (Some((zombie_epoch, since)), Some(epoch)) = (p.zombie, epoch)
                             && epoch == zombie_epoch
                             && begun > since
-                            && FENCED.contains(&surface.as_str())
+                            && surface.is_fenced()
                             && e.outcome != LogOutcome::Busy
                         {
                             p.zombie = None;
@@ -472,7 +484,7 @@ impl Storm {
         for p in &mut self.procs {
             let Some((since, epoch)) = p.stopped else { continue };
             let taken_over = max_grant > epoch;
-            let in_write = p.open.values().any(|(_, _, surface)| is_write(surface));
+            let in_write = p.open.values().any(|(_, _, surface)| surface.is_write());
             let stuck = in_write
                 && !p.wrote_since_stop
                 && (p.busy_since_stop >= STUCK_BUSY || now.saturating_sub(since) > stuck_ms);

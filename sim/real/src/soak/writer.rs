@@ -18,9 +18,10 @@ use fencesim_store::{
 };
 use serde_json::json;
 
-use super::log::{Begin, End, Ev, Line, LogFile, LogOutcome, LogPayload, to_hex};
+use super::log::{Begin, End, Ev, EvKind, Line, LogFile, LogOutcome, LogPayload, Probe, to_hex};
 use super::wall::{mono_ns, sleep_ms, unix_ms};
 use super::{OTHER_BLOB, RUN, SoakError, SoakResult, owner_name};
+use fencesim_oracle::history::Surface;
 use fencesim_sim::rng::Stream;
 
 /// Wall-clock ms plus the writer's skew; every reading also leaves a monotonic stamp behind.
@@ -103,7 +104,7 @@ impl LoggedStore {
     #[allow(clippy::too_many_arguments, reason = "one call's fields, named at every call site")]
     fn record<T>(
         &self,
-        surface: &str,
+        surface: Surface,
         run: &RunId,
         blob_ref: Option<&str>,
         lease: Option<&Lease>,
@@ -117,7 +118,7 @@ impl LoggedStore {
         let begin = Begin {
             id,
             node: self.node.clone(),
-            surface: surface.to_owned(),
+            surface,
             run: run.clone(),
             blob_ref: blob_ref.map(str::to_owned),
             lease: lease.cloned(),
@@ -154,7 +155,7 @@ impl LoggedStore {
 
     fn plain<T>(
         &self,
-        surface: &str,
+        surface: Surface,
         run: &RunId,
         blob_ref: Option<&str>,
         lease: Option<&Lease>,
@@ -167,31 +168,31 @@ impl LoggedStore {
 
 impl JournalStore for LoggedStore {
     fn append(&self, run: &RunId, entry: &JournalEntry, lease: Option<&Lease>) -> StoreResult<()> {
-        self.plain("append", run, None, lease, LogPayload::Entry(entry.clone()), || {
+        self.plain(Surface::Append, run, None, lease, LogPayload::Entry(entry.clone()), || {
             self.inner.append(run, entry, lease)
         })
     }
 
     fn load(&self, run: &RunId) -> StoreResult<Vec<JournalEntry>> {
-        self.plain("load", run, None, None, LogPayload::None, || self.inner.load(run))
+        self.plain(Surface::Load, run, None, None, LogPayload::None, || self.inner.load(run))
     }
 
     fn put_meta(&self, meta: &RunMeta, lease: Option<&Lease>) -> StoreResult<()> {
-        self.plain("put_meta", &meta.run_id, None, lease, LogPayload::Meta(meta.clone()), || {
+        self.plain(Surface::PutMeta, &meta.run_id, None, lease, LogPayload::Meta(meta.clone()), || {
             self.inner.put_meta(meta, lease)
         })
     }
 
     fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<RunMeta>> {
-        self.plain("list_runs", &RunId::new("*"), None, None, LogPayload::None, || self.inner.list_runs(filter))
+        self.plain(Surface::ListRuns, &RunId::new("*"), None, None, LogPayload::None, || self.inner.list_runs(filter))
     }
 
     fn get_meta(&self, run: &RunId) -> StoreResult<Option<RunMeta>> {
-        self.plain("get_meta", run, None, None, LogPayload::None, || self.inner.get_meta(run))
+        self.plain(Surface::GetMeta, run, None, None, LogPayload::None, || self.inner.get_meta(run))
     }
 
     fn delete(&self, run: &RunId, lease: Option<&Lease>) -> StoreResult<()> {
-        self.plain("delete", run, None, lease, LogPayload::None, || self.inner.delete(run, lease))
+        self.plain(Surface::Delete, run, None, lease, LogPayload::None, || self.inner.delete(run, lease))
     }
 
     fn fenced_writes(&self) -> bool {
@@ -202,7 +203,7 @@ impl JournalStore for LoggedStore {
 impl LeasableStore for LoggedStore {
     fn acquire(&self, run: &RunId, owner: &str) -> StoreResult<Lease> {
         self.record(
-            "acquire",
+            Surface::Acquire,
             run,
             None,
             None,
@@ -214,11 +215,11 @@ impl LeasableStore for LoggedStore {
     }
 
     fn renew(&self, lease: &Lease) -> StoreResult<()> {
-        self.plain("renew", &lease.run, None, Some(lease), LogPayload::None, || self.inner.renew(lease))
+        self.plain(Surface::Renew, &lease.run, None, Some(lease), LogPayload::None, || self.inner.renew(lease))
     }
 
     fn release(&self, lease: &Lease) -> StoreResult<()> {
-        self.plain("release", &lease.run, None, Some(lease), LogPayload::None, || self.inner.release(lease))
+        self.plain(Surface::Release, &lease.run, None, Some(lease), LogPayload::None, || self.inner.release(lease))
     }
 
     fn lease_ttl_ms(&self) -> u32 {
@@ -229,23 +230,23 @@ impl LeasableStore for LoggedStore {
 impl TranscriptStore for LoggedStore {
     fn put_blob(&self, blob_ref: &str, bytes: &[u8], lease: Option<&Lease>) -> StoreResult<()> {
         let run = RunId::of_ref(blob_ref);
-        self.plain("put_blob", &run, Some(blob_ref), lease, LogPayload::Blob(to_hex(bytes)), || {
+        self.plain(Surface::PutBlob, &run, Some(blob_ref), lease, LogPayload::Blob(to_hex(bytes)), || {
             self.inner.put_blob(blob_ref, bytes, lease)
         })
     }
 
     fn get_blob(&self, blob_ref: &str) -> StoreResult<Option<Vec<u8>>> {
         let run = RunId::of_ref(blob_ref);
-        self.plain("get_blob", &run, Some(blob_ref), None, LogPayload::None, || self.inner.get_blob(blob_ref))
+        self.plain(Surface::GetBlob, &run, Some(blob_ref), None, LogPayload::None, || self.inner.get_blob(blob_ref))
     }
 
     fn list_blobs(&self, run: &RunId) -> StoreResult<Vec<String>> {
-        self.plain("list_blobs", run, None, None, LogPayload::None, || self.inner.list_blobs(run))
+        self.plain(Surface::ListBlobs, run, None, None, LogPayload::None, || self.inner.list_blobs(run))
     }
 
     fn delete_blob(&self, blob_ref: &str, lease: Option<&Lease>) -> StoreResult<()> {
         let run = RunId::of_ref(blob_ref);
-        self.plain("delete_blob", &run, Some(blob_ref), lease, LogPayload::None, || {
+        self.plain(Surface::DeleteBlob, &run, Some(blob_ref), lease, LogPayload::None, || {
             self.inner.delete_blob(blob_ref, lease)
         })
     }
@@ -333,15 +334,15 @@ const EARLY_TENURES: u32 = 4;
 pub fn run(cfg: WriterConfig) -> SoakResult<()> {
     let log = Arc::new(LogFile::open(&cfg.log)?);
     let owner = owner_name(cfg.index, cfg.generation);
-    let ev = |kind: &str| Ev {
+    let ev = |kind: EvKind| Ev {
         node: owner.clone(),
         w: cfg.index,
         g: cfg.generation,
-        kind: kind.to_owned(),
+        kind,
         mono_ns: mono_ns(),
         ..Ev::default()
     };
-    log.put(&Line::Ev(Ev { detail: Some(format!("pid {}", std::process::id())), ..ev("start") }))?;
+    log.put(&Line::Ev(Ev { detail: Some(format!("pid {}", std::process::id())), ..ev(EvKind::Start) }))?;
     if let Some(at) = cfg.start_at_ms {
         let wait = at.saturating_sub(unix_ms());
         if wait > 0 {
@@ -358,12 +359,12 @@ pub fn run(cfg: WriterConfig) -> SoakResult<()> {
     let inner = match SqliteStore::open(options) {
         Ok(store) => store,
         Err(e) => {
-            let fatal = Ev { surface: Some("boot".into()), detail: Some(e.to_string()), ..ev("fatal") };
+            let fatal = Ev { probe: Some(Probe::Boot), detail: Some(e.to_string()), ..ev(EvKind::Fatal) };
             log.put(&Line::Ev(fatal))?;
             return Err(SoakError::Store(e));
         }
     };
-    log.put(&Line::Ev(ev("booted")))?;
+    log.put(&Line::Ev(ev(EvKind::Booted)))?;
     let (mid_call, stalled) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
     let (armed, fired) = (mid_call.clone(), stalled.clone());
     let stall_ms = stall_ms(cfg.ttl_ms);
@@ -385,7 +386,7 @@ pub fn run(cfg: WriterConfig) -> SoakResult<()> {
             let _ = writer.store.inner.raw_connection().execute_batch("PRAGMA wal_checkpoint(PASSIVE)");
         }
     }
-    writer.event("done", |e| e)?;
+    writer.event(EvKind::Done, |e| e)?;
     Ok(())
 }
 
@@ -402,28 +403,38 @@ impl Writer {
         self.cfg.stop.exists()
     }
 
-    fn event(&self, kind: &str, fill: impl FnOnce(Ev) -> Ev) -> SoakResult<()> {
+    fn event(&self, kind: EvKind, fill: impl FnOnce(Ev) -> Ev) -> SoakResult<()> {
         self.log.put(&self.ev(kind, fill))
     }
 
-    fn ev(&self, kind: &str, fill: impl FnOnce(Ev) -> Ev) -> Line {
+    fn ev(&self, kind: EvKind, fill: impl FnOnce(Ev) -> Ev) -> Line {
         let ev = Ev {
             node: self.owner.clone(),
             w: self.cfg.index,
             g: self.cfg.generation,
-            kind: kind.to_owned(),
+            kind,
             mono_ns: mono_ns(),
             ..Ev::default()
         };
         Line::Ev(fill(ev))
     }
 
-    fn ev_at(&self, kind: &str, surface: &str, epoch: i64) -> SoakResult<()> {
-        self.event(kind, |e| Ev { surface: Some(surface.to_owned()), epoch: Some(epoch), ..e })
+    /// An event of a call on `surface` under `epoch`, made while exercising `probe` (if any).
+    fn ev_at(&self, kind: EvKind, surface: Surface, probe: Option<Probe>, epoch: i64) -> SoakResult<()> {
+        self.event(kind, |e| Ev { surface: Some(surface), probe, epoch: Some(epoch), ..e })
+    }
+
+    /// An event of a probe that is not one store call (a stall, an armed mid-call stall).
+    fn ev_probe(&self, kind: EvKind, probe: Probe, epoch: i64) -> SoakResult<()> {
+        self.event(kind, |e| Ev { probe: Some(probe), epoch: Some(epoch), ..e })
     }
 
     /// Busy is retried (1-3 ms apart, logged); everything else classified.
-    fn attempt<T>(&mut self, surface: &str, mut call: impl FnMut(&LoggedStore) -> StoreResult<T>) -> (Out, Option<T>) {
+    fn attempt<T>(
+        &mut self,
+        surface: Surface,
+        mut call: impl FnMut(&LoggedStore) -> StoreResult<T>,
+    ) -> (Out, Option<T>) {
         for _ in 0..BUSY_ROUNDS {
             let result = call(&self.store);
             if self.stalled.swap(false, Ordering::SeqCst) {
@@ -432,7 +443,7 @@ impl Writer {
             match result {
                 Ok(v) => return (Out::Ok, Some(v)),
                 Err(StoreError::Busy { .. }) => {
-                    put_or_die(&self.log, &self.ev("busy", |e| Ev { surface: Some(surface.to_owned()), ..e }));
+                    put_or_die(&self.log, &self.ev(EvKind::Busy, |e| Ev { surface: Some(surface), ..e }));
                     sleep_ms(self.rng.range(1, 3));
                 }
                 Err(StoreError::LeaseHeld(_)) => return (Out::Lease, None),
@@ -446,7 +457,7 @@ impl Writer {
     /// A mid-call stall's call returned. One that ended busy never reached its mutation, so the
     /// stall is owed again (the next fenced call under a live lease takes it); any other outcome
     /// landed, and is logged as `mid-call-landed` with it.
-    fn stall_landed<T>(&self, surface: &str, result: &StoreResult<T>) {
+    fn stall_landed<T>(&self, surface: Surface, result: &StoreResult<T>) {
         if matches!(result, Err(StoreError::Busy { .. })) {
             self.mid_call.store(true, Ordering::SeqCst);
             return;
@@ -457,17 +468,17 @@ impl Writer {
         };
         put_or_die(
             &self.log,
-            &self.ev("mid-call-landed", |e| Ev { surface: Some(surface.to_owned()), detail: Some(outcome), ..e }),
+            &self.ev(EvKind::MidCallLanded, |e| Ev { surface: Some(surface), detail: Some(outcome), ..e }),
         );
     }
 
-    fn error(&self, surface: &str, message: &str) -> SoakResult<()> {
-        self.event("error", |e| Ev { surface: Some(surface.to_owned()), detail: Some(message.to_owned()), ..e })
+    fn error(&self, surface: Surface, probe: Option<Probe>, message: &str) -> SoakResult<()> {
+        self.event(EvKind::Error, |e| Ev { surface: Some(surface), probe, detail: Some(message.to_owned()), ..e })
     }
 
     fn tail_seq(&mut self) -> Option<i64> {
         let run = self.run.clone();
-        match self.attempt("load", |s| s.load(&run)) {
+        match self.attempt(Surface::Load, |s| s.load(&run)) {
             (Out::Ok, Some(entries)) => Some(entries.iter().map(|e| e.seq.0).max().unwrap_or(0)),
             _ => None,
         }
@@ -493,23 +504,23 @@ impl Writer {
     fn tenure(&mut self) -> SoakResult<()> {
         self.n = 0;
         let (run, owner) = (self.run.clone(), self.owner.clone());
-        let lease = match self.attempt("acquire", |s| s.acquire(&run, &owner)) {
+        let lease = match self.attempt(Surface::Acquire, |s| s.acquire(&run, &owner)) {
             (Out::Ok, Some(lease)) => lease,
             (Out::Lease | Out::Ok, _) | (Out::Other(_), _) => {
                 sleep_ms(self.rng.range(3, 14));
                 return Ok(());
             }
-            (Out::Order, _) => return self.error("acquire", "journal order on acquire"),
+            (Out::Order, _) => return self.error(Surface::Acquire, None, "journal order on acquire"),
         };
         let epoch = lease.epoch.0;
         let mut renewed_ms = self.store.clock.peek_ms();
-        self.event("grant", |e| Ev { epoch: Some(epoch), target: Some(RUN.into()), ..e })?;
+        self.event(EvKind::Grant, |e| Ev { epoch: Some(epoch), target: Some(RUN.into()), ..e })?;
         self.granted += 1;
         let early = (self.cfg.generation == 0 || self.cfg.owe_mid_call) && self.granted <= EARLY_TENURES;
         let chance = if early { MID_CALL_STALL_EARLY } else { MID_CALL_STALL_LATE };
         if self.rng.chance(chance) {
             self.mid_call.store(true, Ordering::SeqCst);
-            self.ev_at("mid-call-stall", "fenced", epoch)?;
+            self.ev_probe(EvKind::MidCallStall, Probe::MidCall, epoch)?;
         }
         let Some(mut tail) = self.tail_seq() else {
             self.sweep(&lease)?;
@@ -518,22 +529,25 @@ impl Writer {
         // The marker: the first act as owner.
         let nonce = self.nonce(&lease);
         let entry = Self::entry(tail + 1, &nonce);
-        match self.attempt("append", |s| s.append(&run, &entry, Some(&lease))).0 {
+        match self.attempt(Surface::Append, |s| s.append(&run, &entry, Some(&lease))).0 {
             Out::Ok => {
                 tail += 1;
-                self.event("accept", |e| Ev {
-                    surface: Some("marker".into()),
+                self.event(EvKind::Accept, |e| Ev {
+                    surface: Some(Surface::Append),
+                    probe: Some(Probe::Marker),
                     epoch: Some(epoch),
                     seq: Some(tail),
                     ..e
                 })?;
             }
             Out::Lease => {
-                self.ev_at("fence-kick", "marker", epoch)?;
+                self.ev_at(EvKind::FenceKick, Surface::Append, Some(Probe::Marker), epoch)?;
                 return self.sweep(&lease);
             }
-            Out::Order => return self.error("marker", "order violation under a live lease"),
-            Out::Other(m) => return self.error("marker", &m),
+            Out::Order => {
+                return self.error(Surface::Append, Some(Probe::Marker), "order violation under a live lease");
+            }
+            Out::Other(m) => return self.error(Surface::Append, Some(Probe::Marker), &m),
         }
         // The op mix: half the ops are appends (the release floors ask four appends an epoch),
         // a tenth victim cycles (two fifths of an epoch), the rest spread over the other
@@ -549,23 +563,23 @@ impl Writer {
             // stalls' and the referee's doing.
             let now_ms = self.store.clock.peek_ms();
             if now_ms.saturating_sub(renewed_ms) * 3 >= self.cfg.ttl_ms {
-                match self.attempt("renew", |s| s.renew(&lease)).0 {
+                match self.attempt(Surface::Renew, |s| s.renew(&lease)).0 {
                     Out::Ok => {
                         renewed_ms = now_ms;
-                        self.ev_at("renewed", "renew", epoch)?;
+                        self.ev_at(EvKind::Renewed, Surface::Renew, None, epoch)?;
                     }
                     Out::Lease => {
-                        self.ev_at("fence-kick", "renew", epoch)?;
+                        self.ev_at(EvKind::FenceKick, Surface::Renew, None, epoch)?;
                         alive = false;
                         continue;
                     }
                     Out::Order => {
-                        self.error("renew", "order violation on a renew")?;
+                        self.error(Surface::Renew, None, "order violation on a renew")?;
                         alive = false;
                         continue;
                     }
                     Out::Other(m) => {
-                        self.error("renew", &m)?;
+                        self.error(Surface::Renew, None, &m)?;
                         alive = false;
                         continue;
                     }
@@ -576,75 +590,79 @@ impl Writer {
             let (surface, out) = if dice < 0.03 && tail >= 1 {
                 // The seq guard: a live holder appending at the stored tail must be refused.
                 let entry = Self::entry(tail, &nonce);
-                match self.attempt("append", |s| s.append(&run, &entry, Some(&lease))).0 {
-                    Out::Order => self.ev_at("order-reject", "seq-probe", epoch)?,
-                    Out::Ok => self.ev_at("seq-probe-accepted", "seq-probe", epoch)?,
+                match self.attempt(Surface::Append, |s| s.append(&run, &entry, Some(&lease))).0 {
+                    Out::Order => self.ev_at(EvKind::OrderReject, Surface::Append, Some(Probe::SeqGuard), epoch)?,
+                    Out::Ok => self.ev_at(EvKind::SeqProbeAccepted, Surface::Append, Some(Probe::SeqGuard), epoch)?,
                     Out::Lease => {
-                        self.ev_at("fence-kick", "seq-probe", epoch)?;
+                        self.ev_at(EvKind::FenceKick, Surface::Append, Some(Probe::SeqGuard), epoch)?;
                         alive = false;
                     }
-                    Out::Other(m) => self.error("seq-probe", &m)?,
+                    Out::Other(m) => self.error(Surface::Append, Some(Probe::SeqGuard), &m)?,
                 }
                 continue;
             } else if dice < 0.53 {
                 let entry = Self::entry(tail + 1, &nonce);
-                let out = self.attempt("append", |s| s.append(&run, &entry, Some(&lease))).0;
+                let out = self.attempt(Surface::Append, |s| s.append(&run, &entry, Some(&lease))).0;
                 if out == Out::Ok {
                     tail += 1;
                 }
-                ("append", out)
+                (Surface::Append, out)
             } else if dice < 0.62 {
                 let mut meta = RunMeta::new(RUN, RunStatus::Running);
                 meta.extra.insert("updatedAt".into(), json!(format!("soak-{nonce}")));
                 meta.extra.insert("soak".into(), json!(nonce));
-                ("meta", self.attempt("put_meta", |s| s.put_meta(&meta, Some(&lease))).0)
+                (Surface::PutMeta, self.attempt(Surface::PutMeta, |s| s.put_meta(&meta, Some(&lease))).0)
             } else if dice < 0.68 {
                 let blob_ref = format!("{RUN}/blob-{}", self.rng.below(4));
                 let bytes = Self::blob(&nonce);
-                ("blob-put", self.attempt("put_blob", |s| s.put_blob(&blob_ref, &bytes, Some(&lease))).0)
+                (Surface::PutBlob, self.attempt(Surface::PutBlob, |s| s.put_blob(&blob_ref, &bytes, Some(&lease))).0)
             } else if dice < 0.74 {
                 let blob_ref = format!("{RUN}/blob-{}", self.rng.below(4));
-                ("blob-delete", self.attempt("delete_blob", |s| s.delete_blob(&blob_ref, Some(&lease))).0)
+                (Surface::DeleteBlob, self.attempt(Surface::DeleteBlob, |s| s.delete_blob(&blob_ref, Some(&lease))).0)
             } else if dice < 0.84 {
                 self.victim(&lease)?;
                 continue;
             } else if dice < 0.92 {
                 let before_ms = self.store.clock.peek_ms();
-                let out = self.attempt("renew", |s| s.renew(&lease)).0;
+                let out = self.attempt(Surface::Renew, |s| s.renew(&lease)).0;
                 if out == Out::Ok {
                     renewed_ms = before_ms;
-                    self.ev_at("renewed", "renew", epoch)?;
+                    self.ev_at(EvKind::Renewed, Surface::Renew, None, epoch)?;
                     continue;
                 }
-                ("renew", out)
+                (Surface::Renew, out)
             } else {
                 let bytes = Self::blob(&nonce);
-                match self.attempt("put_blob", |s| s.put_blob(OTHER_BLOB, &bytes, Some(&lease))).0 {
-                    Out::Lease => self.ev_at("live-cross-reject", "cross-run-live", epoch)?,
-                    Out::Ok => self.ev_at("stale-accept", "cross-run-live", epoch)?,
-                    Out::Order => self.error("cross-run-live", "order violation on a blob")?,
-                    Out::Other(m) => self.error("cross-run-live", &m)?,
+                match self.attempt(Surface::PutBlob, |s| s.put_blob(OTHER_BLOB, &bytes, Some(&lease))).0 {
+                    Out::Lease => {
+                        self.ev_at(EvKind::LiveCrossReject, Surface::PutBlob, Some(Probe::CrossRunLive), epoch)?
+                    }
+                    Out::Ok => self.ev_at(EvKind::StaleAccept, Surface::PutBlob, Some(Probe::CrossRunLive), epoch)?,
+                    Out::Order => {
+                        self.error(Surface::PutBlob, Some(Probe::CrossRunLive), "order violation on a blob")?
+                    }
+                    Out::Other(m) => self.error(Surface::PutBlob, Some(Probe::CrossRunLive), &m)?,
                 }
                 continue;
             };
             match out {
-                Out::Ok => self.event("accept", |e| Ev {
-                    surface: Some(surface.to_owned()),
+                Out::Ok => self.event(EvKind::Accept, |e| Ev {
+                    surface: Some(surface),
                     epoch: Some(epoch),
-                    seq: (surface == "append").then_some(tail),
+                    seq: (surface == Surface::Append).then_some(tail),
                     detail: Some(nonce.clone()),
                     ..e
                 })?,
                 Out::Lease => {
-                    self.ev_at("fence-kick", surface, epoch)?;
+                    self.ev_at(EvKind::FenceKick, surface, None, epoch)?;
                     alive = false;
                 }
                 Out::Order => {
-                    self.error(surface, "order violation under a live lease")?;
+                    self.error(surface, None, "order violation under a live lease")?;
                     alive = false;
                 }
                 Out::Other(m) => {
-                    self.error(surface, &m)?;
+                    self.error(surface, None, &m)?;
                     alive = false;
                 }
             }
@@ -659,19 +677,19 @@ impl Writer {
         // storm real expiries of a live holder that knows it stalled, besides those of the
         // referee's SIGSTOPs (one at least per refused zombie: a holder that does not know).
         if self.rng.chance(STALL_AT_TENURE_END) {
-            self.ev_at("stall", "stall", epoch)?;
+            self.ev_probe(EvKind::Stall, Probe::TenureStall, epoch)?;
             sleep_ms(stall_ms(self.cfg.ttl_ms));
             return self.sweep(&lease);
         }
-        match self.attempt("release", |s| s.release(&lease)).0 {
+        match self.attempt(Surface::Release, |s| s.release(&lease)).0 {
             // A released lease is as dead as an expired one: sweep it too (beyond the
             // reference, which sweeps only after a stall or a fence kick).
             Out::Ok => {
-                self.ev_at("released", "release", epoch)?;
+                self.ev_at(EvKind::Released, Surface::Release, None, epoch)?;
                 self.sweep(&lease)
             }
             _ => {
-                self.ev_at("fence-kick", "release", epoch)?;
+                self.ev_at(EvKind::FenceKick, Surface::Release, None, epoch)?;
                 self.sweep(&lease)
             }
         }
@@ -681,55 +699,82 @@ impl Writer {
     /// then the same surfaces with a forged lease at the next epoch, the one a successor most
     /// likely holds now (W7: a foreign owner at the live epoch is refused on every surface).
     fn sweep(&mut self, dead: &Lease) -> SoakResult<()> {
-        self.probe_surfaces(dead, "")?;
+        self.probe_surfaces(dead, Probe::DeadLease)?;
         let forged = Lease {
             run: dead.run.clone(),
             owner: format!("forger-w{}g{}", self.cfg.index, self.cfg.generation),
             epoch: fencesim_store::Epoch(dead.epoch.0.saturating_add(1)),
         };
-        self.probe_surfaces(&forged, "forged-")
+        self.probe_surfaces(&forged, Probe::ForgedLease)
     }
 
     /// One probe of every write surface under `lease`, which must not be the live holder's; the
     /// refusals count as stale rejects (probe names carry `prefix`).
-    fn probe_surfaces(&mut self, lease: &Lease, prefix: &str) -> SoakResult<()> {
+    /// Every write surface under `lease` (dead or forged, as `probe` says), then a blob put into
+    /// the side run; each must be refused.
+    fn probe_surfaces(&mut self, lease: &Lease, probe: Probe) -> SoakResult<()> {
         let epoch = lease.epoch.0;
         let run = self.run.clone();
         let stale_nonce = format!("stale-w{}g{}-e{epoch}", self.cfg.index, self.cfg.generation);
-        for probe in ["append", "meta", "blob-put", "blob-delete", "run-delete", "renew", "cross-run", "release"] {
-            let out = match probe {
-                "append" => {
+        let blob_ref = format!("{RUN}/blob-0");
+        const STEPS: [(Surface, bool); 8] = [
+            (Surface::Append, false),
+            (Surface::PutMeta, false),
+            (Surface::PutBlob, false),
+            (Surface::DeleteBlob, false),
+            (Surface::Delete, false),
+            (Surface::Renew, false),
+            (Surface::PutBlob, true),
+            (Surface::Release, false),
+        ];
+        for (surface, cross_run) in STEPS {
+            let out = match surface {
+                Surface::Append => {
                     let Some(tail) = self.tail_seq() else { continue };
                     let entry = Self::entry(tail + 1, &stale_nonce);
-                    self.attempt("append", |s| s.append(&run, &entry, Some(lease))).0
+                    self.attempt(surface, |s| s.append(&run, &entry, Some(lease))).0
                 }
-                "meta" => {
+                Surface::PutMeta => {
                     let mut meta = RunMeta::new(RUN, RunStatus::Cancelled);
                     meta.extra.insert("updatedAt".into(), json!(format!("stale-w{}", self.cfg.index)));
-                    self.attempt("put_meta", |s| s.put_meta(&meta, Some(lease))).0
+                    self.attempt(surface, |s| s.put_meta(&meta, Some(lease))).0
                 }
-                "blob-put" => {
+                Surface::PutBlob => {
                     let bytes = Self::blob(&stale_nonce);
-                    self.attempt("put_blob", |s| s.put_blob(&format!("{RUN}/blob-0"), &bytes, Some(lease))).0
+                    let target = if cross_run { OTHER_BLOB } else { blob_ref.as_str() };
+                    self.attempt(surface, |s| s.put_blob(target, &bytes, Some(lease))).0
                 }
-                "blob-delete" => {
-                    self.attempt("delete_blob", |s| s.delete_blob(&format!("{RUN}/blob-0"), Some(lease))).0
-                }
-                "run-delete" => self.attempt("delete", |s| s.delete(&run, Some(lease))).0,
-                "renew" => self.attempt("renew", |s| s.renew(lease)).0,
-                "cross-run" => {
-                    let bytes = Self::blob(&stale_nonce);
-                    self.attempt("put_blob", |s| s.put_blob(OTHER_BLOB, &bytes, Some(lease))).0
-                }
-                _ => self.attempt("release", |s| s.release(lease)).0,
+                Surface::DeleteBlob => self.attempt(surface, |s| s.delete_blob(&blob_ref, Some(lease))).0,
+                Surface::Delete => self.attempt(surface, |s| s.delete(&run, Some(lease))).0,
+                Surface::Renew => self.attempt(surface, |s| s.renew(lease)).0,
+                Surface::Release => self.attempt(surface, |s| s.release(lease)).0,
+                Surface::Acquire
+                | Surface::Load
+                | Surface::GetMeta
+                | Surface::ListRuns
+                | Surface::GetBlob
+                | Surface::ListBlobs => unreachable!("the sweep probes write surfaces only"),
             };
-            let probe = format!("{prefix}{probe}");
-            match out {
-                Out::Ok => self.ev_at("stale-accept", &probe, epoch)?,
-                Out::Lease => self.ev_at("stale-reject", &probe, epoch)?,
-                Out::Order => self.error(&probe, "order violation where the fence should reject first")?,
-                Out::Other(m) => self.error(&probe, &m)?,
-            }
+            let target = cross_run.then(|| OTHER_BLOB.to_owned());
+            let kind = match out {
+                Out::Ok => EvKind::StaleAccept,
+                Out::Lease => EvKind::StaleReject,
+                Out::Order => EvKind::Error,
+                Out::Other(_) => EvKind::Error,
+            };
+            let detail = match out {
+                Out::Order => Some("order violation where the fence should reject first".to_owned()),
+                Out::Other(m) => Some(m),
+                Out::Ok | Out::Lease => None,
+            };
+            self.event(kind, |e| Ev {
+                surface: Some(surface),
+                probe: Some(probe),
+                epoch: Some(epoch),
+                target,
+                detail,
+                ..e
+            })?;
         }
         Ok(())
     }
@@ -739,17 +784,18 @@ impl Writer {
     fn victim(&mut self, soak_lease: &Lease) -> SoakResult<()> {
         let vid = RunId::new(format!("victim-w{}-e{}-{}", self.cfg.index, soak_lease.epoch, self.n));
         let owner = self.owner.clone();
-        let abandoned = |w: &Self, surface: &str, why: &str| {
-            w.event("victim-abandoned", |e| Ev {
+        let abandoned = |w: &Self, surface: Surface, why: &str| {
+            w.event(EvKind::VictimAbandoned, |e| Ev {
                 target: Some(vid.to_string()),
-                surface: Some(surface.to_owned()),
+                surface: Some(surface),
+                probe: Some(Probe::Victim),
                 detail: Some(why.to_owned()),
                 ..e
             })
         };
-        let lease = match self.attempt("acquire", |s| s.acquire(&vid, &owner)) {
+        let lease = match self.attempt(Surface::Acquire, |s| s.acquire(&vid, &owner)) {
             (Out::Ok, Some(lease)) => lease,
-            (out, _) => return abandoned(self, "acquire", &format!("{out:?}")),
+            (out, _) => return abandoned(self, Surface::Acquire, &format!("{out:?}")),
         };
         let blob_ref = format!("{vid}/blob");
         let entry = Self::entry(1, &format!("victim-{vid}"));
@@ -757,29 +803,35 @@ impl Writer {
         let bytes = Self::blob(&format!("victim-{vid}"));
         for step in 0..5 {
             let (surface, out) = match step {
-                0 => ("append", self.attempt("append", |s| s.append(&vid, &entry, Some(&lease))).0),
-                1 => ("meta", self.attempt("put_meta", |s| s.put_meta(&meta, Some(&lease))).0),
-                2 => ("blob-put", self.attempt("put_blob", |s| s.put_blob(&blob_ref, &bytes, Some(&lease))).0),
-                3 => ("blob-delete", self.attempt("delete_blob", |s| s.delete_blob(&blob_ref, Some(&lease))).0),
-                _ => ("run-delete", self.attempt("delete", |s| s.delete(&vid, Some(&lease))).0),
+                0 => (Surface::Append, self.attempt(Surface::Append, |s| s.append(&vid, &entry, Some(&lease))).0),
+                1 => (Surface::PutMeta, self.attempt(Surface::PutMeta, |s| s.put_meta(&meta, Some(&lease))).0),
+                2 => (
+                    Surface::PutBlob,
+                    self.attempt(Surface::PutBlob, |s| s.put_blob(&blob_ref, &bytes, Some(&lease))).0,
+                ),
+                3 => (
+                    Surface::DeleteBlob,
+                    self.attempt(Surface::DeleteBlob, |s| s.delete_blob(&blob_ref, Some(&lease))).0,
+                ),
+                _ => (Surface::Delete, self.attempt(Surface::Delete, |s| s.delete(&vid, Some(&lease))).0),
             };
             if out != Out::Ok {
                 return abandoned(self, surface, &format!("{out:?}"));
             }
         }
-        self.event("victim", |e| Ev { epoch: Some(lease.epoch.0), target: Some(vid.to_string()), ..e })?;
-        let again = match self.attempt("acquire", |s| s.acquire(&vid, &owner)) {
+        self.event(EvKind::Victim, |e| Ev { epoch: Some(lease.epoch.0), target: Some(vid.to_string()), ..e })?;
+        let again = match self.attempt(Surface::Acquire, |s| s.acquire(&vid, &owner)) {
             (Out::Ok, Some(again)) => again,
-            (out, _) => return abandoned(self, "tombstone-acquire", &format!("{out:?}")),
+            (out, _) => return abandoned(self, Surface::Acquire, &format!("tombstone: {out:?}")),
         };
-        self.event("tombstone", |e| Ev {
+        self.event(EvKind::Tombstone, |e| Ev {
             epoch: Some(lease.epoch.0),
             other_epoch: Some(again.epoch.0),
             target: Some(vid.to_string()),
             ..e
         })?;
-        if self.attempt("release", |s| s.release(&again)).0 != Out::Ok {
-            return abandoned(self, "tombstone-release", "refused");
+        if self.attempt(Surface::Release, |s| s.release(&again)).0 != Out::Ok {
+            return abandoned(self, Surface::Release, "tombstone: refused");
         }
         Ok(())
     }
