@@ -1,9 +1,12 @@
-//! The committed JSON Schemas (`reports/world.schema.json`, `reports/replay.schema.json`) describe
-//! the reports fencesim really writes. A small structural checker walks a report beside its
-//! schema: every `required` key present, every `type`, `const` and `enum` honoured, objects and
-//! arrays recursively, `$ref` to the sibling schema file followed; and, stricter than JSON Schema,
-//! every key a report emits must be declared, so the schemas cannot fall behind the code. The
-//! enums are checked against the code's own lists, and the checker is shown able to fail.
+//! The committed JSON Schemas (`reports/world.schema.json`, `replay.schema.json`,
+//! `sweep.schema.json`) describe the reports fencesim really writes. Reports are validated by a
+//! maintained JSON Schema library (`jsonschema`, draft 2020-12), with every sibling schema
+//! registered so `$ref: "world.schema.json"` resolves. Every object schema that lists properties
+//! closes itself with `unevaluatedProperties: false`, so a key a report emits and the schema does
+//! not declare fails (a lint below holds every schema file to it); the world schema's root stays
+//! open because replay entries extend it, and a world report is validated through
+//! [`WORLD_CLOSED`]. The enums are checked against the code's own lists, and validation is shown
+//! able to fail.
 
 use std::path::Path;
 use std::process::Command;
@@ -13,7 +16,14 @@ use fencesim_oracle::CHECKERS;
 use fencesim_sim::catalogue::{self, Defect};
 use fencesim_sim::stores::DbKind;
 use fencesim_sim::world::{self, WorldConfig};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
+
+/// The schema files, each registered under `json-schema:///NAME` (the base a `$ref` by file
+/// name resolves against).
+const SCHEMAS: [&str; 3] = ["world.schema.json", "replay.schema.json", "sweep.schema.json"];
+
+/// A world report on its own: the world schema, closed at its root.
+const WORLD_CLOSED: &str = "world-closed";
 
 fn schema(name: &str) -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../reports").join(name);
@@ -21,106 +31,24 @@ fn schema(name: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Every place `value` breaks `schema`, as `path: why`.
-fn check(schema: &Value, value: &Value) -> Vec<String> {
-    let mut errors = Vec::new();
-    walk(schema, value, "$", &mut errors);
-    errors
-}
-
-/// The keywords of a schema with its `$ref` (a sibling file) merged in: the referring schema's
-/// `required` and `properties` add to the referred one's.
-fn resolve(schema: &Value) -> Map<String, Value> {
-    let mut merged = Map::new();
-    if let Some(target) = schema.get("$ref").and_then(Value::as_str) {
-        merged = resolve(&self::schema(target));
+/// Every place `value` breaks the schema `name` (a file of [`SCHEMAS`] or [`WORLD_CLOSED`]), as
+/// `instance-path: why`.
+fn check(name: &str, value: &Value) -> Vec<String> {
+    let mut registry = jsonschema::Registry::new();
+    for file in SCHEMAS {
+        registry = registry.add(format!("json-schema:///{file}"), schema(file)).expect("a schema URI");
     }
-    for (key, value) in schema.as_object().expect("a schema is an object") {
-        match (key.as_str(), merged.get_mut(key)) {
-            ("$ref", _) => {}
-            ("required", Some(Value::Array(base))) => base.extend(value.as_array().cloned().unwrap_or_default()),
-            ("properties", Some(Value::Object(base))) => {
-                base.extend(value.as_object().cloned().unwrap_or_default());
-            }
-            _ => {
-                merged.insert(key.clone(), value.clone());
-            }
-        }
-    }
-    merged
-}
-
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_u64() || n.is_i64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
-fn walk(schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
-    let schema = resolve(schema);
-    let actual = type_name(value);
-    if let Some(expected) = schema.get("type") {
-        let allowed: Vec<&str> = match expected {
-            Value::String(t) => vec![t.as_str()],
-            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
-            other => panic!("{at}: unsupported type keyword {other}"),
-        };
-        let ok = allowed.iter().any(|t| *t == actual || (*t == "number" && actual == "integer"));
-        if !ok {
-            errors.push(format!("{at}: expected {}, got {actual} {value}", allowed.join(" or ")));
-            return;
-        }
-    }
-    if let Some(constant) = schema.get("const")
-        && constant != value
-    {
-        errors.push(format!("{at}: expected {constant}, got {value}"));
-    }
-    if let Some(options) = schema.get("enum").and_then(Value::as_array)
-        && !options.contains(value)
-    {
-        errors.push(format!("{at}: {value} is not one of {}", Value::Array(options.clone())));
-    }
-    if let (Some(min), Some(n)) = (schema.get("minimum").and_then(Value::as_f64), value.as_f64())
-        && n < min
-    {
-        errors.push(format!("{at}: {n} is below the minimum {min}"));
-    }
-    match value {
-        Value::Object(object) => {
-            for key in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
-                let key = key.as_str().expect("required keys are strings");
-                if !object.contains_key(key) {
-                    errors.push(format!("{at}: missing required key '{key}'"));
-                }
-            }
-            let properties = schema.get("properties").and_then(Value::as_object);
-            for (key, item) in object {
-                let path = format!("{at}.{key}");
-                match (properties.and_then(|p| p.get(key)), schema.get("additionalProperties")) {
-                    (Some(sub), _) => walk(sub, item, &path, errors),
-                    (None, Some(extra)) if extra.is_object() => walk(extra, item, &path, errors),
-                    // Stricter than JSON Schema: an object with declared properties declares all.
-                    (None, _) if properties.is_some() => errors.push(format!("{path}: not declared by the schema")),
-                    (None, _) => {}
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(sub) = schema.get("items") {
-                for (i, item) in items.iter().enumerate() {
-                    walk(sub, item, &format!("{at}[{i}]"), errors);
-                }
-            }
-        }
-        _ => {}
-    }
+    let registry = registry.prepare().expect("the schemas resolve");
+    let root = if name == WORLD_CLOSED {
+        json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "$ref": "world.schema.json", "unevaluatedProperties": false})
+    } else {
+        schema(name)
+    };
+    let validator = jsonschema::options()
+        .with_registry(&registry)
+        .build(&root)
+        .unwrap_or_else(|e| panic!("{name} is not a valid schema: {e}"));
+    validator.iter_errors(value).map(|e| format!("{}: {e}", e.instance_path())).collect()
 }
 
 fn world_config(scenario: &str, seed: u64, defects: &[Defect]) -> WorldConfig {
@@ -139,7 +67,6 @@ fn world_config(scenario: &str, seed: u64, defects: &[Defect]) -> WorldConfig {
 /// `fencesim run --format json` builds them.
 #[test]
 fn world_reports_match_the_world_schema() {
-    let schema = schema("world.schema.json");
     let clean = world::run(&world_config("swarm", 7, &[])).expect("the world runs");
     assert!(clean.passed());
     let defects = [Defect::parse("non-atomic-fence").unwrap()];
@@ -155,7 +82,7 @@ fn world_reports_match_the_world_schema() {
         ("failed", report::world_json(&failed, &defects)),
         ("traced", traced),
     ] {
-        assert_eq!(check(&schema, &doc), Vec::<String>::new(), "{what}: {doc}");
+        assert_eq!(check(WORLD_CLOSED, &doc), Vec::<String>::new(), "{what}: {doc}");
     }
     let doc = report::world_json(&failed, &defects);
     assert!(doc["violations"][0]["row_text"].is_string() && doc["repro"].is_string(), "{doc}");
@@ -176,7 +103,7 @@ fn a_replay_report_matches_the_replay_schema() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("replay.json")).unwrap()).unwrap();
     assert_eq!(doc["worlds"].as_array().map(Vec::len), Some(2));
-    assert_eq!(check(&schema("replay.schema.json"), &doc), Vec::<String>::new(), "{doc}");
+    assert_eq!(check("replay.schema.json", &doc), Vec::<String>::new(), "{doc}");
 }
 
 #[test]
@@ -204,7 +131,7 @@ fn sweep_and_merged_reports_match_the_sweep_schema() {
             serde_json::from_str(&std::fs::read_to_string(dir.path().join(report).join("sweep.json")).unwrap())
                 .unwrap();
         assert!(!doc["failures"].as_array().unwrap().is_empty(), "{doc}");
-        assert_eq!(check(&schema("sweep.schema.json"), &doc), Vec::<String>::new(), "{doc}");
+        assert_eq!(check("sweep.schema.json", &doc), Vec::<String>::new(), "{doc}");
     }
     assert_eq!(schema("sweep.schema.json")["properties"]["schema"]["const"], report::SWEEP_SCHEMA);
 }
@@ -232,37 +159,78 @@ fn the_schemas_enums_and_versions_match_the_code() {
     }
 }
 
-/// The checker can fail: a missing key, a wrong type, a value outside an enum, an undeclared key
-/// and a broken `$ref`'d world inside a replay are each reported.
+/// Validation can fail: a missing key, a wrong type, a value below its minimum or outside an
+/// enum, an undeclared key and a broken `$ref`'d world inside a replay are each reported, at
+/// their place.
 #[test]
-fn the_checker_reports_each_kind_of_breakage() {
-    let schema = schema("world.schema.json");
+fn validation_reports_each_kind_of_breakage() {
     let good = report::world_json(&world::run(&world_config("stale-settle", 1, &[])).expect("runs"), &[]);
-    assert_eq!(check(&schema, &good), Vec::<String>::new());
+    assert_eq!(check(WORLD_CLOSED, &good), Vec::<String>::new());
     let broken = |edit: &dyn Fn(&mut Value)| {
         let mut doc = good.clone();
         edit(&mut doc);
-        check(&schema, &doc)
+        check(WORLD_CLOSED, &doc)
     };
-    let missing = broken(&|d| {
-        d.as_object_mut().unwrap().remove("fingerprint");
-    });
-    assert_eq!(missing, ["$: missing required key 'fingerprint'"]);
-    assert_eq!(broken(&|d| d["seed"] = json!("7")), ["$.seed: expected integer, got string \"7\""]);
-    assert_eq!(broken(&|d| d["counters"]["rows"] = json!(-1)), ["$.counters.rows: -1 is below the minimum 0"]);
-    assert_eq!(broken(&|d| d["verdict"] = json!("ok")), ["$.verdict: \"ok\" is not one of [\"pass\",\"fail\"]"]);
-    assert_eq!(broken(&|d| d["schema"] = json!("fencesim.world/0")).len(), 1);
-    assert_eq!(
-        broken(&|d| d["counters"]["new_counter"] = json!(1)),
-        ["$.counters.new_counter: not declared by the schema"]
+    let one = |errors: Vec<String>, at: &str, says: &str| {
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].starts_with(&format!("{at}: ")) && errors[0].contains(says), "{errors:?}");
+    };
+    one(
+        broken(&|d| {
+            d.as_object_mut().unwrap().remove("fingerprint");
+        }),
+        "",
+        "fingerprint",
     );
-    assert_eq!(broken(&|d| d["counters"]["faults"]["crash"] = json!("x")).len(), 1);
+    one(broken(&|d| d["seed"] = json!("7")), "/seed", "integer");
+    one(broken(&|d| d["counters"]["rows"] = json!(-1)), "/counters/rows", "minimum");
+    one(broken(&|d| d["verdict"] = json!("ok")), "/verdict", "ok");
+    one(broken(&|d| d["schema"] = json!("fencesim.world/0")), "/schema", "fencesim.world/1");
+    one(broken(&|d| d["counters"]["new_counter"] = json!(1)), "/counters", "new_counter");
+    one(broken(&|d| d["new_key"] = json!(1)), "", "new_key");
+    one(broken(&|d| d["counters"]["faults"]["crash"] = json!("x")), "/counters/faults/crash", "integer");
     let replay = json!({
         "schema": report::REPLAY_SCHEMA, "corpus": "c.txt", "commit": null,
         "summary": {"verdict": "pass", "worlds": 1, "passed": 1, "failed": 0, "nondeterministic": 0, "db": "memdb", "jobs": 1, "seconds": 0.5},
         "worlds": [good],
     });
-    let errors = check(&self::schema("replay.schema.json"), &replay);
-    assert_eq!(errors.len(), 7, "{errors:?}");
-    assert!(errors.iter().all(|e| e.starts_with("$.worlds[0]: missing required key")), "{errors:?}");
+    let errors = check("replay.schema.json", &replay);
+    assert!(!errors.is_empty() && errors.iter().all(|e| e.starts_with("/worlds/0")), "{errors:?}");
+}
+
+/// Every object schema that lists properties is closed (`unevaluatedProperties: false`, or
+/// `additionalProperties`), so no report key can go undeclared; only the world schema's root is
+/// open, for the replay entries that extend it.
+#[test]
+fn every_object_schema_is_closed() {
+    fn open_objects(s: &Value, at: &str, out: &mut Vec<String>) {
+        match s {
+            Value::Object(map) => {
+                let closed = map.contains_key("unevaluatedProperties") || map.contains_key("additionalProperties");
+                if map.contains_key("properties") && !closed {
+                    out.push(at.to_owned());
+                }
+                for (k, v) in map {
+                    open_objects(v, &format!("{at}/{k}"), out);
+                }
+            }
+            Value::Array(items) => {
+                items.iter().enumerate().for_each(|(i, v)| open_objects(v, &format!("{at}/{i}"), out))
+            }
+            _ => {}
+        }
+    }
+    for file in SCHEMAS {
+        let mut open = Vec::new();
+        open_objects(&schema(file), "", &mut open);
+        let expected: &[&str] = if file == "world.schema.json" { &[""] } else { &[] };
+        assert_eq!(open, expected, "{file}: open object schemas");
+    }
+    let mut planted = Vec::new();
+    open_objects(
+        &json!({"properties": {"a": {"type": "object", "properties": {}}}, "unevaluatedProperties": false}),
+        "",
+        &mut planted,
+    );
+    assert_eq!(planted, ["/properties/a"], "the lint finds an open object");
 }
