@@ -140,25 +140,28 @@ fn first_stderr_line(child: &mut Child) -> String {
 }
 
 /// B4: every file that is not exactly a fencesim database of this schema version is refused (a
-/// config or storage error) and left byte for byte as it was: fencesim's application id with a newer or an
-/// older schema version, a half-created schema (stamped, some objects missing: a bootstrap is one
+/// config or storage error) and left byte for byte as it was: fencesim's application id with a newer, an
+/// older, a negative or the largest schema version (over a half-created and over a complete schema), a half-created schema (stamped, some objects missing: a bootstrap is one
 /// transaction, so no crash of ours leaves one), another application's database, and one of ours
 /// with an object fencesim did not create.
 fn format_boundaries(t: &dyn Target) -> CheckResult {
-    use crate::sqlite::schema::{APPLICATION_ID, SCHEMA_VERSION};
+    use crate::sqlite::schema::{APPLICATION_ID, DDL, SCHEMA_VERSION};
     let stamp = |version: i64| format!("PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {version};");
     let table = "CREATE TABLE entries (id INTEGER PRIMARY KEY, run_id TEXT, seq INTEGER, payload TEXT);";
     let cases = [
         ("a newer schema version", format!("{}{table}", stamp(SCHEMA_VERSION + 1))),
         ("an older schema version", format!("{}{table}", stamp(SCHEMA_VERSION - 1))),
         ("schema version 0 under fencesim's id", format!("{}{table}", stamp(0))),
+        // Every version other than ours, over a schema complete in every other way: a store that
+        // refuses another version only because its objects are missing would take these.
+        ("an older schema version, complete", format!("{}{DDL}", stamp(SCHEMA_VERSION - 1))),
+        ("a newer schema version, complete", format!("{}{DDL}", stamp(SCHEMA_VERSION + 1))),
+        ("a negative schema version, complete", format!("{}{DDL}", stamp(-1))),
+        ("the largest schema version, complete", format!("{}{DDL}", stamp(i64::from(i32::MAX)))),
         ("a half-created schema", format!("{}{table}", stamp(SCHEMA_VERSION))),
         ("another application's database", format!("PRAGMA application_id = 1234; {table}")),
         ("an unstamped database with tables", table.to_owned()),
-        (
-            "a foreign object in a fencesim database",
-            format!("{}{}CREATE TABLE extra (x);", stamp(SCHEMA_VERSION), crate::sqlite::schema::DDL),
-        ),
+        ("a foreign object in a fencesim database", format!("{}{DDL}CREATE TABLE extra (x);", stamp(SCHEMA_VERSION))),
     ];
     for (what, setup) in cases {
         let Some(open) = t.open_prepared(&setup) else {
