@@ -7,13 +7,15 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use fencesim_store::{Epoch, JournalEntry, LeasableStore, Lease, RunId, RunMeta, Store, StoreResult};
+use fencesim_store::{
+    Epoch, JournalEntry, LEASE_TTL_MS_DEFAULT, LeasableStore, Lease, RunId, RunMeta, Store, StoreResult,
+};
 
 use crate::defects::EngineDefect;
 use crate::env::{Env, Fault, Phase, Point, Site, Write};
 use crate::error::{EngineError, EngineResult};
 use crate::ledger::Ledger;
-use crate::options::{BUSY_RETRIES, DEFAULT_TTL_MS, EngineOptions, renew_cadence, validate_timer};
+use crate::options::{BUSY_RETRIES, EngineOptions, renew_cadence, validate_timer};
 
 pub struct Core<E: Env> {
     pub(crate) store: Rc<dyn Store>,
@@ -28,7 +30,7 @@ pub struct Core<E: Env> {
 impl<E: Env> Core<E> {
     /// The shared core over `store`; invalid ttl, renew cadence or owner is a config error here.
     pub(crate) fn new(store: Rc<dyn Store>, env: E, ledger: Ledger, opts: EngineOptions) -> EngineResult<Self> {
-        let ttl_ms = store.leases().map_or(DEFAULT_TTL_MS, LeasableStore::lease_ttl_ms);
+        let ttl_ms = store.leases().map_or(LEASE_TTL_MS_DEFAULT, LeasableStore::lease_ttl_ms);
         validate_timer("lease ttl", ttl_ms)?;
         let renew_every_ms = opts.renew_every_ms.unwrap_or_else(|| renew_cadence(ttl_ms));
         validate_timer("renew cadence", renew_every_ms)?;

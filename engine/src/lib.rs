@@ -27,8 +27,7 @@ pub use env::{Env, Fault, Phase, Point, RealEnv, Site, Write};
 pub use error::{EngineError, EngineResult, SettleStage};
 pub use ledger::{Ledger, Paid};
 pub use options::{
-    BUSY_RETRIES, CancelToken, DEFAULT_TTL_MS, EngineOptions, MAX_TIMER_MS, Outcome, Ownership, RunOptions,
-    renew_cadence, validate_timer,
+    BUSY_RETRIES, CancelToken, EngineOptions, Outcome, Ownership, RunOptions, renew_cadence, validate_timer,
 };
 pub use worker::{Retention, SweepReport, Worker, WorkerOptions};
 pub use workflow::{Agent, Step, SuspendKind, Workflow};

@@ -7,13 +7,11 @@ use std::rc::Rc;
 use fencesim_store::{JournalEntry, Lease, RunId, RunMeta, RunStatus};
 use serde_json::Value;
 
+use fencesim_store::TIMER_MS_MAX;
+
 use crate::defects::EngineDefects;
 use crate::error::{EngineError, EngineResult};
 
-/// The reference's fallback ttl when a store does not expose one (contracts 7).
-pub const DEFAULT_TTL_MS: u32 = 60_000;
-/// The largest valid ttl or timer, in ms.
-pub const MAX_TIMER_MS: u32 = 2_147_483_647;
 /// Busy retries of one store call before the busy error is the call's answer.
 pub const BUSY_RETRIES: u32 = 8;
 
@@ -24,10 +22,10 @@ pub fn renew_cadence(ttl_ms: u32) -> u32 {
 
 /// Check a ttl or timer option: an integer in `1..=2147483647` ms.
 pub fn validate_timer(what: &str, ms: u32) -> EngineResult<()> {
-    if (1..=MAX_TIMER_MS).contains(&ms) {
+    if (1..=TIMER_MS_MAX).contains(&ms) {
         Ok(())
     } else {
-        Err(EngineError::Config(format!("{what} must be an integer in 1..={MAX_TIMER_MS} ms, got {ms}")))
+        Err(EngineError::Config(format!("{what} must be an integer in 1..={TIMER_MS_MAX} ms, got {ms}")))
     }
 }
 

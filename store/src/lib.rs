@@ -29,7 +29,9 @@ pub use memory::MemoryStore;
 pub use mix::Mix;
 pub use spi::{JournalStore, LeasableStore, Store, TranscriptStore};
 pub use sqlite::{IntegrityFinding, Location, SqliteOptions, SqliteStore};
-pub use types::{Epoch, JournalEntry, Lease, RunFilter, RunId, RunMeta, RunStatus, Seq};
+pub use types::{
+    Epoch, JournalEntry, LEASE_TTL_MS_DEFAULT, Lease, RunFilter, RunId, RunMeta, RunStatus, Seq, TIMER_MS_MAX,
+};
 
 /// Wall-clock helpers for callers outside the deterministic core: the engine's real environment,
 /// the CLI and the soak.

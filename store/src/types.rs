@@ -3,6 +3,13 @@
 //! in `extra` and round-trips unchanged (J4, J6); `extra` may not reuse a typed field's key, and
 //! the stores refuse a record that does.
 
+/// The largest ttl or timer, in ms: `2^31 - 1`, the reference's timer range (contracts 7). Every
+/// bound on a lease ttl, a renew cadence or a timer, in every crate, is this one.
+pub const TIMER_MS_MAX: u32 = 2_147_483_647;
+
+/// The lease ttl when none is given: the reference's default (contracts 7).
+pub const LEASE_TTL_MS_DEFAULT: u32 = 60_000;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;

@@ -13,12 +13,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use fencesim_store::conformance::{self, CheckReport, Fixture, Outcome, Target, TtlIntake};
-use fencesim_store::sqlite::{DEFAULT_LEASE_TTL_MS, MAX_LEASE_TTL_MS, validate_ttl};
+use fencesim_store::sqlite::validate_ttl;
 use fencesim_store::{
     Clock, Epoch, FaultHook, FaultPoint, FaultSite, JournalEntry, JournalStore, LeasableStore, Lease, LeaseRejection,
     ManualClock, Op, RunFilter, RunId, RunMeta, SqliteOptions, SqliteStore, Store, StoreError, StoreResult,
     TranscriptStore,
 };
+use fencesim_store::{LEASE_TTL_MS_DEFAULT, TIMER_MS_MAX};
 use rusqlite::{OptionalExtension, params};
 use serde_json::{Number, Value, json};
 
@@ -369,7 +370,7 @@ impl LeasableStore for MutantStore {
     }
 
     fn lease_ttl_ms(&self) -> u32 {
-        if self.is(MisreportTtl) { DEFAULT_LEASE_TTL_MS } else { self.inner.lease_ttl_ms() }
+        if self.is(MisreportTtl) { LEASE_TTL_MS_DEFAULT } else { self.inner.lease_ttl_ms() }
     }
 }
 
@@ -503,9 +504,9 @@ impl Target for MutantTarget {
         };
         let result = match self.mutation {
             IntakeTouchesLocation => {
-                open(i64::from(DEFAULT_LEASE_TTL_MS)).and_then(|()| validate_ttl(lease_ttl_ms).map(drop))
+                open(i64::from(LEASE_TTL_MS_DEFAULT)).and_then(|()| validate_ttl(lease_ttl_ms).map(drop))
             }
-            IntakeAcceptsInvalidTtl => open(lease_ttl_ms.clamp(1, MAX_LEASE_TTL_MS)),
+            IntakeAcceptsInvalidTtl => open(lease_ttl_ms.clamp(1, i64::from(TIMER_MS_MAX))),
             _ => open(lease_ttl_ms),
         };
         Some(TtlIntake { result, location_touched: path.exists() })

@@ -13,7 +13,8 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 use super::schema::{self, APPLICATION_ID, SCHEMA_VERSION};
-use super::{Location, MAX_LEASE_TTL_MS, SqliteOptions, sql_error};
+use super::{Location, SqliteOptions, sql_error};
+use crate::TIMER_MS_MAX;
 use crate::defects::StoreDefect;
 use crate::error::{Op, StoreError, StoreResult};
 use crate::wall;
@@ -21,10 +22,8 @@ use crate::wall;
 /// B1: the ttl must be an integer in 1..=2147483647 ms; checked before anything is opened.
 pub fn validate_ttl(ttl_ms: i64) -> StoreResult<u32> {
     match u32::try_from(ttl_ms) {
-        Ok(ttl) if ttl >= 1 && i64::from(ttl) <= MAX_LEASE_TTL_MS => Ok(ttl),
-        _ => Err(StoreError::Config(format!(
-            "lease ttl must be an integer in 1..={MAX_LEASE_TTL_MS} ms ttl_ms={ttl_ms}"
-        ))),
+        Ok(ttl) if (1..=TIMER_MS_MAX).contains(&ttl) => Ok(ttl),
+        _ => Err(StoreError::Config(format!("lease ttl must be an integer in 1..={TIMER_MS_MAX} ms ttl_ms={ttl_ms}"))),
     }
 }
 

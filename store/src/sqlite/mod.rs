@@ -48,10 +48,6 @@ pub use integrity::IntegrityFinding;
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION, TABLES};
 pub use spares::Spares;
 
-/// The reference's default lease ttl (contracts 7).
-pub const DEFAULT_LEASE_TTL_MS: u32 = 60_000;
-/// Largest valid ttl: the reference's timer range (contracts 7).
-pub const MAX_LEASE_TTL_MS: i64 = 2_147_483_647;
 /// The wall-clock bound of the boot retry (B2).
 pub const BOOT_BUSY_TIMEOUT_MS: u64 = 5_000;
 
@@ -119,7 +115,7 @@ impl SqliteOptions {
         Self {
             location,
             clock,
-            lease_ttl_ms: i64::from(DEFAULT_LEASE_TTL_MS),
+            lease_ttl_ms: i64::from(crate::LEASE_TTL_MS_DEFAULT),
             busy_timeout_ms: 0,
             boot_busy_timeout_ms: BOOT_BUSY_TIMEOUT_MS,
             read_only: false,

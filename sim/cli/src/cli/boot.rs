@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
+use fencesim_store::LEASE_TTL_MS_DEFAULT;
 use fencesim_store::real_time::{sleep_ms, unix_ms};
-use fencesim_store::sqlite::{DEFAULT_LEASE_TTL_MS, TABLES};
+use fencesim_store::sqlite::TABLES;
 use fencesim_store::{SqliteOptions, SqliteStore, StoreDefect, StoreDefects, SystemClock};
 
 use super::{CmdResult, Verdict};
@@ -21,7 +22,7 @@ pub struct Args {
     #[arg(long)]
     db: PathBuf,
     /// Lease ttl in milliseconds, 1..=2147483647.
-    #[arg(long, default_value_t = i64::from(DEFAULT_LEASE_TTL_MS), allow_hyphen_values = true)]
+    #[arg(long, default_value_t = i64::from(LEASE_TTL_MS_DEFAULT), allow_hyphen_values = true)]
     ttl_ms: i64,
     /// Wait until this wall-clock instant (Unix milliseconds, at most a minute ahead) before
     /// opening, so that many processes open at once.

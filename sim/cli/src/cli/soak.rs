@@ -189,7 +189,7 @@ fn run_engine(args: &Args) -> CmdResult {
     let quorum = Quorum::parse_engine(&args.quorum)?;
     quorum.check_reachable(args.writers, Some(args.runs()))?;
     let ttl_ms = args.ttl_ms.unwrap_or(DEFAULT_TTL_MS);
-    let max = fencesim_store::sqlite::MAX_LEASE_TTL_MS;
+    let max = i64::from(fencesim_store::TIMER_MS_MAX);
     let ttl_ms = u32::try_from(ttl_ms)
         .ok()
         .filter(|t| *t >= 30 && i64::from(*t) <= max)

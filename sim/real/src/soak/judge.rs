@@ -11,7 +11,6 @@ use std::path::Path;
 
 use std::sync::Arc;
 
-use fencesim_store::sqlite::MAX_LEASE_TTL_MS;
 use fencesim_store::{Epoch, RunId, SqliteOptions, SqliteStore, StoreDefect, SystemClock};
 use serde::{Deserialize, Serialize};
 
@@ -70,7 +69,7 @@ impl SoakMeta {
         if self.schema != META_SCHEMA {
             return Err(record(format!("schema is '{}', expected {META_SCHEMA}", self.schema)));
         }
-        within("ttl_ms", self.ttl_ms, 1..=MAX_LEASE_TTL_MS).map_err(record)?;
+        within("ttl_ms", self.ttl_ms, 1..=i64::from(fencesim_store::TIMER_MS_MAX)).map_err(record)?;
         within("writers", self.writers, 1..=MAX_WRITERS).map_err(record)?;
         match self.defects.iter().find(|d| StoreDefect::parse(d).is_none()) {
             Some(d) => Err(record(format!("unknown store defect '{d}'"))),

@@ -33,7 +33,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use fencesim_store::StoreDefect;
-use fencesim_store::sqlite::MAX_LEASE_TTL_MS;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde::Serialize;
@@ -74,7 +73,7 @@ impl SoakOptions {
     pub fn validate(&self) -> SoakResult<()> {
         let usage = SoakError::Usage;
         within("--writers", self.writers, 1..=MAX_WRITERS).map_err(usage)?;
-        within("--ttl-ms", self.ttl_ms, 1..=MAX_LEASE_TTL_MS).map_err(usage)?;
+        within("--ttl-ms", self.ttl_ms, 1..=i64::from(fencesim_store::TIMER_MS_MAX)).map_err(usage)?;
         within("--skew-ms", self.skew_ms, 0..=MAX_SKEW_MS).map_err(usage)?;
         if self.cap_s == 0 {
             return Err(usage("--cap-s must be at least 1, got 0".into()));
