@@ -4,11 +4,12 @@
 
 use std::fmt::Write as _;
 
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use fencesim_sim::catalogue::Defect;
 use fencesim_sim::history::Row;
-use fencesim_sim::world::WorldReport;
+use fencesim_sim::world::{Counters, WorldReport};
 
 /// The JSON report's schema identifier; bump on any incompatible change.
 pub const WORLD_SCHEMA: &str = "fencesim.world/1";
@@ -45,36 +46,199 @@ fn row_text(rows: &[Row], index: Option<usize>) -> Option<String> {
     index.and_then(|i| rows.get(i)).map(ToString::to_string)
 }
 
-/// The versioned JSON report of one world.
-pub fn world_json(report: &WorldReport, defects: &[Defect]) -> Value {
-    let violations: Vec<Value> = report
+/// A report's verdict, as every report spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    /// The harness could not judge (a world that did not run, a malformed input).
+    Error,
+    /// Nothing failed, but what was asked was not shown (coverage a fleet did not reach).
+    Inconclusive,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Error => "error",
+            Verdict::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+/// One violation in a world report, with the text of the rows it names.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ViolationDoc {
+    pub cause: Option<usize>,
+    pub cause_text: Option<String>,
+    pub checker: String,
+    pub explanation: String,
+    pub row: Option<usize>,
+    pub row_text: Option<String>,
+}
+
+/// The versioned JSON report of one world (`fencesim.world/1`, `reports/world.schema.json`).
+/// Fields are declared in alphabetical order: the JSON keeps the order reports always had.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorldDoc {
+    pub config: Vec<String>,
+    pub counters: Counters,
+    pub db: String,
+    pub defects: Vec<String>,
+    pub fingerprint: String,
+    pub repro: Option<String>,
+    pub scenario: String,
+    pub schema: String,
+    pub seed: u64,
+    pub settled_early: bool,
+    pub verdict: Verdict,
+    pub violations: Vec<ViolationDoc>,
+}
+
+/// Which part of a fleet a report covers: shard `index` of `count`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardDoc {
+    pub index: u64,
+    pub count: u64,
+}
+
+/// One coverage event: how many worlds reached it, how many times in all.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CoverageDoc {
+    pub event: String,
+    pub worlds: u64,
+    pub total: u64,
+}
+
+/// A replay report (`fencesim.replay/1`, `reports/replay.schema.json`), as read back.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayDoc {
+    pub schema: String,
+    pub corpus: String,
+    pub commit: Option<String>,
+    #[serde(default)]
+    pub entries: Option<u64>,
+    #[serde(default)]
+    pub shard: Option<ShardDoc>,
+    pub summary: ReplaySummary,
+    pub worlds: Vec<ReplayWorld>,
+    #[serde(default)]
+    pub coverage: Vec<CoverageDoc>,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplaySummary {
+    pub verdict: Verdict,
+    pub worlds: u64,
+    pub passed: u64,
+    pub failed: u64,
+    pub nondeterministic: u64,
+    pub db: String,
+    pub jobs: u64,
+    pub seconds: f64,
+}
+
+/// One corpus entry of a replay: its world's report and the replay's own fields.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct ReplayWorld {
+    #[serde(flatten)]
+    pub world: WorldDoc,
+    pub entry: String,
+    pub index: u64,
+    pub line: u64,
+    pub deterministic: bool,
+    pub rerun_fingerprint: String,
+    pub seconds: f64,
+    pub failure: Option<String>,
+}
+
+/// A sweep report or a merge of them (`fencesim.sweep/1`, `reports/sweep.schema.json`), as read
+/// back.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepDoc {
+    pub schema: String,
+    pub commit: Option<String>,
+    pub scenario: String,
+    pub aims: Vec<String>,
+    pub source: String,
+    pub db: String,
+    pub defects: Vec<String>,
+    pub start: u64,
+    pub seeds: u64,
+    pub shard: ShardDoc,
+    pub summary: SweepSummary,
+    pub failures: Vec<SweepFailure>,
+    pub coverage: Vec<CoverageDoc>,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepSummary {
+    pub verdict: Verdict,
+    pub worlds: u64,
+    #[serde(default)]
+    pub missing_coverage: Vec<String>,
+    pub passed: u64,
+    pub failed: u64,
+    pub errors: u64,
+    pub virtual_ms: u64,
+    pub jobs: u64,
+    pub seconds: f64,
+}
+
+/// A failing or erring seed of a sweep.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepFailure {
+    pub seed: u64,
+    pub violations: u64,
+    pub first: String,
+    pub repro: Option<String>,
+}
+
+/// One world's typed report.
+pub fn world_doc(report: &WorldReport, defects: &[Defect]) -> WorldDoc {
+    let violations = report
         .violations
         .iter()
-        .map(|v| {
-            json!({
-                "checker": v.checker,
-                "explanation": v.explanation,
-                "row": v.row,
-                "row_text": row_text(&report.rows, v.row),
-                "cause": v.cause,
-                "cause_text": row_text(&report.rows, v.cause),
-            })
+        .map(|v| ViolationDoc {
+            cause: v.cause,
+            cause_text: row_text(&report.rows, v.cause),
+            checker: v.checker.name().to_owned(),
+            explanation: v.explanation.clone(),
+            row: v.row,
+            row_text: row_text(&report.rows, v.row),
         })
         .collect();
-    json!({
-        "schema": WORLD_SCHEMA,
-        "scenario": report.scenario,
-        "seed": report.seed,
-        "db": report.db.as_str(),
-        "defects": defects.iter().map(|d| d.name()).collect::<Vec<_>>(),
-        "config": report.config,
-        "verdict": if report.passed() { "pass" } else { "fail" },
-        "fingerprint": format!("{:016x}", report.fingerprint),
-        "settled_early": report.settled_early,
-        "counters": report.counters,
-        "violations": violations,
-        "repro": (!report.passed()).then(|| repro(report, defects)),
-    })
+    WorldDoc {
+        config: report.config.clone(),
+        counters: report.counters.clone(),
+        db: report.db.as_str().to_owned(),
+        defects: defects.iter().map(|d| d.name().to_owned()).collect(),
+        fingerprint: format!("{:016x}", report.fingerprint),
+        repro: (!report.passed()).then(|| repro(report, defects)),
+        scenario: report.scenario.clone(),
+        schema: WORLD_SCHEMA.to_owned(),
+        seed: report.seed,
+        settled_early: report.settled_early,
+        verdict: if report.passed() { Verdict::Pass } else { Verdict::Fail },
+        violations,
+    }
+}
+
+/// The versioned JSON report of one world, as a JSON value (the replay report extends it).
+pub fn world_json(report: &WorldReport, defects: &[Defect]) -> Value {
+    serde_json::to_value(world_doc(report, defects)).expect("a world report is plain data")
 }
 
 /// The readable summary; with `trace`, the applied configuration and every row first.

@@ -83,6 +83,10 @@ fn world_reports_match_the_world_schema() {
         ("traced", traced),
     ] {
         assert_eq!(check(WORLD_CLOSED, &doc), Vec::<String>::new(), "{what}: {doc}");
+        if what != "traced" {
+            let typed: report::WorldDoc = serde_json::from_value(doc.clone()).expect("a world report reads back typed");
+            assert_eq!(serde_json::to_value(&typed).unwrap(), doc, "{what}: the typed report round-trips");
+        }
     }
     let doc = report::world_json(&failed, &defects);
     assert!(doc["violations"][0]["row_text"].is_string() && doc["repro"].is_string(), "{doc}");
@@ -104,6 +108,9 @@ fn a_replay_report_matches_the_replay_schema() {
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("replay.json")).unwrap()).unwrap();
     assert_eq!(doc["worlds"].as_array().map(Vec::len), Some(2));
     assert_eq!(check("replay.schema.json", &doc), Vec::<String>::new(), "{doc}");
+    let typed: report::ReplayDoc = serde_json::from_value(doc.clone()).expect("a replay report reads back typed");
+    assert_eq!((typed.summary.verdict, typed.worlds.len()), (report::Verdict::Pass, 2));
+    assert!(typed.worlds.iter().all(|w| w.deterministic && w.world.verdict == report::Verdict::Pass));
 }
 
 #[test]
@@ -132,6 +139,9 @@ fn sweep_and_merged_reports_match_the_sweep_schema() {
                 .unwrap();
         assert!(!doc["failures"].as_array().unwrap().is_empty(), "{doc}");
         assert_eq!(check("sweep.schema.json", &doc), Vec::<String>::new(), "{doc}");
+        let typed: report::SweepDoc = serde_json::from_value(doc.clone()).expect("a sweep report reads back typed");
+        assert_eq!(typed.summary.verdict, report::Verdict::Fail, "{report}");
+        assert!(typed.summary.failed >= 1 && !typed.failures.is_empty());
     }
     assert_eq!(schema("sweep.schema.json")["properties"]["schema"]["const"], report::SWEEP_SCHEMA);
 }

@@ -41,7 +41,8 @@ pub struct WorldConfig {
 }
 
 /// Counts that say what a world did.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Counters {
     pub virtual_ms: i64,
     pub rows: usize,
