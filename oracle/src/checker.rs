@@ -46,6 +46,8 @@ pub enum Checker {
     ReferenceModel,
     /// `observables-monotonic`
     ObservablesMonotonic,
+    /// `cancel-asked`
+    CancelAsked,
     /// `typed-rejections`
     TypedRejections,
     /// `clean-boot` (the store soak's judge)
@@ -72,7 +74,7 @@ pub enum Checker {
 
 impl Checker {
     /// The oracle's checkers, in the order [`crate::check`] runs and reports them.
-    pub const ORACLE: [Checker; 19] = [
+    pub const ORACLE: [Checker; 20] = [
         Checker::NoStaleAcceptance,
         Checker::EpochsIncreasing,
         Checker::OneLiveLease,
@@ -91,6 +93,7 @@ impl Checker {
         Checker::HealthyHolder,
         Checker::ReferenceModel,
         Checker::ObservablesMonotonic,
+        Checker::CancelAsked,
         Checker::TypedRejections,
     ];
 
@@ -129,6 +132,7 @@ impl Checker {
             Checker::HealthyHolder => "healthy-holder",
             Checker::ReferenceModel => "reference-model",
             Checker::ObservablesMonotonic => "observables-monotonic",
+            Checker::CancelAsked => "cancel-asked",
             Checker::TypedRejections => "typed-rejections",
             Checker::CleanBoot => "clean-boot",
             Checker::TypedRefusals => "typed-refusals",
@@ -195,6 +199,9 @@ impl Checker {
             }
             Checker::ObservablesMonotonic => {
                 "within a generation, segments never decrease, genesis and workflow binding never change, and a journal's final run_settle is never overturned: no other settle status, no other terminal meta, no non-terminal meta but a new segment's boot (1.2, 3.1, 3.6, 4.3)"
+            }
+            Checker::CancelAsked => {
+                "a run settles cancelled only when its client cancelled it, a renew of the settling tenure's lease failed, or the settling node's worker was asked to stop (1.2, 3.2, 3.8)"
             }
             Checker::TypedRejections => {
                 "a rejected acquire is held-by; a fenced call is never rejected for the live holder's lease, and otherwise run-mismatch for another run's lease, else stale; the fence is checked before the seq guard (2.7.7)"

@@ -366,8 +366,20 @@ pub enum Event {
         run: RunId,
         status: RunStatus,
     },
+    /// Something outside the engine asked for an outcome (contracts 1.2): what `cancel-asked`
+    /// holds a run's `cancelled` settle to.
+    Request(Request),
     /// A note of the world's own (node start, crash, restart, quiescence).
     Note(String),
+}
+
+/// An external request a node made.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Request {
+    /// The run's client cancels it.
+    Cancel { run: RunId },
+    /// The row's node (a worker) is asked to stop: every run it drives is cancelled.
+    Stop,
 }
 
 /// What a segment returned to its node.
@@ -490,6 +502,8 @@ impl fmt::Display for Row {
             }
             Event::Outcome { run, result } => write!(f, "outcome     {run} {result}"),
             Event::Repair { run, status } => write!(f, "repair      {run} meta -> {status}"),
+            Event::Request(Request::Cancel { run }) => write!(f, "request     {run} cancel"),
+            Event::Request(Request::Stop) => write!(f, "request     stop"),
             Event::Note(note) => write!(f, "-- {note}"),
         }
     }

@@ -31,6 +31,7 @@ mod leases;
 mod model;
 mod monotonic;
 mod outcomes;
+mod requests;
 mod script;
 mod serial;
 #[cfg(test)]
@@ -179,6 +180,7 @@ pub fn check(rows: &[Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Viola
         duties::healthy_holder,
         script::reference_model,
         monotonic::observables_monotonic,
+        requests::cancel_asked,
         leases::typed_rejections,
     ];
     checkers

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use fencesim_store::{Epoch, JournalEntry, RunId, RunMeta, RunStatus, Seq};
 use serde_json::Value;
 
-use crate::history::{Call, CallOutcome, Event, Payload, Row, Surface, digest, digest_json};
+use crate::history::{Call, CallOutcome, Event, Payload, Request, Row, Surface, digest, digest_json};
 
 /// A run as the checkers key their maps by it: its number in the history, which compares as a
 /// word where the name compares as a string, and its name. Runs are numbered in name order, so a
@@ -60,8 +60,8 @@ fn run_of(row: &Row) -> Option<&RunId> {
         Event::Call(call) => Some(&call.run),
         Event::Effect(effect) => Some(&effect.run),
         Event::Fault { run, .. } => run.as_ref(),
-        Event::Outcome { run, .. } | Event::Repair { run, .. } => Some(run),
-        Event::Note(_) => None,
+        Event::Outcome { run, .. } | Event::Repair { run, .. } | Event::Request(Request::Cancel { run }) => Some(run),
+        Event::Request(Request::Stop) | Event::Note(_) => None,
     }
 }
 

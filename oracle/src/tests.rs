@@ -14,8 +14,8 @@ use super::{
     store_settled_or_waiting,
 };
 use crate::history::{
-    Call, CallOutcome, Disruption, Effect, EffectKind, Event, Mix, Payload, Row, RunState, SegmentError, SegmentResult,
-    Snapshot, Surface,
+    Call, CallOutcome, Disruption, Effect, EffectKind, Event, Mix, Payload, Request, Row, RunState, SegmentError,
+    SegmentResult, Snapshot, Surface,
 };
 
 const CFG: OracleConfig =
@@ -387,6 +387,7 @@ fn checkers_are_listed_once_each_in_order() {
             "healthy-holder",
             "reference-model",
             "observables-monotonic",
+            "cancel-asked",
             "typed-rejections",
         ]
     );
@@ -1661,4 +1662,42 @@ fn healthy_holder_catches_a_lease_let_lapse_with_no_fault() {
         h.push("w1", Event::Fault { kind: Disruption::Stall, run: None, epoch: None, detail: "w1 stalls".into() });
     });
     assert_eq!(check(&stalled.rows, &stalled.store(), &CFG), Vec::new());
+}
+
+#[test]
+fn cancel_asked_catches_a_cancel_nobody_asked_for() {
+    let l = lease("r8", "w1.1", 1);
+    let cancelled = |before: &dyn Fn(&mut H)| {
+        let mut h = H::default();
+        h.acquire("w1", &l, 0).mark("grant").put_meta("w1", &l, 10, RunStatus::Running, 1);
+        before(&mut h);
+        h.append("w1", &l, 20, settle(1, RunStatus::Cancelled, 1)).mark("settle");
+        h.put_meta("w1", &l, 30, RunStatus::Cancelled, 1).lease_call("w1", Surface::Release, &l, 40);
+        h
+    };
+    let h = cancelled(&|_| {});
+    let v = only(&h, &h.store(), "cancel-asked");
+    assert_says(&v, "w1 settled run r8 cancelled (seq 1) under w1.1@e1");
+    assert_rows(&v, Some(h.at("settle")), None);
+    // Each thing that may ask excuses it: the client's cancel, a stop of the settling node, a
+    // failed renew of the settling lease.
+    let client = cancelled(&|h| {
+        h.push("client", Event::Request(Request::Cancel { run: RunId::new("r8") }));
+    });
+    let stopped = cancelled(&|h| {
+        h.push("w1", Event::Request(Request::Stop));
+    });
+    let renew_failed = cancelled(&|h| {
+        h.lease_call("w1", Surface::Renew, &l, 15).call_mut_last().outcome = CallOutcome::Busy;
+    });
+    for h in [client, stopped, renew_failed] {
+        assert_eq!(check(&h.rows, &h.store(), &CFG), Vec::new());
+    }
+    // Another run's cancel, another node's stop, a renew that went through excuse nothing.
+    let elsewhere = cancelled(&|h| {
+        h.push("client", Event::Request(Request::Cancel { run: RunId::new("r9") }));
+        h.push("w2", Event::Request(Request::Stop));
+        h.lease_call("w1", Surface::Renew, &l, 15);
+    });
+    only(&elsewhere, &elsewhere.store(), "cancel-asked");
 }

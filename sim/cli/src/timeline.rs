@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use serde_json::{Value, json};
 
 use fencesim_sim::catalogue::Defect;
-use fencesim_sim::history::{CallOutcome, Disruption, Event, Row, Surface};
+use fencesim_sim::history::{CallOutcome, Disruption, Event, Request, Row, Surface};
 use fencesim_sim::node::Node;
 use fencesim_sim::world::WorldReport;
 
@@ -115,7 +115,10 @@ fn data(report: &WorldReport, defects: &[Defect]) -> Value {
             }
             Event::Effect(_) => ("effect", None, None, String::new()),
             Event::Outcome { run, .. } => ("outcome", Some(run.to_string()), None, String::new()),
-            Event::Repair { run, .. } => ("note", Some(run.to_string()), None, String::new()),
+            Event::Repair { run, .. } | Event::Request(Request::Cancel { run }) => {
+                ("note", Some(run.to_string()), None, String::new())
+            }
+            Event::Request(Request::Stop) => ("note", None, None, String::new()),
             Event::Note(text) => {
                 let restart = text.contains("restart") || text.contains("crash") || text.contains("starts");
                 (

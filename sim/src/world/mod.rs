@@ -653,7 +653,7 @@ fn count(rows: &[Row], snapshot: &Snapshot) -> Counters {
                 EffectKind::Tool => c.paid_tools += 1,
             },
             Event::Fault { kind, .. } => *c.faults.entry(kind.as_str().to_owned()).or_default() += 1,
-            Event::Outcome { .. } | Event::Repair { .. } | Event::Note(_) => {}
+            Event::Outcome { .. } | Event::Repair { .. } | Event::Request(_) | Event::Note(_) => {}
         }
     }
     for state in snapshot.runs.values() {

@@ -25,8 +25,8 @@ use serde_json::json;
 use super::{HarnessError, Shared, sleep_ms, zombie_entry, zombie_meta};
 use crate::env::{SimClock, SimEnv, elapsed_ms};
 use crate::history::{
-    BusyInjector, Disruption, Effect, EffectKind, Event, FailInjector, History, Recorder, SegmentError, SegmentResult,
-    lock,
+    BusyInjector, Disruption, Effect, EffectKind, Event, FailInjector, History, Recorder, Request, SegmentError,
+    SegmentResult, lock,
 };
 use crate::node::Node;
 use crate::rng::Stream;
@@ -166,10 +166,12 @@ async fn worker(shared: &Arc<Shared>, node: Node) -> Result<(), HarnessError> {
     );
     let watcher = {
         let (worker, shared, name) = (worker.clone(), shared.clone(), node.to_string());
+        let (history, label) = (ctx.history.clone(), ctx.label.clone());
         madsim::task::spawn_local(async move {
             while !shared.stop_requested(&name) {
                 sleep_ms(STOP_CHECK_MS).await;
             }
+            history.push(&label, Event::Request(Request::Stop));
             worker.stop();
         })
     };
@@ -355,9 +357,11 @@ fn drive(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize) {
     lock(&shared.client).runs[i].driving = true;
     let cancel = run.cancel_ms.map(|ms| {
         let token = CancelToken::new();
-        let (t, env) = (token.clone(), ctx.env.clone());
+        let (t, env, history, label, id) =
+            (token.clone(), ctx.env.clone(), ctx.history.clone(), ctx.label.clone(), run.id.clone());
         madsim::task::spawn_local(async move {
             env.sleep(u64::from(ms)).await;
+            history.push(&label, Event::Request(Request::Cancel { run: id }));
             t.cancel("the client cancels");
         });
         token

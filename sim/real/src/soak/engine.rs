@@ -552,10 +552,16 @@ fn judge(exe: &Path, dir: &Path, record: &EngineRecord, report: &mut EngineSoakR
     };
     report.calls = merged.rows.iter().filter(|r| r.call().is_some()).count() as u64;
     report.indeterminate = merged.open_calls.len() as u32;
-    // Every checker but `healthy-holder`: the OS may pause a real process at any instant and the
-    // referee's SIGSTOPs are not history rows, so no tenure of a soak is provably undisturbed.
+    // Every checker but `healthy-holder` (the OS may pause a real process at any instant and the
+    // referee's SIGSTOPs are not history rows, so no tenure of a soak is provably undisturbed) and
+    // `cancel-asked` (the soak logs no stop request of its workers).
     let findings = oracle::check(&merged.rows, &snapshot, &cfg);
-    violations.extend(findings.iter().filter(|v| v.checker != oracle::Checker::HealthyHolder).map(ToString::to_string));
+    violations.extend(
+        findings
+            .iter()
+            .filter(|v| !matches!(v.checker, oracle::Checker::HealthyHolder | oracle::Checker::CancelAsked))
+            .map(ToString::to_string),
+    );
     for (run, _) in plan {
         let meta = store.get_meta(run)?;
         match meta.as_ref().map(|m| m.status) {
