@@ -1,6 +1,7 @@
 //! The guides cannot fall behind the code (issue 26): every count README.md and ARCHITECTURE.md
 //! state in bold (`**16 engine defects**`, `**20 checkers**`, ...) equals the count in the code,
-//! and every repository path they or the pages of `docs/` name in backticks exists. A stale
+//! and every repository path they or the pages of `docs/` name in backticks, and every relative
+//! link of theirs, exists. A stale
 //! count or a moved file fails here, naming the page and the line; both scanners are shown able
 //! to fail on planted text.
 
@@ -66,6 +67,26 @@ fn missing_paths(text: &str, root: &Path) -> Vec<String> {
     found
 }
 
+/// Every relative Markdown link target of `text` (`](path)` or `](path#anchor)`) that does not
+/// exist beside `page`.
+fn broken_links(text: &str, page: &Path) -> Vec<String> {
+    let folder = page.parent().expect("a page has a folder");
+    let mut found = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        for part in line.split("](").skip(1) {
+            let Some(end) = part.find(')') else { continue };
+            let target = part[..end].split('#').next().unwrap_or_default();
+            if target.is_empty() || target.contains("://") || target.contains(' ') {
+                continue;
+            }
+            if !folder.join(target).exists() {
+                found.push(format!("line {}: {target}", i + 1));
+            }
+        }
+    }
+    found
+}
+
 fn pages() -> Vec<PathBuf> {
     let root = repo_root();
     let mut pages = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
@@ -94,7 +115,8 @@ fn every_path_the_guides_name_exists() {
     let root = repo_root();
     for page in pages() {
         let text = fs::read_to_string(&page).expect("the page is readable");
-        let missing = missing_paths(&text, &root);
+        let mut missing = missing_paths(&text, &root);
+        missing.extend(broken_links(&text, &page));
         assert!(missing.is_empty(), "{}: {}", page.display(), missing.join("; "));
     }
 }
@@ -110,4 +132,7 @@ fn the_scanners_can_fail() {
     let root = repo_root();
     assert_eq!(missing_paths("`sim/src/world/mod.rs` and `DIR/sweep.json`", &root), Vec::<String>::new());
     assert_eq!(missing_paths("see `sim/src/pace.rs`", &root), ["line 1: sim/src/pace.rs"]);
+    let page = root.join("docs/cli.md");
+    assert_eq!(broken_links("[c](contracts.md#b4) [w](https://x.y/z)", &page), Vec::<String>::new());
+    assert_eq!(broken_links("a [t](../triage.md) link", &page), ["line 1: ../triage.md"]);
 }
