@@ -48,6 +48,8 @@ pub enum Checker {
     ObservablesMonotonic,
     /// `cancel-asked`
     CancelAsked,
+    /// `failed-write-ends`
+    FailedWriteEnds,
     /// `typed-rejections`
     TypedRejections,
     /// `clean-boot` (the store soak's judge)
@@ -74,7 +76,7 @@ pub enum Checker {
 
 impl Checker {
     /// The oracle's checkers, in the order [`crate::check`] runs and reports them.
-    pub const ORACLE: [Checker; 20] = [
+    pub const ORACLE: [Checker; 21] = [
         Checker::NoStaleAcceptance,
         Checker::EpochsIncreasing,
         Checker::OneLiveLease,
@@ -94,6 +96,7 @@ impl Checker {
         Checker::ReferenceModel,
         Checker::ObservablesMonotonic,
         Checker::CancelAsked,
+        Checker::FailedWriteEnds,
         Checker::TypedRejections,
     ];
 
@@ -133,6 +136,7 @@ impl Checker {
             Checker::ReferenceModel => "reference-model",
             Checker::ObservablesMonotonic => "observables-monotonic",
             Checker::CancelAsked => "cancel-asked",
+            Checker::FailedWriteEnds => "failed-write-ends",
             Checker::TypedRejections => "typed-rejections",
             Checker::CleanBoot => "clean-boot",
             Checker::TypedRefusals => "typed-refusals",
@@ -202,6 +206,9 @@ impl Checker {
             }
             Checker::CancelAsked => {
                 "a run settles cancelled only when its client cancelled it, a renew of the settling tenure's lease failed, or the settling node's worker was asked to stop (1.2, 3.2, 3.8)"
+            }
+            Checker::FailedWriteEnds => {
+                "once a durable write of a tenure fails with a storage error, its node pays no more calls or tools under that lease and appends no ok settle under it (E15)"
             }
             Checker::TypedRejections => {
                 "a rejected acquire is held-by; a fenced call is never rejected for the live holder's lease, and otherwise run-mismatch for another run's lease, else stale; the fence is checked before the seq guard (2.7.7)"

@@ -25,6 +25,7 @@ use model::{LeaseReplay, Runs, Writers, effective_epochs};
 pub mod checker;
 mod conduct;
 mod duties;
+mod failures;
 pub mod history;
 mod journal;
 mod leases;
@@ -181,6 +182,7 @@ pub fn check(rows: &[Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Viola
         script::reference_model,
         monotonic::observables_monotonic,
         requests::cancel_asked,
+        failures::failed_write_ends,
         leases::typed_rejections,
     ];
     checkers
