@@ -50,6 +50,8 @@ pub enum Checker {
     CancelAsked,
     /// `failed-write-ends`
     FailedWriteEnds,
+    /// `delete-finished`
+    DeleteFinished,
     /// `typed-rejections`
     TypedRejections,
     /// `clean-boot` (the store soak's judge)
@@ -76,7 +78,7 @@ pub enum Checker {
 
 impl Checker {
     /// The oracle's checkers, in the order [`crate::check`] runs and reports them.
-    pub const ORACLE: [Checker; 21] = [
+    pub const ORACLE: [Checker; 22] = [
         Checker::NoStaleAcceptance,
         Checker::EpochsIncreasing,
         Checker::OneLiveLease,
@@ -97,6 +99,7 @@ impl Checker {
         Checker::ObservablesMonotonic,
         Checker::CancelAsked,
         Checker::FailedWriteEnds,
+        Checker::DeleteFinished,
         Checker::TypedRejections,
     ];
 
@@ -137,6 +140,7 @@ impl Checker {
             Checker::ObservablesMonotonic => "observables-monotonic",
             Checker::CancelAsked => "cancel-asked",
             Checker::FailedWriteEnds => "failed-write-ends",
+            Checker::DeleteFinished => "delete-finished",
             Checker::TypedRejections => "typed-rejections",
             Checker::CleanBoot => "clean-boot",
             Checker::TypedRefusals => "typed-refusals",
@@ -209,6 +213,9 @@ impl Checker {
             }
             Checker::FailedWriteEnds => {
                 "once a durable write of a tenure fails with a storage error, its node pays no more calls or tools under that lease and appends no ok settle under it (E15)"
+            }
+            Checker::DeleteFinished => {
+                "a workload run is deleted under a lease only while its latest meta or its journal's last settle is terminal (3.8, E20)"
             }
             Checker::TypedRejections => {
                 "a rejected acquire is held-by; a fenced call is never rejected for the live holder's lease, and otherwise run-mismatch for another run's lease, else stale; the fence is checked before the seq guard (2.7.7)"

@@ -24,6 +24,7 @@ use model::{LeaseReplay, Runs, Writers, effective_epochs};
 
 pub mod checker;
 mod conduct;
+mod deletes;
 mod duties;
 mod failures;
 pub mod history;
@@ -183,6 +184,7 @@ pub fn check(rows: &[Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Viola
         monotonic::observables_monotonic,
         requests::cancel_asked,
         failures::failed_write_ends,
+        deletes::delete_finished,
         leases::typed_rejections,
     ];
     checkers

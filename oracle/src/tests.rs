@@ -389,6 +389,7 @@ fn checkers_are_listed_once_each_in_order() {
             "observables-monotonic",
             "cancel-asked",
             "failed-write-ends",
+            "delete-finished",
             "typed-rejections",
         ]
     );
@@ -1747,4 +1748,43 @@ fn failed_write_ends_catches_a_tenure_that_goes_on_after_a_storage_error() {
         h.acquire("w2", &other, 5_000).effect("w2", EffectKind::Call, &other, 1, 2);
     });
     assert!(check(&next.rows, &next.store(), &CFG).iter().all(|v| v.checker.name() != "failed-write-ends"));
+}
+
+#[test]
+fn delete_finished_catches_a_leased_delete_of_a_waiting_run() {
+    let l = lease("r8", "w1.1", 1);
+    let bound = |status: RunStatus| {
+        let mut meta = RunMeta::new(l.run.clone(), status).with_segments(1);
+        meta.extra.insert("workflow".into(), serde_json::json!("approval"));
+        Payload::Meta(meta)
+    };
+    let deleted = |status: RunStatus| {
+        let mut h = H::default();
+        h.acquire("w1", &l, 0);
+        h.call("w1", 10, Surface::PutMeta, "r8", Some(&l), bound(status), CallOutcome::Ok);
+        h.lease_call("w1", Surface::Delete, &l, 20).mark("delete");
+        h
+    };
+    let waiting = deleted(RunStatus::Suspended);
+    let found: Vec<Violation> = check(&waiting.rows, &waiting.store(), &CFG)
+        .into_iter()
+        .filter(|v| v.checker.name() == "delete-finished")
+        .collect();
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_says(
+        &found[0],
+        "w1 deleted run r8 under w1.1@e1 while it was not finished (meta suspended, last settle none)",
+    );
+    assert_rows(&found[0], Some(waiting.at("delete")), None);
+    // A finished run may go; so may a run no meta bound to a workflow (a zombie's victim).
+    let finished = deleted(RunStatus::Ok);
+    assert!(check(&finished.rows, &finished.store(), &CFG).iter().all(|v| v.checker.name() != "delete-finished"));
+    let mut unbound = H::default();
+    unbound.acquire("w1", &l, 0).put_meta("w1", &l, 10, RunStatus::Running, 1).lease_call(
+        "w1",
+        Surface::Delete,
+        &l,
+        20,
+    );
+    assert!(check(&unbound.rows, &unbound.store(), &CFG).iter().all(|v| v.checker.name() != "delete-finished"));
 }

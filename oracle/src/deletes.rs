@@ -1,0 +1,74 @@
+//! `delete-finished`: only a finished run is deleted (contracts E20). Retention deletes runs whose
+//! meta is terminal and older than its keep (3.8), the client deletes a run it saw settled before
+//! it recreates it, and an administrator's unleased purge is its own right (S6). So a leased delete
+//! of a workload run (one whose accepted meta bound it to a workflow) is accepted only while the
+//! run's latest accepted meta is terminal or its journal's last settle is: a run waiting for an
+//! approval, or one still being driven, is never deleted under a lease. A retention that selects
+//! by "not running" instead of "terminal", or a delete cascade aimed at the wrong run, shows here.
+//!
+//! State is kept per run since its last accepted delete (a recreated run starts over); the
+//! zombies' own victim runs carry no workflow binding and are not judged.
+
+use std::collections::BTreeMap;
+
+use super::model::{holder, settle_status};
+use super::{Context, Violation};
+use crate::checker::Checker;
+use crate::history::{Event, Payload, Surface};
+use fencesim_store::{RunId, RunStatus};
+
+pub(super) const DELETE_FINISHED: Checker = Checker::DeleteFinished;
+
+/// What the accepted writes of one generation of a run say so far.
+#[derive(Default)]
+struct Generation {
+    bound: bool,
+    meta: Option<RunStatus>,
+    settle: Option<RunStatus>,
+}
+
+pub(super) fn delete_finished(ctx: &Context) -> Vec<Violation> {
+    let mut found = Vec::new();
+    let mut runs: BTreeMap<&RunId, Generation> = BTreeMap::new();
+    for row in ctx.rows {
+        let Event::Call(call) = &row.event else { continue };
+        if !call.outcome.is_ok() {
+            continue;
+        }
+        let run = runs.entry(&call.run).or_default();
+        match (call.surface, &call.payload) {
+            (Surface::PutMeta, Payload::Meta(meta)) => {
+                run.bound |= meta.extra.contains_key("workflow");
+                run.meta = Some(meta.status);
+            }
+            (Surface::Append, Payload::Entry(entry)) => {
+                if let Some(status) = settle_status(entry) {
+                    run.settle = Some(status);
+                }
+            }
+            (Surface::Delete, _) => {
+                let finished =
+                    run.meta.is_some_and(RunStatus::is_terminal) || run.settle.is_some_and(RunStatus::is_terminal);
+                if call.lease.is_some() && run.bound && !finished {
+                    let shown = |s: Option<RunStatus>| s.map_or("none".to_owned(), |s| s.to_string());
+                    found.push(Violation::new(
+                        DELETE_FINISHED,
+                        format!(
+                            "{} deleted run {} under {} while it was not finished (meta {}, last settle {})",
+                            row.node,
+                            call.run,
+                            holder(call),
+                            shown(run.meta),
+                            shown(run.settle)
+                        ),
+                        Some(row.index),
+                        None,
+                    ));
+                }
+                *run = Generation::default();
+            }
+            _ => {}
+        }
+    }
+    found
+}
