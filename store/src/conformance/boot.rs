@@ -31,6 +31,7 @@ pub(super) fn checks() -> Vec<Check> {
         check("B2", "concurrent-boot", concurrent_boot),
         check("B3", "runtime-fail-fast", runtime_fail_fast),
         check("B4", "format-boundaries", format_boundaries),
+        check("B5", "read-only-open", read_only_open),
     ]
 }
 
@@ -177,6 +178,32 @@ fn format_boundaries(t: &dyn Target) -> CheckResult {
     Ok(())
 }
 
+/// B5: a read-only store over a populated location reads what is there, refuses every write
+/// (a storage or config error, never a success) and changes no byte of the location's data files
+/// (no WAL recovery, no checkpoint on close).
+fn read_only_open(t: &dyn Target) -> CheckResult {
+    let Some(open) = t.open_read_only() else {
+        return Err(Verdict::Skip("store has no read-only mode".to_owned()));
+    };
+    if let Err(e) = &open.opened {
+        fail!("the read-only open of a populated location failed: {} ({e})", e.code());
+    }
+    match &open.read {
+        Ok(1) => {}
+        Ok(n) => fail!("the read-only store read {n} journal entries of the populated run, expected 1"),
+        Err(e) => fail!("the read-only store could not read: {} ({e})", e.code()),
+    }
+    for (surface, result) in &open.writes {
+        match result {
+            Err(StoreError::Config(_) | StoreError::Storage { .. }) => {}
+            Err(e) => fail!("a read-only {surface}: expected a refusal (config or storage), got {} ({e})", e.code()),
+            Ok(()) => fail!("a read-only {surface} was accepted"),
+        }
+    }
+    ensure!(open.unchanged, "the read-only store changed the location's files");
+    Ok(())
+}
+
 /// B3: while a fenced append holds the write lock (stopped at its fence check), another
 /// connection's unleased put_meta of another run fails busy at once and commits nothing; the
 /// append itself commits.
@@ -228,7 +255,7 @@ fn runtime_fail_fast(t: &dyn Target) -> CheckResult {
 mod tests {
     use super::*;
     use crate::conformance::targets::SqliteTarget;
-    use crate::conformance::{Fixture, PreparedOpen, TtlIntake};
+    use crate::conformance::{Fixture, PreparedOpen, ReadOnlyOpen, TtlIntake};
     use crate::error::StoreResult;
 
     /// A store that opens whatever it is given, or rewrites what it refuses.
@@ -257,6 +284,23 @@ mod tests {
             let result = if self.opens { Ok(()) } else { Err(StoreError::Config("no".into())) };
             Some(PreparedOpen { result, unchanged: false })
         }
+
+        /// `opens`: a read-only store that takes writes; otherwise one that refuses them but
+        /// rewrites the file (a checkpoint on close).
+        fn open_read_only(&self) -> Option<ReadOnlyOpen> {
+            let write = if self.opens { Ok(()) } else { Err(StoreError::Config("read-only".into())) };
+            Some(ReadOnlyOpen { opened: Ok(()), read: Ok(1), writes: vec![("put_meta", write)], unchanged: false })
+        }
+    }
+
+    #[test]
+    fn read_only_open_passes_the_sqlite_store_and_fails_a_lax_one() {
+        let folder = tempfile::tempdir().unwrap();
+        assert_eq!(read_only_open(&SqliteTarget::file(folder.path())), Ok(()));
+        let writable = read_only_open(&Lax { opens: true }).unwrap_err();
+        assert!(format!("{writable:?}").contains("a read-only put_meta was accepted"), "{writable:?}");
+        let rewritten = read_only_open(&Lax { opens: false }).unwrap_err();
+        assert!(format!("{rewritten:?}").contains("changed the location's files"), "{rewritten:?}");
     }
 
     #[test]

@@ -58,6 +58,26 @@ pub trait Target {
     fn open_prepared(&self, _setup: &str) -> Option<PreparedOpen> {
         None
     }
+
+    /// Populate a fresh location through a read-write store, close it, then open a read-only
+    /// store over it, read, and try every write (B5). `None` when the store has no read-only mode.
+    fn open_read_only(&self) -> Option<ReadOnlyOpen> {
+        None
+    }
+}
+
+/// What a read-only store did over a location a writer populated and closed (B5).
+#[derive(Debug)]
+pub struct ReadOnlyOpen {
+    /// What opening it answered.
+    pub opened: StoreResult<()>,
+    /// How many journal entries of the populated run it read (the writer appended one).
+    pub read: StoreResult<usize>,
+    /// Each write it was asked to make, by surface, and its answer: every one must be refused.
+    pub writes: Vec<(&'static str, StoreResult<()>)>,
+    /// Whether the location's data files are byte for byte as before the read-only open (SQLite's
+    /// coordination files, a `-shm` and an empty `-wal`, aside).
+    pub unchanged: bool,
 }
 
 /// What opening a store over a prepared file did.

@@ -6,13 +6,14 @@ use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::{Fixture, PreparedOpen, Target, TtlIntake};
+use super::{Fixture, PreparedOpen, ReadOnlyOpen, Target, TtlIntake};
 use crate::clock::ManualClock;
 use crate::defects::StoreDefects;
 use crate::error::{StoreError, StoreResult};
 use crate::memory::MemoryStore;
-use crate::spi::Store;
+use crate::spi::{JournalStore, LeasableStore, Store, TranscriptStore};
 use crate::sqlite::{Location, SqliteOptions, SqliteStore};
+use crate::types::{JournalEntry, RunId, RunMeta, RunStatus};
 
 /// The fixtures' clocks start here, so that "expired" never means "before the epoch".
 const CLOCK_START_MS: i64 = 1_000_000;
@@ -121,6 +122,62 @@ impl Target for SqliteTarget {
         let unchanged = before == (std::fs::read(&path).ok(), files_beside(&path));
         Some(PreparedOpen { result, unchanged })
     }
+
+    fn open_read_only(&self) -> Option<ReadOnlyOpen> {
+        let folder = self.folder.as_ref()?;
+        let n = NEXT_LOCATION.fetch_add(1, Ordering::Relaxed);
+        let path = folder.join(format!("read-only-{n}.db"));
+        let clock = ManualClock::new(CLOCK_START_MS);
+        let options = self.options(Location::File(path.clone()), 60_000, &clock);
+        let run = RunId::from("read-only-run");
+        let populated = (|| {
+            let writer = SqliteStore::open(options.clone())?;
+            let lease = writer.acquire(&run, "writer")?;
+            writer.append(&run, &JournalEntry::new(1, "step", "ok"), Some(&lease))?;
+            writer.put_meta(&RunMeta::new(run.clone(), RunStatus::Running), Some(&lease))?;
+            writer.put_blob(&format!("{run}/ckpt/1"), b"checkpoint", Some(&lease))?;
+            writer.release(&lease)
+        })();
+        if let Err(e) = populated {
+            let opened = Err(StoreError::Config(format!("the kit could not populate {}: {e}", path.display())));
+            return Some(ReadOnlyOpen { opened, read: Ok(0), writes: Vec::new(), unchanged: true });
+        }
+        let before = data_files(&path);
+        let reader = match SqliteStore::open(options.read_only()) {
+            Ok(reader) => reader,
+            Err(e) => return Some(ReadOnlyOpen { opened: Err(e), read: Ok(0), writes: Vec::new(), unchanged: true }),
+        };
+        let read = reader.load(&run).map(|entries| entries.len());
+        let blob = format!("{run}/ckpt/1");
+        let writes = vec![
+            ("append", reader.append(&run, &JournalEntry::new(2, "step", "ok"), None)),
+            ("put_meta", reader.put_meta(&RunMeta::new(run.clone(), RunStatus::Ok), None)),
+            ("put_blob", reader.put_blob(&blob, b"overwritten", None)),
+            ("delete_blob", reader.delete_blob(&blob, None)),
+            ("delete", reader.delete(&run, None)),
+            ("acquire", reader.acquire(&run, "reader").map(drop)),
+        ];
+        drop(reader);
+        let unchanged = before == data_files(&path);
+        Some(ReadOnlyOpen { opened: Ok(()), read, writes, unchanged })
+    }
+}
+
+/// The bytes of a database file and of every file beside it, SQLite's coordination files aside
+/// (any reader of a WAL database may be given a `-shm` index and an empty `-wal`).
+fn data_files(path: &Path) -> Vec<(std::ffi::OsString, Vec<u8>)> {
+    let folder = path.parent().unwrap_or(Path::new("."));
+    files_beside(path)
+        .into_iter()
+        .map(|name| {
+            let bytes = std::fs::read(folder.join(&name)).unwrap_or_default();
+            (name, bytes)
+        })
+        .filter(|(name, bytes)| {
+            let name = name.to_string_lossy();
+            !(name.ends_with("-shm") || (name.ends_with("-wal") && bytes.is_empty()))
+        })
+        .collect()
 }
 
 /// The names of the files in `path`'s folder that start with its name (its WAL, shm, journal).
