@@ -52,6 +52,8 @@ pub enum Checker {
     FailedWriteEnds,
     /// `delete-finished`
     DeleteFinished,
+    /// `worker-candidacy`
+    WorkerCandidacy,
     /// `typed-rejections`
     TypedRejections,
     /// `clean-boot` (the store soak's judge)
@@ -78,7 +80,7 @@ pub enum Checker {
 
 impl Checker {
     /// The oracle's checkers, in the order [`crate::check`] runs and reports them.
-    pub const ORACLE: [Checker; 22] = [
+    pub const ORACLE: [Checker; 23] = [
         Checker::NoStaleAcceptance,
         Checker::EpochsIncreasing,
         Checker::OneLiveLease,
@@ -100,6 +102,7 @@ impl Checker {
         Checker::CancelAsked,
         Checker::FailedWriteEnds,
         Checker::DeleteFinished,
+        Checker::WorkerCandidacy,
         Checker::TypedRejections,
     ];
 
@@ -141,6 +144,7 @@ impl Checker {
             Checker::CancelAsked => "cancel-asked",
             Checker::FailedWriteEnds => "failed-write-ends",
             Checker::DeleteFinished => "delete-finished",
+            Checker::WorkerCandidacy => "worker-candidacy",
             Checker::TypedRejections => "typed-rejections",
             Checker::CleanBoot => "clean-boot",
             Checker::TypedRefusals => "typed-refusals",
@@ -216,6 +220,9 @@ impl Checker {
             }
             Checker::DeleteFinished => {
                 "a workload run is deleted under a lease only while its latest meta or its journal's last settle is terminal (3.8, E20)"
+            }
+            Checker::WorkerCandidacy => {
+                "a worker's or the sweeper's segment boot (an accepted running meta) never follows a terminal meta of the same generation: a sweep re-checks candidacy under its lease (E8)"
             }
             Checker::TypedRejections => {
                 "a rejected acquire is held-by; a fenced call is never rejected for the live holder's lease, and otherwise run-mismatch for another run's lease, else stale; the fence is checked before the seq guard (2.7.7)"

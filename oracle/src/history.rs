@@ -438,8 +438,33 @@ pub struct Row {
     /// Virtual milliseconds since the world started (the shared timeline).
     pub at_ms: i64,
     pub node: String,
+    /// What the node is: the rights and duties the oracle holds its rows to.
+    pub role: Role,
     pub event: Event,
 }
+
+/// What a node is, for the rights and duties the oracle holds it to. The recorder's owner says
+/// (a world knows its nodes, a soak its processes); the oracle never reads a node's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// A queue worker: it resumes the runs its sweeps find, under E8's candidacy rule.
+    Worker,
+    /// The retention sweeper.
+    Sweeper,
+    /// The runs' client: starts, resolves, cancels, deletes and recreates its runs.
+    Client,
+    /// The operator: `runs audit --repair`.
+    Operator,
+    /// The administrator: its unleased deletes are the purge the SPI allows (S6).
+    Admin,
+    /// A raw store writer of the store-level soak.
+    Writer,
+    /// The harness's own: a zombie, a usurper, the supervisor.
+    Harness,
+}
+
+/// Who a history's node labels are: given by the recorder's owner when the history is made.
+pub type RoleOf = fn(&str) -> Role;
 
 impl Row {
     pub fn call(&self) -> Option<&Call> {
@@ -527,6 +552,7 @@ pub type TimeSource = fn() -> i64;
 pub struct History {
     inner: Arc<Mutex<Inner>>,
     now_ms: TimeSource,
+    role_of: RoleOf,
 }
 
 impl fmt::Debug for History {
@@ -536,16 +562,17 @@ impl fmt::Debug for History {
 }
 
 impl History {
-    /// An empty history whose rows are stamped by `now_ms`.
-    pub fn new(now_ms: TimeSource) -> Self {
-        Self { inner: Arc::default(), now_ms }
+    /// An empty history whose rows are stamped by `now_ms` and whose nodes are what `role_of`
+    /// says.
+    pub fn new(now_ms: TimeSource, role_of: RoleOf) -> Self {
+        Self { inner: Arc::default(), now_ms, role_of }
     }
 
     /// An empty history with room for `rows` rows before it grows: a row is large, and a
     /// history that doubles its way to a world's two thousand rows copies every row again.
-    pub fn with_capacity(now_ms: TimeSource, rows: usize) -> Self {
+    pub fn with_capacity(now_ms: TimeSource, role_of: RoleOf, rows: usize) -> Self {
         let inner = Inner { rows: Vec::with_capacity(rows), ..Inner::default() };
-        Self { inner: Arc::new(Mutex::new(inner)), now_ms }
+        Self { inner: Arc::new(Mutex::new(inner)), now_ms, role_of }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -567,7 +594,7 @@ impl History {
         {
             inner.grants.push(lease.clone());
         }
-        inner.rows.push(Row { index, at_ms, node: node.to_owned(), event });
+        inner.rows.push(Row { index, at_ms, node: node.to_owned(), role: (self.role_of)(node), event });
     }
 
     /// Append a call, numbering it within its node's tenure (`Call::counter`).

@@ -11,19 +11,17 @@ use fencesim_store::{Epoch, RunId};
 
 use super::model::{Fence, Run, holder, target};
 use super::{Context, Violation};
-use crate::history::{Call, CallOutcome, Surface};
+use crate::history::{Call, CallOutcome, Role, Surface};
 
 pub(super) const NO_STALE_ACCEPTANCE: Checker = Checker::NoStaleAcceptance;
 pub(super) const EPOCHS_INCREASING: Checker = Checker::EpochsIncreasing;
 pub(super) const ONE_LIVE_LEASE: Checker = Checker::OneLiveLease;
 pub(super) const TYPED_REJECTIONS: Checker = Checker::TypedRejections;
 
-/// The node name of a history's administrator: its unleased deletes (of a run, of a blob) are
-/// the administrative purge the SPI allows (contracts S6), not an unfenced write.
-pub const ADMIN_NODE: &str = "admin";
-
-fn is_admin_purge(node: &str, call: &Call) -> bool {
-    node == ADMIN_NODE && matches!(call.surface, Surface::Delete | Surface::DeleteBlob)
+/// An administrator's unleased deletes (of a run, of a blob) are the administrative purge the
+/// SPI allows (contracts S6), not an unfenced write.
+fn is_admin_purge(role: Role, call: &Call) -> bool {
+    role == Role::Admin && matches!(call.surface, Surface::Delete | Surface::DeleteBlob)
 }
 
 /// Every accepted mutation, renew and release carried the live holder's lease of its target run.
@@ -33,14 +31,14 @@ pub(super) fn no_stale_acceptance(ctx: &Context) -> Vec<Violation> {
         let Some(call) = row.call().filter(|c| c.outcome.is_ok()) else { continue };
         let Some(fence) = ctx.leases.fence(pos) else { continue };
         // Nearly every call met its live holder: the labels below are formatted for a violation only.
-        if matches!(fence, Fence::Holder) || (matches!(fence, Fence::Unleased) && is_admin_purge(&row.node, call)) {
+        if matches!(fence, Fence::Holder) || (matches!(fence, Fence::Unleased) && is_admin_purge(row.role, call)) {
             continue;
         }
         let (op, on, under) = (call.surface.as_str(), target(call), holder(call));
         let (why, cause) = match fence {
             Fence::Holder => (None, None),
             // S6: the administrator's unleased purge is legal; anyone else's unleased write is not.
-            Fence::Unleased if is_admin_purge(&row.node, call) => (None, None),
+            Fence::Unleased if is_admin_purge(row.role, call) => (None, None),
             Fence::Unleased => (Some(format!("unleased {op} of {on} accepted")), None),
             Fence::OtherRun(other) => {
                 (Some(format!("{op} on {on} accepted under {under}, a lease for run {other}")), None)

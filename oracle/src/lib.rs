@@ -22,6 +22,7 @@ use fencesim_store::{Epoch, RunFilter, RunId, RunMeta, RunStatus, Store, StoreRe
 use crate::history::{Row, RunState, Snapshot};
 use model::{LeaseReplay, Runs, Writers, effective_epochs};
 
+mod candidacy;
 pub mod checker;
 mod conduct;
 mod deletes;
@@ -40,7 +41,6 @@ mod serial;
 mod tests;
 
 pub use checker::Checker;
-pub use leases::ADMIN_NODE;
 pub use script::{Script, ScriptStep};
 
 /// What the oracle needs to know about the world beyond its history.
@@ -185,6 +185,7 @@ pub fn check(rows: &[Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Viola
         requests::cancel_asked,
         failures::failed_write_ends,
         deletes::delete_finished,
+        candidacy::worker_candidacy,
         leases::typed_rejections,
     ];
     checkers

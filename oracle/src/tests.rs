@@ -14,7 +14,7 @@ use super::{
     store_settled_or_waiting,
 };
 use crate::history::{
-    Call, CallOutcome, Disruption, Effect, EffectKind, Event, Mix, Payload, Request, Row, RunState, SegmentError,
+    Call, CallOutcome, Disruption, Effect, EffectKind, Event, Mix, Payload, Request, Role, Row, RunState, SegmentError,
     SegmentResult, Snapshot, Surface,
 };
 
@@ -57,10 +57,23 @@ struct H {
     marks: BTreeMap<&'static str, usize>,
 }
 
+/// The roles of these tests' node labels, the way a world names its nodes (`w1`, `client`,
+/// `operator.1`, `admin`).
+fn role_of(node: &str) -> Role {
+    match node.split('.').next().unwrap_or_default() {
+        "admin" => Role::Admin,
+        "client" => Role::Client,
+        "operator" => Role::Operator,
+        "sweeper" => Role::Sweeper,
+        name if name.starts_with('w') => Role::Worker,
+        _ => Role::Harness,
+    }
+}
+
 impl H {
     fn push(&mut self, node: &str, event: Event) -> &mut Self {
         let index = self.rows.len();
-        self.rows.push(Row { index, at_ms: index as i64 * 10, node: node.to_owned(), event });
+        self.rows.push(Row { index, at_ms: index as i64 * 10, node: node.to_owned(), role: role_of(node), event });
         self
     }
 
@@ -390,6 +403,7 @@ fn checkers_are_listed_once_each_in_order() {
             "cancel-asked",
             "failed-write-ends",
             "delete-finished",
+            "worker-candidacy",
             "typed-rejections",
         ]
     );
@@ -446,10 +460,11 @@ fn no_stale_acceptance_catches_a_lease_of_another_run_and_an_unleased_write() {
 /// unfenced write.
 #[test]
 fn an_unleased_delete_is_legal_from_the_admin_only() {
-    for (node, legal) in [(crate::ADMIN_NODE, true), ("w2", false)] {
+    for (node, legal) in [("admin", true), ("w2", false)] {
         let mut h = clean();
         let at = h.at("delete-r2");
         h.rows[at].node = node.to_owned();
+        h.rows[at].role = role_of(node);
         h.call_mut("delete-r2").lease = None;
         if legal {
             let found = check(&h.rows, &h.store(), &CFG);
@@ -1139,16 +1154,17 @@ fn dispatch_identity_catches_a_terminal_of_no_open_dispatch() {
 
 #[test]
 fn silent_replay_catches_a_settle_appended_to_a_final_journal() {
-    // r1 settled ok under e3; a later tenure that only replays it appends another settle.
+    // r1 settled ok under e3; a later tenure (the client reattaching) that only replays it appends
+    // another settle.
     let mut h = clean();
     let e4 = lease("r1", "w2.9", 4);
     let at = h.insert_after("outcome-e3", |x| {
-        x.acquire("w2", &e4, 5000)
-            .put_meta("w2", &e4, 5001, RunStatus::Running, 4)
-            .append("w2", &e4, 5002, settle(7, RunStatus::Ok, 4))
-            .put_meta("w2", &e4, 5003, RunStatus::Ok, 4)
-            .lease_call("w2", Surface::Release, &e4, 5004)
-            .outcome("w2", "r1", "ok");
+        x.acquire("client", &e4, 5000)
+            .put_meta("client", &e4, 5001, RunStatus::Running, 4)
+            .append("client", &e4, 5002, settle(7, RunStatus::Ok, 4))
+            .put_meta("client", &e4, 5003, RunStatus::Ok, 4)
+            .lease_call("client", Surface::Release, &e4, 5004)
+            .outcome("client", "r1", "ok");
     });
     let v = only(&h, &h.store(), "silent-replay");
     assert_says(&v, "whose journal was final: its run_settle at row");
@@ -1421,7 +1437,7 @@ fn same_entry_and_same_meta_agree_with_the_digests_of_the_encodings() {
 #[test]
 fn grants_are_the_accepted_acquires_in_order() {
     use crate::history::History;
-    let history = History::new(|| 0);
+    let history = History::new(|| 0, role_of);
     let call = |surface, lease: Option<Lease>, outcome| Call {
         clock_ms: 0,
         lease,
@@ -1448,7 +1464,7 @@ fn grants_are_the_accepted_acquires_in_order() {
 #[test]
 fn runs_are_numbered_in_name_order() {
     use crate::model::Runs;
-    let row = |index, event| Row { index, at_ms: 0, node: "w1".into(), event };
+    let row = |index, event| Row { index, at_ms: 0, node: "w1".into(), role: Role::Worker, event };
     let outcome = |run: &str| Event::Outcome { run: RunId::new(run), result: SegmentResult::Reported(RunStatus::Ok) };
     let rows = vec![
         row(0, outcome("r2")),
@@ -1495,11 +1511,15 @@ fn observables_monotonic_catches_a_finished_run_reopened_without_a_new_segment()
     let v = only(&h, &h.store(), "observables-monotonic");
     assert_says(&v, "meta 'running' (segments 3) reopens a run whose journal settled 'ok'");
     assert_rows(&v, Some(reopened), Some(h.at("settle-e3")));
-    // A new segment's boot over the settled journal is the one move back the contracts allow.
+    // A new segment's boot over the settled journal is the one move back the contracts allow (a
+    // client reattaching; a worker's sweep would not resume a settled run, `worker-candidacy`).
     let mut h = clean();
-    h.insert_after("meta-ok-e3", |x| {
-        x.put_meta("w1", &a3(), 3041, RunStatus::Running, 4);
-        x.put_meta("w1", &a3(), 3042, RunStatus::Ok, 4);
+    let e4 = lease("r1", "client.1", 4);
+    h.insert_after("outcome-e3", |x| {
+        x.acquire("client", &e4, 3100)
+            .put_meta("client", &e4, 3101, RunStatus::Running, 4)
+            .put_meta("client", &e4, 3102, RunStatus::Ok, 4)
+            .lease_call("client", Surface::Release, &e4, 3103);
     });
     assert_eq!(check(&h.rows, &h.store(), &CFG), Vec::new());
 }
@@ -1787,4 +1807,28 @@ fn delete_finished_catches_a_leased_delete_of_a_waiting_run() {
         20,
     );
     assert!(check(&unbound.rows, &unbound.store(), &CFG).iter().all(|v| v.checker.name() != "delete-finished"));
+}
+
+#[test]
+fn worker_candidacy_catches_a_sweep_that_resumes_a_settled_run() {
+    let (done, resumed) = (lease("r8", "w1.1", 1), lease("r8", "w2.1", 2));
+    let settled_then = |node: &str, l: &Lease| {
+        let mut h = H::default();
+        h.acquire("w1", &done, 0).put_meta("w1", &done, 10, RunStatus::Running, 1);
+        h.put_meta("w1", &done, 20, RunStatus::Ok, 1).mark("settled").lease_call("w1", Surface::Release, &done, 30);
+        h.acquire(node, l, 40).put_meta(node, l, 50, RunStatus::Running, 2).mark("boot");
+        h
+    };
+    let swept = settled_then("w2", &resumed);
+    let found: Vec<Violation> = check(&swept.rows, &swept.store(), &CFG)
+        .into_iter()
+        .filter(|v| v.checker.name() == "worker-candidacy")
+        .collect();
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_says(&found[0], "worker w2 booted a segment of run r8 under w2.1@e2 although its meta was already ok");
+    assert_rows(&found[0], Some(swept.at("boot")), Some(swept.at("settled")));
+    // The client resuming a run it drove is not a sweep.
+    let client = lease("r8", "client.1", 2);
+    let reattached = settled_then("client", &client);
+    assert!(check(&reattached.rows, &reattached.store(), &CFG).iter().all(|v| v.checker.name() != "worker-candidacy"));
 }

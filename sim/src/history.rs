@@ -21,7 +21,7 @@ use crate::rng::Stream;
 /// A world's history: rows stamped with virtual milliseconds since the world started, with room
 /// for a typical swarm world's rows.
 pub fn new_history() -> History {
-    History::with_capacity(elapsed_ms, 2048)
+    History::with_capacity(elapsed_ms, crate::node::role_of_label, 2048)
 }
 
 /// A node's store connection that records every call into the world's history.

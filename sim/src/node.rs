@@ -8,6 +8,8 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::Error as _;
 
+use crate::history::Role;
+
 /// A node of a world, named as its history rows name it (without the incarnation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Node {
@@ -23,7 +25,7 @@ pub enum Node {
     Zombie,
     /// The connection that attempts mid-call takeovers.
     Usurper,
-    /// The administrator whose unleased deletes purge runs ([`fencesim_oracle::ADMIN_NODE`]).
+    /// The administrator whose unleased deletes purge runs (its rows carry [`Role::Admin`]).
     Admin,
     /// The supervisor: its rows are notes, clock jumps and graceful restarts.
     World,
@@ -60,10 +62,32 @@ impl Node {
             Node::Operator => Some("operator"),
             Node::Zombie => Some("zombie"),
             Node::Usurper => Some("usurper"),
-            Node::Admin => Some(fencesim_oracle::ADMIN_NODE),
+            Node::Admin => Some("admin"),
             Node::World => Some("world"),
         }
     }
+}
+
+impl Node {
+    /// What the node is to the oracle.
+    pub fn role(self) -> Role {
+        match self {
+            Node::Worker(_) => Role::Worker,
+            Node::Client => Role::Client,
+            Node::Sweeper => Role::Sweeper,
+            Node::Operator => Role::Operator,
+            Node::Admin => Role::Admin,
+            Node::Zombie | Node::Usurper | Node::World => Role::Harness,
+        }
+    }
+}
+
+/// The role of a world's history label (`w2.3`, `client.1`, `admin`): a world labels every row
+/// with one of its nodes, so a label no node owns is a harness bug and stops the world.
+pub fn role_of_label(label: &str) -> Role {
+    Node::of_label(label)
+        .map(Node::role)
+        .unwrap_or_else(|| panic!("history label {label:?} names no node of the world"))
 }
 
 impl fmt::Display for Node {
@@ -138,7 +162,7 @@ mod tests {
             assert_eq!(Node::parse(&node.to_string()), Some(node), "{node}");
             assert_eq!(Node::of_label(&format!("{node}.3")), Some(node), "{node}");
         }
-        assert_eq!(Node::Admin.to_string(), fencesim_oracle::ADMIN_NODE);
+        assert_eq!(Node::Admin.role(), Role::Admin);
         for bad in ["w0", "w01", "w", "wx", "Client", "forger", ""] {
             assert_eq!(Node::parse(bad), None, "{bad}");
         }

@@ -68,7 +68,7 @@ fn data(report: &WorldReport, defects: &[Defect]) -> Value {
         tenures.push(json!({"lane": t.0, "run": run, "epoch": t.1, "from": t.2, "to": end.max(t.2), "owner": t.3}));
     };
     for row in &report.rows {
-        let Row { index, at_ms, node, event } = row;
+        let Row { index, at_ms, node, event, .. } = row;
         let mut lane = lane_of(node);
         let (kind, run, epoch, label): (&str, Option<String>, Option<i64>, String) = match event {
             Event::Call(call) => {

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::log::{Begin, End, Ev, EvKind, Line, LogOutcome, LogPayload, Probe, from_hex, read_all};
 use super::{Layout, MAX_WRITERS, META_FILE, OTHER, RUN, SoakError, SoakResult, log_name, within};
 use fencesim_oracle::{Checker, OracleConfig, Scope, check};
-use fencesim_sim::history::{Call, CallOutcome, Effect, Event, Payload, Row, Snapshot, Surface};
+use fencesim_sim::history::{Call, CallOutcome, Effect, Event, Payload, Role, RoleOf, Row, Snapshot, Surface};
 
 /// How one writer process ended, as the referee saw it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -185,11 +185,23 @@ pub type Payment = (String, u64, Effect);
 /// ordered, a row keeps its monotonic stamp in `at_ms` and its tie-break within its node in
 /// `index` (a call's id; a payment's order, after the calls); ordering sorts positions, then moves
 /// each row once, and sets its index, time and per-lease counter.
-#[derive(Default)]
 struct Gathered {
     rows: Vec<Row>,
     events: Vec<Ev>,
     orphan_ends: Vec<(String, u64)>,
+    /// What the logs' nodes are: the store soak's writers, or the engine soak's workers and client.
+    role_of: RoleOf,
+}
+
+/// The store soak's processes: raw store writers.
+fn writer_role(_: &str) -> Role {
+    Role::Writer
+}
+
+/// The engine soak's processes: its client (`client`, the engine owner it runs under) and its
+/// queue workers.
+fn engine_role(node: &str) -> Role {
+    if node == "client" { Role::Client } else { Role::Worker }
 }
 
 /// A row's place before ordering: stamp, node, calls before payments, tie-break.
@@ -197,14 +209,14 @@ fn order_key(row: &Row) -> (i64, &str, bool, usize) {
     (row.at_ms, row.node.as_str(), matches!(row.event, Event::Effect(_)), row.index)
 }
 
-fn waiting(stamp: u64, tie: u64, node: String, event: Event) -> Row {
+fn waiting(stamp: u64, tie: u64, node: String, role: Role, event: Event) -> Row {
     let at_ms = i64::try_from(stamp).unwrap_or(i64::MAX);
-    Row { index: usize::try_from(tie).unwrap_or(usize::MAX), at_ms, node, event }
+    Row { index: usize::try_from(tie).unwrap_or(usize::MAX), at_ms, node, role, event }
 }
 
 impl Gathered {
-    fn with_capacity(rows: usize) -> Self {
-        Self { rows: Vec::with_capacity(rows), ..Self::default() }
+    fn with_capacity(rows: usize, role_of: RoleOf) -> Self {
+        Self { rows: Vec::with_capacity(rows), events: Vec::new(), orphan_ends: Vec::new(), role_of }
     }
 
     /// Pair one log's begins and ends (a repeated id: the last line of it counts) and keep its
@@ -234,21 +246,22 @@ impl Gathered {
             let stamp = end.as_ref().map_or(begin.mono_ns, |e| e.mono_ns);
             let id = begin.id;
             if let Some((node, call)) = call_of(begin, end) {
-                self.rows.push(waiting(stamp, id, node, Event::Call(call)));
+                let role = (self.role_of)(&node);
+                self.rows.push(waiting(stamp, id, node, role, Event::Call(call)));
             }
         }
     }
 
     fn add_payments(&mut self, payments: &[Payment]) {
         for (order, (node, stamp, effect)) in (0u64..).zip(payments) {
-            self.rows.push(waiting(*stamp, order, node.clone(), Event::Effect(effect.clone())));
+            self.rows.push(waiting(*stamp, order, node.clone(), (self.role_of)(node), Event::Effect(effect.clone())));
         }
     }
 
     /// The rows in stamp order (ties by node, then within the node), numbered, timed, and each
     /// call counted within its node's calls under one lease.
     fn into_merged(self, start_mono_ns: u64) -> Merged {
-        let Gathered { mut rows, mut events, orphan_ends } = self;
+        let Gathered { mut rows, mut events, orphan_ends, .. } = self;
         let mut order: Vec<usize> = (0..rows.len()).collect();
         order.sort_by(|a, b| order_key(&rows[*a]).cmp(&order_key(&rows[*b])));
         permute(&mut rows, order);
@@ -293,15 +306,19 @@ fn permute<T>(items: &mut [T], mut order: Vec<usize>) {
 }
 
 pub fn merge(logs: &Logs, start_mono_ns: u64) -> Merged {
-    merge_with_effects(logs, &[], start_mono_ns)
+    gather(logs, &[], start_mono_ns, writer_role)
 }
 
 /// [`merge`], with the payments of engine processes interleaved by their stamps, so the oracle's
 /// `repay-bound` and `renew-loss` judge them against the calls around them.
 pub fn merge_with_effects(logs: &Logs, payments: &[Payment], start_mono_ns: u64) -> Merged {
+    gather(logs, payments, start_mono_ns, engine_role)
+}
+
+fn gather(logs: &Logs, payments: &[Payment], start_mono_ns: u64, role_of: RoleOf) -> Merged {
     let calls: usize =
         logs.per_writer.values().map(|lines| lines.iter().filter(|l| matches!(l, Line::Begin(_))).count()).sum();
-    let mut gathered = Gathered::with_capacity(calls + payments.len());
+    let mut gathered = Gathered::with_capacity(calls + payments.len(), role_of);
     for lines in logs.per_writer.values() {
         gathered.add_log(lines.clone());
     }
@@ -313,7 +330,7 @@ pub fn merge_with_effects(logs: &Logs, payments: &[Payment], start_mono_ns: u64)
 /// its rows, never every parsed line of every log as well (that doubled the referee's peak RSS).
 /// Also returns how many logs end in a torn line.
 fn merge_files(files: &BTreeMap<String, std::path::PathBuf>, start_mono_ns: u64) -> SoakResult<(Merged, usize)> {
-    let mut gathered = Gathered::with_capacity(begin_lines(files));
+    let mut gathered = Gathered::with_capacity(begin_lines(files), writer_role);
     let mut torn = 0;
     for path in files.values() {
         let (lines, torn_last) = read_all(path)?;
