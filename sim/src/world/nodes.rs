@@ -228,6 +228,8 @@ struct ClientRun {
     resolved: bool,
     /// Recreated, or not to be.
     recreated: bool,
+    /// The planned cancel was sent to the run while it waited on a suspension.
+    cancelled_waiting: bool,
 }
 
 /// Whether the client must resolve a generation of this run: an approval run it means to resolve.
@@ -312,6 +314,21 @@ async fn tend(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize, run: &RunPlan, stat
         None => return,
         Some(_) => lock(&shared.client).runs[i].seen = true,
     }
+    // A cancel that comes due while a run the client will not approve waits on its approval
+    // cancels the waiting run: a segment resumed with the cancel already requested settles it
+    // `cancelled`, its suspension left open (what the audit's R-table and offline resolution must
+    // then respect).
+    if let Some(cancel_ms) = run.cancel_ms
+        && !awaits_resolution(run)
+        && !state.cancelled_waiting
+        && !state.driving
+        && status == Some(RunStatus::Suspended)
+        && now >= i64::from(run.start_ms) + i64::from(cancel_ms)
+    {
+        lock(&shared.client).runs[i].cancelled_waiting = true;
+        cancel_waiting(shared, ctx, i);
+        return;
+    }
     if !state.resolved {
         match status {
             Some(RunStatus::Suspended) => {
@@ -378,6 +395,24 @@ fn drive(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize) {
         if matches!(result, Ok(_) | Err(EngineError::Superseded { .. } | EngineError::Settlement { .. })) {
             client.runs[i].seen = true;
         }
+    });
+}
+
+/// Cancel the plan's run `i` while it waits: resume it with the cancel already requested, as its
+/// own task.
+fn cancel_waiting(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize) {
+    let run = &shared.plan.runs[i];
+    let Some(workflow) = Workflow::builtin(&run.workflow) else { return };
+    ctx.history.push(&ctx.label, Event::Request(Request::Cancel { run: run.id.clone() }));
+    let token = CancelToken::new();
+    token.cancel("the client cancels the waiting run");
+    lock(&shared.client).runs[i].driving = true;
+    let (shared, ctx, id) = (shared.clone(), ctx.clone(), run.id.clone());
+    madsim::task::spawn_local(async move {
+        let opts = RunOptions { cancel: Some(token), ..RunOptions::default() };
+        let result = Box::pin(ctx.engine.resume(&id, &workflow, opts)).await;
+        ctx.outcome(&id, &result);
+        lock(&shared.client).runs[i].driving = false;
     });
 }
 
