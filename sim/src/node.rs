@@ -8,7 +8,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::Error as _;
 
-use crate::history::Role;
+use fencesim_oracle::history::Role;
 
 /// A node of a world, named as its history rows name it (without the incarnation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
