@@ -125,78 +125,9 @@ pub fn audit_entries(run: &RunId, meta: Option<&RunMeta>, entries: &[JournalEntr
         ),
         (Some(meta), Some(settle)) => {
             let tail_dangling: Vec<Seq> = dangling.iter().copied().filter(|s| after(*s)).collect();
-            let (derived, why) = if !tail_dangling.is_empty() {
-                (RunStatus::Running, format!("dangling dispatch after the settle at seq {}", list(&tail_dangling)))
-            } else if entries_after_settle > 0 && !open.is_empty() {
-                (
-                    RunStatus::Suspended,
-                    format!(
-                        "{entries_after_settle} entries after the settle and open suspension at seq {}",
-                        list(&open)
-                    ),
-                )
-            } else if entries_after_settle > 0 {
-                (RunStatus::Running, format!("{entries_after_settle} entries after the settle"))
-            } else {
-                (settle.run_status, format!("last settle '{}' at seq {}", settle.run_status, settle.seq))
-            };
-            let status = meta.status;
-            if status == derived {
-                (AuditVerdict::Consistent, "R3", None, format!("meta '{status}' matches the journal ({why})"))
-            } else if status.is_terminal() && !derived.is_terminal() {
-                (
-                    AuditVerdict::Stranded,
-                    "R4",
-                    Some(derived),
-                    format!("meta '{status}' is terminal but the journal says '{derived}' ({why})"),
-                )
-            } else {
-                (
-                    AuditVerdict::MetaBehind,
-                    "R5",
-                    Some(derived),
-                    format!("meta '{status}' but the journal says '{derived}' ({why})"),
-                )
-            }
+            settled(meta.status, settle, &tail_dangling, entries_after_settle, &open)
         }
-        (Some(meta), None) => {
-            let status = meta.status;
-            if !status.is_terminal() {
-                (
-                    AuditVerdict::Consistent,
-                    "R9",
-                    None,
-                    format!("meta '{status}' without a settle: resumable; sweeps reach it"),
-                )
-            } else if !dangling.is_empty() {
-                (
-                    AuditVerdict::Stranded,
-                    "R6",
-                    Some(RunStatus::Running),
-                    format!(
-                        "meta '{status}' is terminal but the journal has no settle and a dangling dispatch at seq {}",
-                        list(&dangling)
-                    ),
-                )
-            } else if !open.is_empty() && matches!(status, RunStatus::Ok | RunStatus::Exhausted) {
-                (
-                    AuditVerdict::Suspect,
-                    "R7",
-                    None,
-                    format!(
-                        "meta '{status}' but the journal has no settle and an open suspension at seq {}",
-                        list(&open)
-                    ),
-                )
-            } else {
-                (
-                    AuditVerdict::Consistent,
-                    "R8",
-                    None,
-                    format!("meta '{status}' is terminal; no settle and no dangling dispatch"),
-                )
-            }
-        }
+        (Some(meta), None) => unsettled(meta.status, &dangling, &open),
     };
     debug_assert_eq!(
         repair_to.is_some(),
@@ -215,6 +146,80 @@ pub fn audit_entries(run: &RunId, meta: Option<&RunMeta>, entries: &[JournalEntr
         open_suspensions: open,
         repair_to,
         reason,
+    }
+}
+
+/// A table row's outcome: verdict, rule, the status a repair writes, and the operator's line.
+type Decision = (AuditVerdict, &'static str, Option<RunStatus>, String);
+
+/// Rules R3-R5: a meta row over a journal with a `run_settle`; the journal's tail after that
+/// settle (dangling dispatches, entries, open suspensions) derives the status meta should hold.
+fn settled(
+    status: RunStatus,
+    settle: entries::Settle,
+    tail_dangling: &[Seq],
+    entries_after_settle: usize,
+    open: &[Seq],
+) -> Decision {
+    let (derived, why) = if !tail_dangling.is_empty() {
+        (RunStatus::Running, format!("dangling dispatch after the settle at seq {}", list(tail_dangling)))
+    } else if entries_after_settle > 0 && !open.is_empty() {
+        (
+            RunStatus::Suspended,
+            format!("{entries_after_settle} entries after the settle and open suspension at seq {}", list(open)),
+        )
+    } else if entries_after_settle > 0 {
+        (RunStatus::Running, format!("{entries_after_settle} entries after the settle"))
+    } else {
+        (settle.run_status, format!("last settle '{}' at seq {}", settle.run_status, settle.seq))
+    };
+    if status == derived {
+        (AuditVerdict::Consistent, "R3", None, format!("meta '{status}' matches the journal ({why})"))
+    } else if status.is_terminal() && !derived.is_terminal() {
+        (
+            AuditVerdict::Stranded,
+            "R4",
+            Some(derived),
+            format!("meta '{status}' is terminal but the journal says '{derived}' ({why})"),
+        )
+    } else {
+        (
+            AuditVerdict::MetaBehind,
+            "R5",
+            Some(derived),
+            format!("meta '{status}' but the journal says '{derived}' ({why})"),
+        )
+    }
+}
+
+/// Rules R6-R9: a meta row over a journal without a `run_settle`.
+fn unsettled(status: RunStatus, dangling: &[Seq], open: &[Seq]) -> Decision {
+    if !status.is_terminal() {
+        (AuditVerdict::Consistent, "R9", None, format!("meta '{status}' without a settle: resumable; sweeps reach it"))
+    } else if !dangling.is_empty() {
+        (
+            AuditVerdict::Stranded,
+            "R6",
+            Some(RunStatus::Running),
+            format!(
+                "meta '{status}' is terminal but the journal has no settle and a dangling dispatch at seq {}",
+                list(dangling)
+            ),
+        )
+    } else if !open.is_empty() && matches!(status, RunStatus::Ok | RunStatus::Exhausted) {
+        (
+            AuditVerdict::Suspect,
+            "R7",
+            None,
+            format!("meta '{status}' but the journal has no settle and an open suspension at seq {}", list(open)),
+        )
+    } else {
+        (
+            AuditVerdict::Consistent,
+            "R8",
+            None,
+            format!("meta '{status}' is terminal; no settle and no dangling dispatch"),
+        )
     }
 }
 

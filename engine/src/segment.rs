@@ -111,6 +111,24 @@ impl<'e, E: Env> Segment<'e, E> {
         opts: &RunOptions,
         fresh: bool,
     ) -> EngineResult<Outcome> {
+        let (boot, segment) = self.boot_meta(workflow, meta, opts, fresh)?;
+        let lease = self.lease_for(EngineDefect::UnthreadedMetaLease);
+        // A superseded segment's first refused write fails it before any paid call (E4).
+        self.write(Write::PutMeta(&boot), lease).await?.map_err(crate::error::lease_or_store)?;
+
+        let (end_status, value) = self.steps(workflow).await?;
+        self.settle(boot, end_status, value, segment).await
+    }
+
+    /// The meta a segment boots with, and its segment number: the workflow binding is checked,
+    /// the count advanced, the genesis minted where there is none.
+    fn boot_meta(
+        &self,
+        workflow: &Workflow,
+        meta: Option<RunMeta>,
+        opts: &RunOptions,
+        fresh: bool,
+    ) -> EngineResult<(RunMeta, u32)> {
         // The workflow binding is checked before anything is written (contracts 3.7).
         let bound = meta.as_ref().and_then(|m| m.extra.get("workflow")).and_then(Value::as_str);
         if let Some(bound) = bound
@@ -144,10 +162,12 @@ impl<'e, E: Env> Segment<'e, E> {
         boot.updated_at_ms = Some(self.engine.env().now_ms());
         boot.extra.insert("workflow".into(), json!(workflow.name));
         boot.extra.remove(entries::SUSPENDED_AT);
-        let lease = self.lease_for(EngineDefect::UnthreadedMetaLease);
-        // A superseded segment's first refused write fails it before any paid call (E4).
-        self.write(Write::PutMeta(&boot), lease).await?.map_err(crate::error::lease_or_store)?;
+        Ok((boot, segment))
+    }
 
+    /// Drive the workflow's steps in order until one parks, is cancelled or fails: the run's end
+    /// status and its outputs.
+    async fn steps(&self, workflow: &Workflow) -> EngineResult<(RunStatus, Value)> {
         let mut outputs = BTreeMap::new();
         let mut end_status = RunStatus::Ok;
         // A journal that records a terminal settle is final (contracts 3.6): its steps replay
@@ -192,8 +212,7 @@ impl<'e, E: Env> Segment<'e, E> {
                 }
             }
         }
-        let value = Value::Object(outputs.into_iter().collect());
-        self.settle(boot, end_status, value, segment).await
+        Ok((end_status, Value::Object(outputs.into_iter().collect())))
     }
 
     /// A genesis no other generation of this run shares: the lease epoch is never reused for the
@@ -240,10 +259,12 @@ impl<'e, E: Env> Segment<'e, E> {
         Some((running.seq, terminal))
     }
 
-    async fn dispatch(&self, agent: &Agent) -> EngineResult<StepEnd> {
-        let (running, mut state) = match self.prior(&agent.key) {
+    /// Where a dispatch of `agent` starts: its running seq and checkpoint state, or the step's
+    /// end when it replays or the store fails first.
+    async fn start(&self, agent: &Agent) -> EngineResult<Result<(Seq, Checkpoint), StepEnd>> {
+        Ok(Ok(match self.prior(&agent.key) {
             // Replay: a finished dispatch is never paid again.
-            Some((_, Some(t))) if self.replays(&t) => return Ok(StepEnd::Value(entries::value_of(&t))),
+            Some((_, Some(t))) if self.replays(&t) => return Ok(Err(StepEnd::Value(entries::value_of(&t)))),
             // Dangling: redispatch against the same running seq, from its checkpoint if it decodes.
             Some((seq, None)) if !self.has(EngineDefect::RedispatchNewEntry) => {
                 let ckpt_ref = entries::checkpoint_ref(self.run, seq);
@@ -252,15 +273,22 @@ impl<'e, E: Env> Segment<'e, E> {
                     Ok(Some(_)) if self.has(EngineDefect::CheckpointIgnored) => None,
                     Ok(Some(bytes)) => Checkpoint::decode(&bytes, agent.max_turns, agent.max_tool_calls),
                     Ok(None) => None,
-                    Err(e) => return Ok(self.body_failure(&e)),
+                    Err(e) => return Ok(Err(self.body_failure(&e))),
                 };
                 (seq, state.unwrap_or_default())
             }
             // Never dispatched, or its terminal was not final: a fresh dispatch.
             _ => match self.append(entries::running(self.next_seq()?, kind::AGENT, &agent.key)).await? {
                 Ok(seq) => (seq, Checkpoint::default()),
-                Err(e) => return Ok(self.body_failure(&e)),
+                Err(e) => return Ok(Err(self.body_failure(&e))),
             },
+        }))
+    }
+
+    async fn dispatch(&self, agent: &Agent) -> EngineResult<StepEnd> {
+        let (running, mut state) = match self.start(agent).await? {
+            Ok(started) => started,
+            Err(end) => return Ok(end),
         };
         let ckpt_ref = entries::checkpoint_ref(self.run, running);
         let limit =

@@ -365,21 +365,8 @@ impl<E: Env> Worker<E> {
     async fn consider(&self, row: RunMeta, report: &RefCell<SweepReport>) {
         let run = row.run_id.clone();
         let skip = |reason: &'static str| report.borrow_mut().skipped.push((run.clone(), reason));
-        // D16: nothing is leased once stop() was called, even mid-sweep.
-        if self.stopping.get() {
-            return skip(skip::STOPPING);
-        }
-        if row.status.is_terminal() {
-            return skip(skip::SETTLED);
-        }
-        if self.active.borrow().contains_key(&run) || self.engine.is_live(&run) {
-            return skip(skip::ACTIVE);
-        }
-        if self.is_poisoned(&run, row.genesis.as_deref()) {
-            return skip(skip::POISONED);
-        }
-        if row.status == RunStatus::Suspended && self.unchanged_unleased(&row).await {
-            return skip(skip::SUSPENDED_UNCHANGED);
+        if let Some(reason) = self.unleased_skip(&row).await {
+            return skip(reason);
         }
         let lease = match self.engine.acquire(&run, &self.opts.owner).await {
             Ok(lease) => lease,
@@ -430,12 +417,46 @@ impl<E: Env> Worker<E> {
         };
         let body = self.engine.resume(&run, workflow, opts);
         let result = with_keeper(body, self.keep(&lease, &token, report)).await;
-        match &result {
+        if self.driven(&run, genesis, length, &result, report) {
+            self.engine.release_quietly(&lease);
+        }
+        report.borrow_mut().driven.push((run, result));
+    }
+
+    /// Why a listed row is skipped before any lease is taken, if it is.
+    async fn unleased_skip(&self, row: &RunMeta) -> Option<&'static str> {
+        let run = &row.run_id;
+        // D16: nothing is leased once stop() was called, even mid-sweep.
+        if self.stopping.get() {
+            Some(skip::STOPPING)
+        } else if row.status.is_terminal() {
+            Some(skip::SETTLED)
+        } else if self.active.borrow().contains_key(run) || self.engine.is_live(run) {
+            Some(skip::ACTIVE)
+        } else if self.is_poisoned(run, row.genesis.as_deref()) {
+            Some(skip::POISONED)
+        } else if row.status == RunStatus::Suspended && self.unchanged_unleased(row).await {
+            Some(skip::SUSPENDED_UNCHANGED)
+        } else {
+            None
+        }
+    }
+
+    /// Take note of a driven segment's result (a run left suspended at `length` entries plus what
+    /// it appended, a binding to poison, a crash); whether the lease is still this process's to
+    /// release (a dead process releases nothing).
+    fn driven(
+        &self,
+        run: &RunId,
+        genesis: Option<String>,
+        length: usize,
+        result: &EngineResult<Outcome>,
+        report: &RefCell<SweepReport>,
+    ) -> bool {
+        match result {
             Err(EngineError::Crashed) => {
-                // A dead process releases nothing.
                 self.crash();
-                report.borrow_mut().driven.push((run, result));
-                return;
+                return false;
             }
             Ok(outcome) if outcome.status == RunStatus::Suspended => {
                 // Still under the lease: the journal is what was read plus what the segment added.
@@ -443,13 +464,12 @@ impl<E: Env> Worker<E> {
                 self.settled_suspended.borrow_mut().insert(run.clone(), (length, genesis));
             }
             Ok(_) => {
-                self.settled_suspended.borrow_mut().remove(&run);
+                self.settled_suspended.borrow_mut().remove(run);
             }
-            Err(EngineError::Binding(_)) => self.poison(&run, genesis, report),
+            Err(EngineError::Binding(_)) => self.poison(run, genesis, report),
             Err(_) => {}
         }
-        self.engine.release_quietly(&lease);
-        report.borrow_mut().driven.push((run, result));
+        true
     }
 
     /// The renew loop of a driven run: the engine's, reporting a loss (contracts 3.8).

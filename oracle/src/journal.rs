@@ -220,7 +220,7 @@ struct Checkpoint {
 /// Along row order the epochs of a checkpoint ref's accepted puts never decrease, and the stored
 /// bytes are the last accepted put's (none after an accepted delete_blob).
 pub(super) fn no_checkpoint_regression(ctx: &Context) -> Vec<Violation> {
-    let (rows, snapshot, writers, epochs) = (ctx.rows, ctx.snapshot, &ctx.writers, &ctx.epochs);
+    let (rows, epochs) = (ctx.rows, &ctx.epochs);
     let mut refs: BTreeMap<&str, Checkpoint> = BTreeMap::new();
     let mut found = Vec::new();
     // Per ref, what an indeterminate call after the last accepted one may have left instead
@@ -268,7 +268,20 @@ pub(super) fn no_checkpoint_regression(ctx: &Context) -> Vec<Violation> {
             _ => {}
         }
     }
-    for (blob_ref, state) in refs {
+    found.extend(final_bytes(ctx, &refs, &maybe));
+    found
+}
+
+/// The stored bytes of each checkpoint ref against the last accepted put's (none after an
+/// accepted delete), or what an indeterminate call after it may have left.
+fn final_bytes(
+    ctx: &Context,
+    refs: &BTreeMap<&str, Checkpoint>,
+    maybe: &BTreeMap<&str, Vec<Option<u64>>>,
+) -> Vec<Violation> {
+    let (rows, snapshot, writers) = (ctx.rows, ctx.snapshot, &ctx.writers);
+    let mut found = Vec::new();
+    for (&blob_ref, state) in refs {
         let run = RunId::of_ref(blob_ref);
         let stored = snapshot.run(&run).and_then(|s| s.blobs.get(blob_ref));
         if maybe.get(blob_ref).is_some_and(|m| m.contains(&stored.map(|b| blob_digest(b)))) {

@@ -20,7 +20,9 @@ use fencesim_store::{Epoch, RunId, RunStatus, Seq};
 
 use super::model::{Run, last_settle, open_suspensions, settle_status};
 use super::{Context, Violation};
-use crate::history::{Call, CallOutcome, EffectKind, Event, Payload, RunState, SegmentError, SegmentResult, Surface};
+use crate::history::{
+    Call, CallOutcome, Effect, EffectKind, Event, Payload, RunState, SegmentError, SegmentResult, Surface,
+};
 
 pub(super) const REPAY_BOUND: Checker = Checker::RepayBound;
 pub(super) const LIVENESS: Checker = Checker::Liveness;
@@ -51,127 +53,151 @@ fn epoch_label(epoch: Option<Epoch>) -> String {
 /// (a storage error: the tenure's progress may be lost as in a crash). A generation ends at an accepted delete
 /// of the run. Unleased payments belong to no tenure and never raise the bound.
 pub(super) fn repay_bound<'a>(ctx: &Context<'a>) -> Vec<Violation> {
-    let mut generation: BTreeMap<Run<'a>, u32> = BTreeMap::new();
-    let mut terminals: BTreeMap<(Run<'a>, u32, Seq), (usize, Option<Epoch>)> = BTreeMap::new();
-    let mut per_tenure: BTreeMap<(Dispatch<'a>, Option<Epoch>), usize> = BTreeMap::new();
-    let mut payments: BTreeMap<Dispatch<'a>, Vec<usize>> = BTreeMap::new();
-    // (run, generation, running seq) -> the epochs that paid into that dispatch.
-    let mut windows: BTreeMap<(Run<'a>, u32, Seq), BTreeSet<Epoch>> = BTreeMap::new();
-    let mut released: BTreeSet<(Run<'a>, u32, Epoch)> = BTreeSet::new();
-    let mut failed: BTreeSet<(Run<'a>, u32, Epoch)> = BTreeSet::new();
-    // (run, generation, running seq) -> what the newest accepted checkpoint covers.
-    let mut covered: BTreeMap<(Run<'a>, u32, Seq), Coverage> = BTreeMap::new();
-    let mut found = Vec::new();
+    let mut repay = Repay::default();
     for row in ctx.rows {
         let Some(run) = ctx.runs.at(row.index) else { continue };
         match &row.event {
+            Event::Call(call) => repay.call(run, call, row.index),
+            Event::Effect(effect) => repay.effect(run, effect, row.index),
+            _ => {}
+        }
+    }
+    repay.bounds()
+}
+
+/// What [`repay_bound`] keeps along the rows.
+#[derive(Default)]
+struct Repay<'a> {
+    generation: BTreeMap<Run<'a>, u32>,
+    terminals: BTreeMap<(Run<'a>, u32, Seq), (usize, Option<Epoch>)>,
+    per_tenure: BTreeMap<(Dispatch<'a>, Option<Epoch>), usize>,
+    payments: BTreeMap<Dispatch<'a>, Vec<usize>>,
+    /// (run, generation, running seq) -> the epochs that paid into that dispatch.
+    windows: BTreeMap<(Run<'a>, u32, Seq), BTreeSet<Epoch>>,
+    released: BTreeSet<(Run<'a>, u32, Epoch)>,
+    failed: BTreeSet<(Run<'a>, u32, Epoch)>,
+    /// (run, generation, running seq) -> what the newest accepted checkpoint covers.
+    covered: BTreeMap<(Run<'a>, u32, Seq), Coverage>,
+    found: Vec<Violation>,
+}
+
+impl<'a> Repay<'a> {
+    /// A store call: a failed write interrupts its tenure; accepted releases, deletes,
+    /// checkpoints and terminals are noted.
+    fn call(&mut self, run: Run<'a>, call: &Call, index: usize) {
+        let gen_ = self.generation.get(&run).copied().unwrap_or_default();
+        if matches!(call.outcome, CallOutcome::Error(_) | CallOutcome::Injected) {
             // A write the store failed outright (an I/O error, not a refusal) may have lost the
             // tenure's progress, as a crash would: that tenure is interrupted even if it released.
-            Event::Call(call) if matches!(call.outcome, CallOutcome::Error(_) | CallOutcome::Injected) => {
-                if let Some(lease) = call.lease.as_ref().filter(|_| call.surface.is_mutation()) {
-                    let gen_ = generation.get(&run).copied().unwrap_or_default();
-                    failed.insert((run, gen_, lease.epoch));
-                }
+            if let Some(lease) = call.lease.as_ref().filter(|_| call.surface.is_mutation()) {
+                self.failed.insert((run, gen_, lease.epoch));
             }
-            Event::Call(call) if call.outcome.is_ok() => {
-                let gen_ = generation.get(&run).copied().unwrap_or_default();
-                match (call.surface, &call.lease, &call.payload) {
-                    (Surface::Release, Some(lease), _) => {
-                        released.insert((run, gen_, lease.epoch));
-                    }
-                    (Surface::Delete, _, _) => *generation.entry(run).or_default() += 1,
-                    (Surface::PutBlob | Surface::DeleteBlob, _, _) => {
-                        note_checkpoint(&mut covered, run, call, gen_, row.index)
-                    }
-                    (Surface::Append, _, Payload::Entry(entry)) => {
-                        if let Some(running) = entry.ref_seq {
-                            terminals.entry((run, gen_, running)).or_insert((row.index, call.epoch()));
-                        }
-                    }
-                    _ => {}
-                }
+            return;
+        }
+        if !call.outcome.is_ok() {
+            return;
+        }
+        match (call.surface, &call.lease, &call.payload) {
+            (Surface::Release, Some(lease), _) => {
+                self.released.insert((run, gen_, lease.epoch));
             }
-            Event::Effect(effect) => {
-                let gen_ = generation.get(&run).copied().unwrap_or_default();
-                let dispatch: Dispatch = (run, gen_, effect.running, effect.kind, effect.n);
-                // Labels are formatted only for a violation: nearly every effect has none.
-                let name = || effect_name(effect.kind, &effect.run, effect.running, effect.n);
-                let paid = || epoch_label(effect.epoch);
-                if let Some(&first) = per_tenure.get(&(dispatch, effect.epoch)) {
-                    found.push(Violation::new(
-                        REPAY_BOUND,
-                        format!("{} paid twice under {} (rows {first} and {})", name(), paid(), row.index),
-                        Some(row.index),
-                        Some(first),
-                    ));
-                } else {
-                    per_tenure.insert((dispatch, effect.epoch), row.index);
+            (Surface::Delete, _, _) => *self.generation.entry(run).or_default() += 1,
+            (Surface::PutBlob | Surface::DeleteBlob, _, _) => {
+                note_checkpoint(&mut self.covered, run, call, gen_, index);
+            }
+            (Surface::Append, _, Payload::Entry(entry)) => {
+                if let Some(running) = entry.ref_seq {
+                    self.terminals.entry((run, gen_, running)).or_insert((index, call.epoch()));
                 }
-                if let Some(&(at, finished)) = terminals.get(&(run, gen_, effect.running)) {
-                    let stale = matches!((effect.epoch, finished), (Some(paid), Some(done)) if paid < done);
-                    if !stale {
-                        found.push(Violation::new(
-                            REPAY_BOUND,
-                            format!(
-                                "{} paid under {} after its terminal was accepted under {} at row {at}",
-                                name(),
-                                paid(),
-                                epoch_label(finished)
-                            ),
-                            Some(row.index),
-                            Some(at),
-                        ));
-                    }
-                }
-                if let Some(c) = covered.get(&(run, gen_, effect.running))
-                    && c.covers(effect.kind, effect.n)
-                    && effect.epoch.is_none_or(|paid| paid >= c.epoch)
-                {
-                    found.push(Violation::new(
-                        REPAY_BOUND,
-                        format!(
-                            "{} paid under {} although the checkpoint accepted under e{} at row {} covers it ({} turns, {} tools)",
-                            name(),
-                            paid(),
-                            c.epoch, c.row, c.turns, c.tools
-                        ),
-                        Some(row.index),
-                        Some(c.row),
-                    ));
-                }
-                if let Some(epoch) = effect.epoch {
-                    windows.entry((run, gen_, effect.running)).or_default().insert(epoch);
-                }
-                payments.entry(dispatch).or_default().push(row.index);
             }
             _ => {}
         }
     }
-    for ((run, gen_, running, kind, n), paid) in payments {
-        let window = windows.get(&(run, gen_, running));
-        let interrupted: Vec<String> = window
-            .into_iter()
-            .flatten()
-            .filter(|e| !released.contains(&(run, gen_, **e)) || failed.contains(&(run, gen_, **e)))
-            .map(|e| format!("e{e}"))
-            .collect();
-        let bound = 1 + interrupted.len();
-        if paid.len() > bound {
-            let which = if interrupted.is_empty() { String::new() } else { format!(": {}", interrupted.join(", ")) };
-            found.push(Violation::new(
+
+    /// A paid effect, judged by (a) and (b) at once and kept for (c).
+    fn effect(&mut self, run: Run<'a>, effect: &'a Effect, index: usize) {
+        let gen_ = self.generation.get(&run).copied().unwrap_or_default();
+        let dispatch: Dispatch = (run, gen_, effect.running, effect.kind, effect.n);
+        // Labels are formatted only for a violation: nearly every effect has none.
+        let name = || effect_name(effect.kind, &effect.run, effect.running, effect.n);
+        let paid = || epoch_label(effect.epoch);
+        if let Some(&first) = self.per_tenure.get(&(dispatch, effect.epoch)) {
+            self.found.push(Violation::new(
+                REPAY_BOUND,
+                format!("{} paid twice under {} (rows {first} and {})", name(), paid(), index),
+                Some(index),
+                Some(first),
+            ));
+        } else {
+            self.per_tenure.insert((dispatch, effect.epoch), index);
+        }
+        if let Some(&(at, finished)) = self.terminals.get(&(run, gen_, effect.running)) {
+            let stale = matches!((effect.epoch, finished), (Some(paid), Some(done)) if paid < done);
+            if !stale {
+                self.found.push(Violation::new(
+                    REPAY_BOUND,
+                    format!(
+                        "{} paid under {} after its terminal was accepted under {} at row {at}",
+                        name(),
+                        paid(),
+                        epoch_label(finished)
+                    ),
+                    Some(index),
+                    Some(at),
+                ));
+            }
+        }
+        if let Some(c) = self.covered.get(&(run, gen_, effect.running))
+            && c.covers(effect.kind, effect.n)
+            && effect.epoch.is_none_or(|paid| paid >= c.epoch)
+        {
+            self.found.push(Violation::new(
                 REPAY_BOUND,
                 format!(
-                    "{} paid {} times, bound {bound} (1 + {} interrupted tenures in its window{which})",
-                    effect_name(kind, &run, running, n),
-                    paid.len(),
-                    interrupted.len()
+                    "{} paid under {} although the checkpoint accepted under e{} at row {} covers it ({} turns, {} tools)",
+                    name(),
+                    paid(),
+                    c.epoch, c.row, c.turns, c.tools
                 ),
-                paid.get(bound).copied(),
-                paid.first().copied(),
+                Some(index),
+                Some(c.row),
             ));
         }
+        if let Some(epoch) = effect.epoch {
+            self.windows.entry((run, gen_, effect.running)).or_default().insert(epoch);
+        }
+        self.payments.entry(dispatch).or_default().push(index);
     }
-    found
+
+    /// (c): each dispatch's payments per generation against 1 + its interrupted tenures.
+    fn bounds(mut self) -> Vec<Violation> {
+        for ((run, gen_, running, kind, n), paid) in self.payments {
+            let window = self.windows.get(&(run, gen_, running));
+            let interrupted: Vec<String> = window
+                .into_iter()
+                .flatten()
+                .filter(|e| !self.released.contains(&(run, gen_, **e)) || self.failed.contains(&(run, gen_, **e)))
+                .map(|e| format!("e{e}"))
+                .collect();
+            let bound = 1 + interrupted.len();
+            if paid.len() > bound {
+                let which =
+                    if interrupted.is_empty() { String::new() } else { format!(": {}", interrupted.join(", ")) };
+                self.found.push(Violation::new(
+                    REPAY_BOUND,
+                    format!(
+                        "{} paid {} times, bound {bound} (1 + {} interrupted tenures in its window{which})",
+                        effect_name(kind, &run, running, n),
+                        paid.len(),
+                        interrupted.len()
+                    ),
+                    paid.get(bound).copied(),
+                    paid.first().copied(),
+                ));
+            }
+        }
+        self.found
+    }
 }
 
 /// Keep `covered` current for an accepted put or delete of a checkpoint ref: a put that decodes

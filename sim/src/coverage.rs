@@ -11,9 +11,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::history::{CallOutcome, Disruption, Event, Row, Surface};
+use crate::history::{Call, CallOutcome, Disruption, Event, Row, Surface};
 use crate::node::Node;
 use crate::site::SiteClass;
+use fencesim_store::RunId;
 
 /// The fenced calls a takeover can land in the middle of (the store's fault-site op names).
 const TAKEOVER_OPS: [&str; 7] = ["append", "put_meta", "put_blob", "delete_blob", "delete", "renew", "release"];
@@ -84,176 +85,212 @@ fn is_refusal(outcome: &CallOutcome) -> bool {
 
 /// The events of one world's history; `ttl_ms` is its lease ttl.
 pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
-    let mut found: BTreeMap<String, u64> = BTreeMap::new();
-    let mut hit = |name: String| *found.entry(name).or_default() += 1;
-    // Node label -> virtual ms its stall ends.
-    let mut stalled: BTreeMap<&str, i64> = BTreeMap::new();
-    // Run -> crash sites awaiting a resume.
-    let mut crashed: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    // Run -> (granted node's skew, ms) of the latest grant.
-    let mut holder_skew: BTreeMap<&str, (&str, i64)> = BTreeMap::new();
-    // Run -> the epoch a delete removed (the tombstone must hold above it).
-    let mut deleted: BTreeMap<&str, i64> = BTreeMap::new();
-    // Run -> the highest epoch granted so far; and the same, as of an unleased (admin) delete.
-    let mut top_grant: BTreeMap<&str, i64> = BTreeMap::new();
-    let mut purged: BTreeMap<&str, i64> = BTreeMap::new();
-    // Lease -> the caller's clock its expiry falls on; run -> the expiry of its current row.
-    let mut expiry: BTreeMap<(&str, &str, i64), i64> = BTreeMap::new();
-    let mut row_expiry: BTreeMap<&str, i64> = BTreeMap::new();
-    // Nodes whose stall was aimed at their lease's expiry instant.
-    let mut aimed: BTreeMap<&str, ()> = BTreeMap::new();
+    let mut count = Count { ttl_ms, ..Count::default() };
     for row in rows {
-        let node = Node::of_label(&row.node);
         match &row.event {
-            Event::Fault { kind, run, detail, .. } => match kind {
-                Disruption::Takeover => {
-                    if let Some(op) = detail.strip_prefix("mid-").and_then(|d| d.split(' ').next()) {
-                        hit(format!("takeover-mid-{op}"));
-                    }
-                    if detail.contains("expiry instant") {
-                        hit("takeover-aimed-at-expiry-instant".to_owned());
-                    }
-                }
-                Disruption::Stall => {
-                    let ms = detail
-                        .split(" stalls ")
-                        .nth(1)
-                        .and_then(|d| d.split("ms").next())
-                        .and_then(|n| n.parse::<i64>().ok());
-                    if let Some(ms) = ms {
-                        stalled.insert(row.node.as_str(), row.at_ms.saturating_add(ms));
-                    }
-                    if detail.contains("expiry instant") {
-                        aimed.insert(row.node.as_str(), ());
-                    }
-                }
-                Disruption::Crash => {
-                    if let Some(site) = detail.rsplit(" at ").next() {
-                        hit(format!("crash-at-{site}"));
-                        if let Some(run) = run {
-                            crashed.entry(run.as_str()).or_default().push(site);
-                        }
-                    }
-                }
-                Disruption::Zombie | Disruption::Purge | Disruption::ClockJump | Disruption::Restart => {}
-            },
+            Event::Fault { kind, run, detail, .. } => count.fault(row, *kind, run.as_ref(), detail),
             Event::Call(call) => {
-                let run = call.run.as_str();
-                if let Some(until) = stalled.get(row.node.as_str()).copied()
-                    && row.at_ms >= until
-                    && is_fenced_write(call.surface)
-                {
-                    stalled.remove(row.node.as_str());
-                    hit("stall-woke-writing".to_owned());
-                }
-                if node == Some(Node::Zombie) && is_refusal(&call.outcome) && is_fenced_write(call.surface) {
-                    hit(format!("zombie-refused-{}", call.surface.as_str()));
-                }
-                if let Some(lease) = &call.lease
-                    && lease.owner == FORGER
-                    && node == Some(Node::Zombie)
-                    && is_refusal(&call.outcome)
-                    && is_fenced_write(call.surface)
-                {
-                    hit(format!("forged-refused-{}", call.surface.as_str()));
-                }
-                if let Some(lease) = &call.lease
-                    && aimed.contains_key(row.node.as_str())
-                    && expiry.get(&(run, lease.owner.as_str(), lease.epoch.0)) == Some(&call.clock_ms)
-                {
-                    aimed.remove(row.node.as_str());
-                    hit("stall-woke-at-expiry-instant".to_owned());
-                }
-                if call.surface == Surface::DeleteBlob && call.outcome == CallOutcome::RunMismatch {
-                    hit("cross-run-blob-delete-refused".to_owned());
-                }
-                if let Some(lease) = &call.lease
-                    && call.surface != Surface::Acquire
-                    && call.outcome == CallOutcome::Stale
-                    && expiry.get(&(run, lease.owner.as_str(), lease.epoch.0)) == Some(&call.clock_ms)
-                {
-                    hit("expiry-instant-refused".to_owned());
-                }
-                if call.outcome.is_ok()
-                    && let Some(lease) = &call.lease
-                {
-                    match call.surface {
-                        Surface::Acquire | Surface::Renew => {
-                            let at = call.clock_ms.saturating_add(ttl_ms);
-                            expiry.insert((run, lease.owner.as_str(), lease.epoch.0), at);
-                            if call.surface == Surface::Acquire && row_expiry.get(run) == Some(&call.clock_ms) {
-                                hit("takeover-at-expiry-instant".to_owned());
-                            }
-                            row_expiry.insert(run, at);
-                        }
-                        Surface::Release | Surface::Delete => {
-                            row_expiry.remove(run);
-                        }
-                        _ => {}
-                    }
-                }
-                if call.surface == Surface::Delete && call.outcome.is_ok() && call.lease.is_none() {
-                    row_expiry.remove(run);
-                    purged.insert(run, top_grant.get(run).copied().unwrap_or(0));
-                }
-                if call.surface == Surface::Acquire
-                    && call.outcome.is_ok()
-                    && let Some(epoch) = call.epoch()
-                {
-                    if let Some(before) = purged.remove(run)
-                        && epoch.0 > before
-                    {
-                        hit("admin-purge-tombstone-held".to_owned());
-                    }
-                    let top = top_grant.entry(run).or_default();
-                    *top = (*top).max(epoch.0);
-                }
-                if call.outcome == CallOutcome::Injected
-                    && let Some(role) = node.and_then(role)
-                {
-                    hit(format!("store-error-{role}"));
-                }
-                if call.outcome == CallOutcome::Busy
-                    && call.surface == Surface::Append
-                    && matches!(&call.payload, crate::history::Payload::Entry(e) if e.kind == "decision" && e.extra.get("value").and_then(|v| v.get("decisionType")).and_then(|v| v.as_str()) == Some("run_settle"))
-                {
-                    hit("busy-during-settle".to_owned());
-                }
-                if node == Some(Node::Sweeper)
-                    && call.surface == Surface::Acquire
-                    && matches!(call.outcome, CallOutcome::HeldBy { .. })
-                {
-                    hit("retention-raced-live".to_owned());
-                }
-                if call.surface == Surface::Delete
-                    && call.outcome.is_ok()
-                    && let Some(epoch) = call.epoch()
-                {
-                    deleted.insert(run, epoch.0);
-                }
-                if call.surface == Surface::Acquire && call.outcome.is_ok() {
-                    let skew = call.clock_ms - row.at_ms;
-                    if let Some((holder, other)) = holder_skew.get(run)
-                        && *holder != row.node
-                        && (skew - other).abs() > ttl_ms
-                    {
-                        hit("skew-beyond-ttl".to_owned());
-                    }
-                    holder_skew.insert(run, (row.node.as_str(), skew));
-                    for site in crashed.remove(run).unwrap_or_default() {
-                        hit(format!("resume-after-crash-at-{site}"));
-                    }
-                    if let (Some(before), Some(epoch)) = (deleted.remove(run), call.epoch())
-                        && epoch.0 > before
-                    {
-                        hit("recreate-tombstone-held".to_owned());
-                    }
-                }
+                let node = Node::of_label(&row.node);
+                count.refusals(row, node, call);
+                count.expiries(call);
+                count.grants(row, node, call);
             }
             _ => {}
         }
     }
-    found
+    count.found
+}
+
+/// What [`count`] keeps along one history.
+#[derive(Default)]
+struct Count<'a> {
+    ttl_ms: i64,
+    found: BTreeMap<String, u64>,
+    /// Node label -> virtual ms its stall ends.
+    stalled: BTreeMap<&'a str, i64>,
+    /// Run -> crash sites awaiting a resume.
+    crashed: BTreeMap<&'a str, Vec<&'a str>>,
+    /// Run -> (granted node's skew, ms) of the latest grant.
+    holder_skew: BTreeMap<&'a str, (&'a str, i64)>,
+    /// Run -> the epoch a delete removed (the tombstone must hold above it).
+    deleted: BTreeMap<&'a str, i64>,
+    /// Run -> the highest epoch granted so far; and the same, as of an unleased (admin) delete.
+    top_grant: BTreeMap<&'a str, i64>,
+    purged: BTreeMap<&'a str, i64>,
+    /// Lease -> the caller's clock its expiry falls on; run -> the expiry of its current row.
+    expiry: BTreeMap<(&'a str, &'a str, i64), i64>,
+    row_expiry: BTreeMap<&'a str, i64>,
+    /// Nodes whose stall was aimed at their lease's expiry instant.
+    aimed: BTreeMap<&'a str, ()>,
+}
+
+impl<'a> Count<'a> {
+    fn hit(&mut self, name: String) {
+        *self.found.entry(name).or_default() += 1;
+    }
+
+    /// A disruption: takeovers mid-call, stalls (and when they end), crashes by site.
+    fn fault(&mut self, row: &'a Row, kind: Disruption, run: Option<&'a RunId>, detail: &'a str) {
+        match kind {
+            Disruption::Takeover => {
+                if let Some(op) = detail.strip_prefix("mid-").and_then(|d| d.split(' ').next()) {
+                    self.hit(format!("takeover-mid-{op}"));
+                }
+                if detail.contains("expiry instant") {
+                    self.hit("takeover-aimed-at-expiry-instant".to_owned());
+                }
+            }
+            Disruption::Stall => {
+                let ms = detail
+                    .split(" stalls ")
+                    .nth(1)
+                    .and_then(|d| d.split("ms").next())
+                    .and_then(|n| n.parse::<i64>().ok());
+                if let Some(ms) = ms {
+                    self.stalled.insert(row.node.as_str(), row.at_ms.saturating_add(ms));
+                }
+                if detail.contains("expiry instant") {
+                    self.aimed.insert(row.node.as_str(), ());
+                }
+            }
+            Disruption::Crash => {
+                if let Some(site) = detail.rsplit(" at ").next() {
+                    self.hit(format!("crash-at-{site}"));
+                    if let Some(run) = run {
+                        self.crashed.entry(run.as_str()).or_default().push(site);
+                    }
+                }
+            }
+            Disruption::Zombie | Disruption::Purge | Disruption::ClockJump | Disruption::Restart => {}
+        }
+    }
+
+    /// Refused fenced writes (by zombies, forgers, stalled nodes waking) and writes at the
+    /// expiry instant.
+    fn refusals(&mut self, row: &'a Row, node: Option<Node>, call: &'a Call) {
+        let run = call.run.as_str();
+        if let Some(until) = self.stalled.get(row.node.as_str()).copied()
+            && row.at_ms >= until
+            && is_fenced_write(call.surface)
+        {
+            self.stalled.remove(row.node.as_str());
+            self.hit("stall-woke-writing".to_owned());
+        }
+        if node == Some(Node::Zombie) && is_refusal(&call.outcome) && is_fenced_write(call.surface) {
+            self.hit(format!("zombie-refused-{}", call.surface.as_str()));
+        }
+        if let Some(lease) = &call.lease
+            && lease.owner == FORGER
+            && node == Some(Node::Zombie)
+            && is_refusal(&call.outcome)
+            && is_fenced_write(call.surface)
+        {
+            self.hit(format!("forged-refused-{}", call.surface.as_str()));
+        }
+        if let Some(lease) = &call.lease
+            && self.aimed.contains_key(row.node.as_str())
+            && self.expiry.get(&(run, lease.owner.as_str(), lease.epoch.0)) == Some(&call.clock_ms)
+        {
+            self.aimed.remove(row.node.as_str());
+            self.hit("stall-woke-at-expiry-instant".to_owned());
+        }
+        if call.surface == Surface::DeleteBlob && call.outcome == CallOutcome::RunMismatch {
+            self.hit("cross-run-blob-delete-refused".to_owned());
+        }
+        if let Some(lease) = &call.lease
+            && call.surface != Surface::Acquire
+            && call.outcome == CallOutcome::Stale
+            && self.expiry.get(&(run, lease.owner.as_str(), lease.epoch.0)) == Some(&call.clock_ms)
+        {
+            self.hit("expiry-instant-refused".to_owned());
+        }
+    }
+
+    /// Lease expiries as accepted grants, renews, releases and deletes move them.
+    fn expiries(&mut self, call: &'a Call) {
+        let run = call.run.as_str();
+        if call.outcome.is_ok()
+            && let Some(lease) = &call.lease
+        {
+            match call.surface {
+                Surface::Acquire | Surface::Renew => {
+                    let at = call.clock_ms.saturating_add(self.ttl_ms);
+                    self.expiry.insert((run, lease.owner.as_str(), lease.epoch.0), at);
+                    if call.surface == Surface::Acquire && self.row_expiry.get(run) == Some(&call.clock_ms) {
+                        self.hit("takeover-at-expiry-instant".to_owned());
+                    }
+                    self.row_expiry.insert(run, at);
+                }
+                Surface::Release | Surface::Delete => {
+                    self.row_expiry.remove(run);
+                }
+                _ => {}
+            }
+        }
+        if call.surface == Surface::Delete && call.outcome.is_ok() && call.lease.is_none() {
+            self.row_expiry.remove(run);
+            self.purged.insert(run, self.top_grant.get(run).copied().unwrap_or(0));
+        }
+        if call.surface == Surface::Acquire
+            && call.outcome.is_ok()
+            && let Some(epoch) = call.epoch()
+        {
+            if let Some(before) = self.purged.remove(run)
+                && epoch.0 > before
+            {
+                self.hit("admin-purge-tombstone-held".to_owned());
+            }
+            let top = self.top_grant.entry(run).or_default();
+            *top = (*top).max(epoch.0);
+        }
+    }
+
+    /// Injected errors, busy settles, retention's races, and what each accepted grant resumes
+    /// or shows (skew, tombstones).
+    fn grants(&mut self, row: &'a Row, node: Option<Node>, call: &'a Call) {
+        let run = call.run.as_str();
+        if call.outcome == CallOutcome::Injected
+            && let Some(role) = node.and_then(role)
+        {
+            self.hit(format!("store-error-{role}"));
+        }
+        if call.outcome == CallOutcome::Busy
+            && call.surface == Surface::Append
+            && matches!(&call.payload, crate::history::Payload::Entry(e) if e.kind == "decision" && e.extra.get("value").and_then(|v| v.get("decisionType")).and_then(|v| v.as_str()) == Some("run_settle"))
+        {
+            self.hit("busy-during-settle".to_owned());
+        }
+        if node == Some(Node::Sweeper)
+            && call.surface == Surface::Acquire
+            && matches!(call.outcome, CallOutcome::HeldBy { .. })
+        {
+            self.hit("retention-raced-live".to_owned());
+        }
+        if call.surface == Surface::Delete
+            && call.outcome.is_ok()
+            && let Some(epoch) = call.epoch()
+        {
+            self.deleted.insert(run, epoch.0);
+        }
+        if call.surface == Surface::Acquire && call.outcome.is_ok() {
+            let skew = call.clock_ms - row.at_ms;
+            if let Some((holder, other)) = self.holder_skew.get(run)
+                && *holder != row.node
+                && (skew - other).abs() > self.ttl_ms
+            {
+                self.hit("skew-beyond-ttl".to_owned());
+            }
+            self.holder_skew.insert(run, (row.node.as_str(), skew));
+            for site in self.crashed.remove(run).unwrap_or_default() {
+                self.hit(format!("resume-after-crash-at-{site}"));
+            }
+            if let (Some(before), Some(epoch)) = (self.deleted.remove(run), call.epoch())
+                && epoch.0 > before
+            {
+                self.hit("recreate-tombstone-held".to_owned());
+            }
+        }
+    }
 }
 
 /// Coverage over many worlds: per event, the worlds it happened in and its total count.

@@ -187,6 +187,13 @@ fn check_owned(r: &ShardReport, schema: &str, shard: Shard) -> Result<(), MergeE
             return malformed(format!("{lines} of its worlds have a failure, its summary counts {bad}"));
         }
     }
+    check_coverage(r, worlds)
+}
+
+/// Coverage rows a shard of `worlds` worlds could have written: known events only, each named
+/// once, seen in at least one and at most all of its worlds, at least once per world it names.
+fn check_coverage(r: &ShardReport, worlds: u64) -> Result<(), MergeError> {
+    let malformed = |why: String| Err(MergeError::Malformed(r.from.clone(), why));
     let known = fencesim_sim::coverage::events();
     let mut events = std::collections::BTreeSet::new();
     for row in r.doc["coverage"].as_array().into_iter().flatten() {
@@ -213,16 +220,10 @@ fn check_owned(r: &ShardReport, schema: &str, shard: Shard) -> Result<(), MergeE
     Ok(())
 }
 
-/// Merge shard reports (all sweeps or all replays of the same run) into one report and its
-/// JUnit text.
-pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
+/// Every shard of one run: same schema, run description and commit as the first, each holding
+/// to what it owns, and together each shard of `I/N` exactly once.
+fn check_shards(reports: &[ShardReport], schema: &str, keys: &[&str]) -> Result<(), MergeError> {
     let first = reports.first().ok_or(MergeError::Empty)?;
-    let schema = first.doc["schema"].as_str().unwrap_or_default().to_owned();
-    let keys: &[&str] = match schema.as_str() {
-        report::SWEEP_SCHEMA => &["scenario", "source", "db", "defects", "start", "seeds", "aims"],
-        report::REPLAY_SCHEMA => &["corpus", "entries"],
-        other => return Err(MergeError::Malformed(first.from.clone(), format!("schema '{other}'"))),
-    };
     let count = shard_of(first)?.count;
     let mut seen: BTreeMap<u64, &str> = BTreeMap::new();
     let mut overlaps = Vec::new();
@@ -235,9 +236,9 @@ pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
                 return Err(MergeError::Mismatch(first.from.clone(), r.from.clone(), key.into()));
             }
         }
-        check_summary(r, &schema)?;
+        check_summary(r, schema)?;
         let shard = shard_of(r)?;
-        check_owned(r, &schema, shard)?;
+        check_owned(r, schema, shard)?;
         if shard.count != count {
             return Err(MergeError::Mismatch(first.from.clone(), r.from.clone(), "shard count".into()));
         }
@@ -252,6 +253,20 @@ pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
     if !missing.is_empty() {
         return Err(MergeError::Missing(missing.join(", "), count));
     }
+    Ok(())
+}
+
+/// Merge shard reports (all sweeps or all replays of the same run) into one report and its
+/// JUnit text.
+pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
+    let first = reports.first().ok_or(MergeError::Empty)?;
+    let schema = first.doc["schema"].as_str().unwrap_or_default().to_owned();
+    let keys: &[&str] = match schema.as_str() {
+        report::SWEEP_SCHEMA => &["scenario", "source", "db", "defects", "start", "seeds", "aims"],
+        report::REPLAY_SCHEMA => &["corpus", "entries"],
+        other => return Err(MergeError::Malformed(first.from.clone(), format!("schema '{other}'"))),
+    };
+    check_shards(reports, &schema, keys)?;
     let mut doc = first.doc.clone();
     doc["shard"] = Shard::ALL.json();
     // Each shard's counts are bounded by what it owns, but a total it claims (virtual time, a
@@ -299,23 +314,27 @@ pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
         reports.iter().flat_map(|r| r.doc[array].as_array().cloned().unwrap_or_default()).collect();
     items.sort_by_key(|v| v[order].as_u64().unwrap_or(u64::MAX));
     doc[array] = Value::Array(items);
-    // Coverage rows (event, worlds, total), summed per event in event order.
     if !doc["coverage"].is_null() {
-        let mut coverage: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-        for r in reports {
-            for row in r.doc["coverage"].as_array().into_iter().flatten() {
-                let event = row["event"].as_str().unwrap_or_default();
-                let entry = coverage.entry(event.to_owned()).or_default();
-                entry.0 += row["worlds"].as_u64().unwrap_or(0);
-                entry.1 = entry.1.checked_add(row["total"].as_u64().unwrap_or(0)).ok_or_else(|| {
-                    MergeError::Malformed(r.from.clone(), format!("coverage total of {event} overflows when summed"))
-                })?;
-            }
-        }
-        doc["coverage"] = fencesim_sim::coverage::Table(coverage).json();
+        doc["coverage"] = summed_coverage(reports)?;
     }
     let junit = junit_of(&doc);
     Ok((doc, junit))
+}
+
+/// Coverage rows (event, worlds, total), summed per event in event order.
+fn summed_coverage(reports: &[ShardReport]) -> Result<Value, MergeError> {
+    let mut coverage: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for r in reports {
+        for row in r.doc["coverage"].as_array().into_iter().flatten() {
+            let event = row["event"].as_str().unwrap_or_default();
+            let entry = coverage.entry(event.to_owned()).or_default();
+            entry.0 += row["worlds"].as_u64().unwrap_or(0);
+            entry.1 = entry.1.checked_add(row["total"].as_u64().unwrap_or(0)).ok_or_else(|| {
+                MergeError::Malformed(r.from.clone(), format!("coverage total of {event} overflows when summed"))
+            })?;
+        }
+    }
+    Ok(fencesim_sim::coverage::Table(coverage).json())
 }
 
 /// The events a (merged) sweep report's scenario aims at that its coverage table never saw. A

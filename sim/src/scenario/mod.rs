@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde::de::Error as _;
 
+use fencesim_store::TIMER_MS_MAX;
+
 use crate::node::{Node, NodeTarget};
 use crate::site::SiteClass;
 
@@ -529,19 +531,28 @@ impl Scenario {
     /// Check what serde cannot: a failure names the offending key as (section, key) so the
     /// caller can point at its line.
     fn validate(&self) -> Result<(), (&'static str, &'static str, String)> {
+        self.check_world()?;
+        self.check_names()?;
+        self.check_faults()?;
+        self.check_pace()
+    }
+
+    /// The `[world]` section's bounds, each naming its key.
+    fn check_world(&self) -> Result<(), (&'static str, &'static str, String)> {
         let w = &self.world;
         let world = |key: &'static str, message: String| Err(("world", key, format!("world.{key}: {message}")));
-        /// The engine's timer bound (a JavaScript-safe timeout, as in the reference).
-        const TIMER_MAX: u32 = i32::MAX as u32;
-        if w.ttl_ms < 3 || w.ttl_ms > TIMER_MAX {
-            return world("ttl_ms", format!("must be 3..={TIMER_MAX} (leases renew every ttl/3 ms), got {}", w.ttl_ms));
+        if w.ttl_ms < 3 || w.ttl_ms > TIMER_MS_MAX {
+            return world(
+                "ttl_ms",
+                format!("must be 3..={TIMER_MS_MAX} (leases renew every ttl/3 ms), got {}", w.ttl_ms),
+            );
         }
         // Before poll_ms, which must stay below it: a zero here is liveness_ms's fault.
         if w.liveness_ms == 0 {
             return world("liveness_ms", "must be positive, got 0".into());
         }
-        if w.poll_ms.1 > TIMER_MAX / 3 || w.poll_ms.1 >= w.liveness_ms {
-            let bound = (TIMER_MAX / 3).min(w.liveness_ms.saturating_sub(1));
+        if w.poll_ms.1 > TIMER_MS_MAX / 3 || w.poll_ms.1 >= w.liveness_ms {
+            let bound = (TIMER_MS_MAX / 3).min(w.liveness_ms.saturating_sub(1));
             return world(
                 "poll_ms",
                 format!("at most {bound} (below liveness_ms, and the sweeper polls 3x slower), got {}", w.poll_ms),
@@ -595,6 +606,11 @@ impl Scenario {
                 ),
             );
         }
+        Ok(())
+    }
+
+    /// `aims` name coverage events and `targets` name planted defects.
+    fn check_names(&self) -> Result<(), (&'static str, &'static str, String)> {
         let events = crate::coverage::events();
         if let Some(bad) = self.aims.iter().find(|e| !events.contains(e)) {
             return Err(("", "aims", format!("aims: unknown coverage event '{bad}' (known: {})", events.join(", "))));
@@ -603,6 +619,13 @@ impl Scenario {
             let message = crate::defect::Defect::parse(bad).err().unwrap_or_default();
             return Err(("", "targets", format!("targets: {message}")));
         }
+        Ok(())
+    }
+
+    /// Each fault kind's settings: one that is on can fire, rates within their unit's bound, the
+    /// timed kinds' events within the limit, and no setting a kind does not read.
+    fn check_faults(&self) -> Result<(), (&'static str, &'static str, String)> {
+        let w = &self.world;
         let mut timed_events = 0.0;
         for (kind, f) in self.faults.kinds() {
             let fault = |key: &'static str, message: String| {
@@ -668,7 +691,7 @@ impl Scenario {
                 return fault("expiry", format!("{kind} faults have no lease expiry to aim at; remove it"));
             }
         }
-        self.check_pace()
+        Ok(())
     }
 
     /// The world at its worst must be judgeable in sane virtual time (`crate::pace`), and its

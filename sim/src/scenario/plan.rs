@@ -121,8 +121,6 @@ impl Plan {
         let root = Stream::new(seed);
         let w = &scenario.world;
         let mut shape = root.fork("shape");
-        let span =
-            |s: &mut Stream, span: Span| u32::try_from(s.range(u64::from(span.0), u64::from(span.1))).unwrap_or(span.1);
         let workers: Vec<String> = (1..=span(&mut shape, w.workers)).map(|i| format!("w{i}")).collect();
         let concurrency = span(&mut shape, w.concurrency);
         let poll_ms = span(&mut shape, w.poll_ms);
@@ -173,31 +171,7 @@ impl Plan {
             })
             .collect();
 
-        let mut timeline = root.fork("events");
-        let mut events = Vec::new();
-        let window = f64::from(w.fault_ms) / 1000.0;
-        if let Some(clock) = clock.filter(|c| c.on && c.spec.max_ms > 0) {
-            let max = i64::from(clock.spec.max_ms);
-            for at in times(&mut timeline, clock.rate * window, w.fault_ms) {
-                let node = timeline.pick(&workers).cloned().unwrap_or_default();
-                let delta_ms =
-                    i64::try_from(timeline.below(u64::try_from(2 * max + 1).unwrap_or(1))).unwrap_or(0) - max;
-                events.push((at, Scheduled::Jump { node, delta_ms }));
-            }
-        }
-        if let Some(zombie) = fault(FaultKind::Zombie).filter(|z| z.on) {
-            for at in times(&mut timeline, zombie.rate * window, w.fault_ms) {
-                events.push((at, Scheduled::Zombie));
-            }
-        }
-        if let Some(restart) = fault(FaultKind::Restart).filter(|r| r.on) {
-            for at in times(&mut timeline, restart.rate * window, w.fault_ms) {
-                let node = timeline.pick(&workers).cloned().unwrap_or_default();
-                let after_ms = span(&mut timeline, restart.spec.restart_ms);
-                events.push((at, Scheduled::Restart { node, after_ms }));
-            }
-        }
-        events.sort_by_key(|(at, _)| *at);
+        let events = draw_events(root.fork("events"), w.fault_ms, &workers, &faults);
         Plan { workers, concurrency, poll_ms, ttl_ms: w.ttl_ms, runs, faults, skews, events }
     }
 
@@ -270,4 +244,40 @@ fn times(s: &mut Stream, expected: f64, window_ms: u32) -> Vec<u32> {
     let whole = expected.floor();
     let n = whole as u64 + u64::from(s.chance(expected - whole));
     (0..n).map(|_| u32::try_from(s.below(u64::from(window_ms))).unwrap_or(0)).collect()
+}
+
+/// A value drawn uniformly from an inclusive span.
+fn span(s: &mut Stream, span: Span) -> u32 {
+    u32::try_from(s.range(u64::from(span.0), u64::from(span.1))).unwrap_or(span.1)
+}
+
+/// The timed events of a world (clock jumps, zombies, restarts) in its fault window, drawn from
+/// the `events` stream in time order.
+fn draw_events(mut timeline: Stream, fault_ms: u32, workers: &[String], faults: &[Applied]) -> Vec<(u32, Scheduled)> {
+    let fault = |kind: FaultKind| faults.iter().find(|f| f.kind == kind).cloned();
+    let clock = fault(FaultKind::Clock);
+    let mut events = Vec::new();
+    let window = f64::from(fault_ms) / 1000.0;
+    if let Some(clock) = clock.filter(|c| c.on && c.spec.max_ms > 0) {
+        let max = i64::from(clock.spec.max_ms);
+        for at in times(&mut timeline, clock.rate * window, fault_ms) {
+            let node = timeline.pick(workers).cloned().unwrap_or_default();
+            let delta_ms = i64::try_from(timeline.below(u64::try_from(2 * max + 1).unwrap_or(1))).unwrap_or(0) - max;
+            events.push((at, Scheduled::Jump { node, delta_ms }));
+        }
+    }
+    if let Some(zombie) = fault(FaultKind::Zombie).filter(|z| z.on) {
+        for at in times(&mut timeline, zombie.rate * window, fault_ms) {
+            events.push((at, Scheduled::Zombie));
+        }
+    }
+    if let Some(restart) = fault(FaultKind::Restart).filter(|r| r.on) {
+        for at in times(&mut timeline, restart.rate * window, fault_ms) {
+            let node = timeline.pick(workers).cloned().unwrap_or_default();
+            let after_ms = span(&mut timeline, restart.spec.restart_ms);
+            events.push((at, Scheduled::Restart { node, after_ms }));
+        }
+    }
+    events.sort_by_key(|(at, _)| *at);
+    events
 }

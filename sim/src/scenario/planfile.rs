@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
-use fencesim_store::RunId;
+use fencesim_store::{RunId, TIMER_MS_MAX};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -351,31 +351,8 @@ impl Doc {
         if self.format.get_ref() != PLAN_FORMAT {
             return Err((at(&self.format), format!("format '{}' is not {PLAN_FORMAT}", self.format.get_ref())));
         }
-        let bad_seed = |shown: String| {
-            (
-                at(&self.seed),
-                format!(
-                    "seed: must be a whole number from 0 to {} (written in quotes above {}), got {shown}",
-                    u64::MAX,
-                    i64::MAX
-                ),
-            )
-        };
-        let seed = match self.seed.get_ref() {
-            toml::Value::Integer(n) => u64::try_from(*n).map_err(|_| bad_seed(n.to_string()))?,
-            toml::Value::String(t) => t.parse().map_err(|_| bad_seed(format!("'{t}'")))?,
-            other => return Err(bad_seed(other.to_string())),
-        };
-        let mut defects = Vec::new();
-        for d in &self.defects {
-            defects.push(Defect::parse(d.get_ref()).map_err(|e| (at(d), e))?);
-        }
-        let expect = match &self.expect {
-            Some(e) if !fencesim_oracle::CHECKERS.iter().any(|c| c.name() == e.get_ref()) => {
-                return Err((at(e), format!("expect: unknown checker '{}'", e.get_ref())));
-            }
-            e => e.as_ref().map(|e| e.get_ref().clone()),
-        };
+        let seed = self.seed()?;
+        let (defects, expect) = self.targets()?;
         let w = &self.world;
         let workers = w.workers.get_ref().clone();
         let mut seen = BTreeSet::new();
@@ -389,17 +366,16 @@ impl Doc {
                 return Err((at(&w.workers), format!("world.workers: '{name}' is not a new worker name w1, w2, ...")));
             }
         }
-        const TIMER_MAX: u32 = i32::MAX as u32;
         let ttl_ms = *w.ttl_ms.get_ref();
-        if !(3..=TIMER_MAX).contains(&ttl_ms) {
-            return Err((at(&w.ttl_ms), format!("world.ttl_ms: must be 3..={TIMER_MAX}, got {ttl_ms}")));
+        if !(3..=TIMER_MS_MAX).contains(&ttl_ms) {
+            return Err((at(&w.ttl_ms), format!("world.ttl_ms: must be 3..={TIMER_MS_MAX}, got {ttl_ms}")));
         }
         let liveness_ms = *w.liveness_ms.get_ref();
         if liveness_ms == 0 {
             return Err((at(&w.liveness_ms), "world.liveness_ms: must be positive, got 0".into()));
         }
         let poll_ms = *w.poll_ms.get_ref();
-        if poll_ms == 0 || poll_ms > TIMER_MAX / 3 || poll_ms >= liveness_ms {
+        if poll_ms == 0 || poll_ms > TIMER_MS_MAX / 3 || poll_ms >= liveness_ms {
             return Err((at(&w.poll_ms), format!("world.poll_ms: 1 to below liveness_ms, got {poll_ms}")));
         }
         let concurrency = *w.concurrency.get_ref();
@@ -429,7 +405,53 @@ impl Doc {
             call_ms: bounded("call_ms", w.call_ms.as_ref(), shape.call_ms, limits.step_ms)?,
             tool_ms: bounded("tool_ms", w.tool_ms.as_ref(), shape.tool_ms, limits.step_ms)?,
         };
-        let clocked = nodes_with_clocks(&workers);
+        let skews = self.skews(&workers)?;
+        let faults = self.faults(&workers, &settings)?;
+        let runs = self.runs(&settings)?;
+        let events = self.events(&workers, &settings)?;
+        let plan = Plan { workers, concurrency, poll_ms, ttl_ms, runs, faults, skews, events };
+        self.check_pace(&plan, &settings)?;
+        Ok(PlanFile { scenario: self.scenario, seed, defects, expect, story: self.story, settings, plan })
+    }
+
+    /// The planted defects the plan runs with, and the checker it expects to fail, if any.
+    fn targets(&self) -> Result<(Vec<Defect>, Option<String>), Bad> {
+        let mut defects = Vec::new();
+        for d in &self.defects {
+            defects.push(Defect::parse(d.get_ref()).map_err(|e| (at(d), e))?);
+        }
+        let expect = match &self.expect {
+            Some(e) if !fencesim_oracle::CHECKERS.iter().any(|c| c.name() == e.get_ref()) => {
+                return Err((at(e), format!("expect: unknown checker '{}'", e.get_ref())));
+            }
+            e => e.as_ref().map(|e| e.get_ref().clone()),
+        };
+        Ok((defects, expect))
+    }
+
+    /// The seed: a whole number, written in quotes above `i64::MAX`.
+    fn seed(&self) -> Result<u64, Bad> {
+        let bad_seed = |shown: String| {
+            (
+                at(&self.seed),
+                format!(
+                    "seed: must be a whole number from 0 to {} (written in quotes above {}), got {shown}",
+                    u64::MAX,
+                    i64::MAX
+                ),
+            )
+        };
+        match self.seed.get_ref() {
+            toml::Value::Integer(n) => u64::try_from(*n).map_err(|_| bad_seed(n.to_string())),
+            toml::Value::String(t) => t.parse().map_err(|_| bad_seed(format!("'{t}'"))),
+            other => Err(bad_seed(other.to_string())),
+        }
+    }
+
+    /// Each clocked node's skew, 0 where the plan names none.
+    fn skews(&self, workers: &[String]) -> Result<BTreeMap<String, i64>, Bad> {
+        let limits = &crate::scenario::LIMITS;
+        let clocked = nodes_with_clocks(workers);
         let mut skews = BTreeMap::new();
         for node in &clocked {
             skews.insert(node.clone(), 0);
@@ -445,6 +467,12 @@ impl Doc {
             skews.insert(node.clone(), *skew.get_ref());
         }
 
+        Ok(skews)
+    }
+
+    /// Every fault kind's settings, off where the plan names none, each held to a scenario's
+    /// bounds and, when on, able to fire in this world.
+    fn faults(&self, workers: &[String], settings: &Settings) -> Result<Vec<Applied>, Bad> {
         if let Some((kind, f)) = self.faults.iter().find(|(k, _)| FaultKind::parse(k).is_none()) {
             let known: Vec<&str> = FaultKind::ALL.map(FaultKind::as_str).to_vec();
             return Err((at(f), format!("faults: unknown kind '{kind}' (known: {})", known.join(", "))));
@@ -505,6 +533,12 @@ impl Doc {
             faults.push(Applied { kind, on: f.on, rate: f.rate, spec });
         }
 
+        Ok(faults)
+    }
+
+    /// The runs, each starting inside this world's window under a known workflow.
+    fn runs(&self, settings: &Settings) -> Result<Vec<RunPlan>, Bad> {
+        let limits = &crate::scenario::LIMITS;
         let mut runs = Vec::new();
         let mut ids = BTreeSet::new();
         let latest = crate::scenario::Limits::latest_start_ms(settings.fault_ms, settings.liveness_ms);
@@ -547,6 +581,13 @@ impl Doc {
             });
         }
 
+        Ok(runs)
+    }
+
+    /// The timed events, inside the fault window and no denser than a scenario may draw them,
+    /// in time order.
+    fn events(&self, workers: &[String], settings: &Settings) -> Result<Vec<(u32, Scheduled)>, Bad> {
+        let limits = &crate::scenario::LIMITS;
         let mut events = Vec::new();
         if let Some(e) = self.events.get(limits.timed_events as usize) {
             return Err((at(e), format!("events: at most {} events, got {}", limits.timed_events, self.events.len())));
@@ -605,9 +646,7 @@ impl Doc {
         }
         events.sort_by_key(|(at, _)| *at);
 
-        let plan = Plan { workers, concurrency, poll_ms, ttl_ms, runs, faults, skews, events };
-        self.check_pace(&plan, &settings)?;
-        Ok(PlanFile { scenario: self.scenario, seed, defects, expect, story: self.story, settings, plan })
+        Ok(events)
     }
 }
 

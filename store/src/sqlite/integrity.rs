@@ -58,20 +58,61 @@ impl IntegrityFinding {
 /// Scan the database behind `conn`. Findings come file-level first, then by run id; at most one
 /// journal finding per run (the first divergence), so a report stays readable.
 pub(super) fn scan(conn: &Connection) -> StoreResult<Vec<IntegrityFinding>> {
+    if let Some(file_level) = file_level(conn)? {
+        // Rows read from a damaged file, or of a schema not fencesim's, prove nothing more.
+        return Ok(file_level);
+    }
+    let (journals, firsts) = journals(conn)?;
+    let mut per_run: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (run, why) in journals {
+        per_run.entry(run).or_default().extend(why);
+    }
+    // Rows moved between runs make every run's rows suspect, the run they came from first (it
+    // looks whole, short of what was moved): the file is damaged, not one run.
+    let mut damaged = Vec::new();
+    let orphans = strings(conn, "SELECT DISTINCT run_id FROM entries WHERE run_id NOT IN (SELECT run_id FROM meta)")?;
+    for run in orphans {
+        // A journal without a meta row is a crash before the first meta write (contracts 4.2,
+        // R2) only when it starts at seq 1; a fragment starting later came from another run.
+        if let Some((seq, id)) = firsts.get(&run).filter(|(seq, _)| *seq != 1) {
+            damaged.push(format!(
+                "entries of run '{run}', which has no meta row, start at seq {seq} (entry row {id}): a piece of \
+                 another run's journal; no run's rows can be trusted"
+            ));
+        }
+        per_run.entry(run).or_default().push("journal entries without a meta row".to_owned());
+    }
+    let genesis = metas(conn, &mut per_run, &mut damaged)?;
+    for (run, why) in epochs_behind(conn, &genesis)? {
+        per_run.entry(run).or_default().push(why);
+    }
+    for (run, why) in epochs_not_positive(conn)? {
+        per_run.entry(run).or_default().push(why);
+    }
+    let mut found: Vec<IntegrityFinding> =
+        damaged.into_iter().map(|reason| IntegrityFinding { run: None, reason }).collect();
+    for (run, reasons) in per_run {
+        if !reasons.is_empty() {
+            found.push(IntegrityFinding::run(&run, reasons.join("; ")));
+        }
+    }
+    Ok(found)
+}
+
+/// Findings about the file as a whole, which end the scan: `quick_check`'s complaints, schema
+/// objects missing, rows of the wrong types.
+fn file_level(conn: &Connection) -> StoreResult<Option<Vec<IntegrityFinding>>> {
     let sql = |e| sql_error(Op::Load, None, e);
-    let mut found = Vec::new();
     let mut statement = conn.prepare("PRAGMA quick_check").map_err(sql)?;
     let lines: Vec<String> =
         statement.query_map([], |r| r.get(0)).map_err(sql)?.collect::<Result<_, _>>().map_err(sql)?;
     if lines != ["ok"] {
-        found.extend(
-            lines
-                .into_iter()
-                .take(MAX_QUICK_CHECK)
-                .map(|line| IntegrityFinding { run: None, reason: format!("quick_check: {line}") }),
-        );
-        // Rows read from a damaged file prove nothing more.
-        return Ok(found);
+        let found = lines
+            .into_iter()
+            .take(MAX_QUICK_CHECK)
+            .map(|line| IntegrityFinding { run: None, reason: format!("quick_check: {line}") })
+            .collect();
+        return Ok(Some(found));
     }
     let missing: Vec<&str> = schema::OBJECTS
         .into_iter()
@@ -82,15 +123,20 @@ pub(super) fn scan(conn: &Connection) -> StoreResult<Vec<IntegrityFinding>> {
         .collect();
     if !missing.is_empty() {
         let reason = format!("schema objects missing (dropped?): {}", missing.join(", "));
-        return Ok(vec![IntegrityFinding { run: None, reason }]);
+        return Ok(Some(vec![IntegrityFinding { run: None, reason }]));
     }
     let mistyped = mistyped(conn)?;
-    if !mistyped.is_empty() {
-        // A row of the wrong types cannot be read as fencesim's; the rows' own checks wait.
-        return Ok(mistyped);
-    }
+    // A row of the wrong types cannot be read as fencesim's; the rows' own checks wait.
+    Ok((!mistyped.is_empty()).then_some(mistyped))
+}
+
+/// Each run's journal: its first divergence (an undecodable payload, a seq its payload
+/// contradicts, a start other than 1, a repeat, a step back or a gap), and its first entry's
+/// seq and row id.
+#[allow(clippy::type_complexity, reason = "two per-run maps read in one pass over the entries")]
+fn journals(conn: &Connection) -> StoreResult<(BTreeMap<String, Option<String>>, BTreeMap<String, (i64, i64)>)> {
+    let sql = |e| sql_error(Op::Load, None, e);
     let mut journals: BTreeMap<String, Option<String>> = BTreeMap::new();
-    // Each run's first entry: its seq and row id.
     let mut firsts: BTreeMap<String, (i64, i64)> = BTreeMap::new();
     let mut statement =
         conn.prepare("SELECT run_id, seq, payload, id FROM entries ORDER BY run_id, id").map_err(sql)?;
@@ -123,27 +169,18 @@ pub(super) fn scan(conn: &Connection) -> StoreResult<Vec<IntegrityFinding>> {
             (Ok(_), Some(prev)) => Some(format!("seq {seq} after seq {prev}: a gap (entry row {id})")),
         };
     }
-    drop(rows);
-    let mut per_run: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (run, why) in journals {
-        per_run.entry(run).or_default().extend(why);
-    }
-    // Rows moved between runs make every run's rows suspect, the run they came from first (it
-    // looks whole, short of what was moved): the file is damaged, not one run.
-    let mut damaged = Vec::new();
-    let orphans = strings(conn, "SELECT DISTINCT run_id FROM entries WHERE run_id NOT IN (SELECT run_id FROM meta)")?;
-    for run in orphans {
-        // A journal without a meta row is a crash before the first meta write (contracts 4.2,
-        // R2) only when it starts at seq 1; a fragment starting later came from another run.
-        if let Some((seq, id)) = firsts.get(&run).filter(|(seq, _)| *seq != 1) {
-            damaged.push(format!(
-                "entries of run '{run}', which has no meta row, start at seq {seq} (entry row {id}): a piece of \
-                 another run's journal; no run's rows can be trusted"
-            ));
-        }
-        per_run.entry(run).or_default().push("journal entries without a meta row".to_owned());
-    }
-    // Each run's genesis epoch (`<run>@<ms>#e<epoch>`, minted under the run's lease).
+    Ok((journals, firsts))
+}
+
+/// Each meta row: an undecodable payload (a run's finding), a row that holds another run's meta
+/// (the file's); the genesis epoch of every run whose genesis names one
+/// (`<run>@<ms>#e<epoch>`, minted under the run's lease).
+fn metas(
+    conn: &Connection,
+    per_run: &mut BTreeMap<String, Vec<String>>,
+    damaged: &mut Vec<String>,
+) -> StoreResult<BTreeMap<String, i64>> {
+    let sql = |e| sql_error(Op::Load, None, e);
     let mut genesis: BTreeMap<String, i64> = BTreeMap::new();
     let mut statement = conn.prepare("SELECT run_id, payload FROM meta ORDER BY run_id").map_err(sql)?;
     let metas: Vec<(String, String)> =
@@ -163,9 +200,13 @@ pub(super) fn scan(conn: &Connection) -> StoreResult<Vec<IntegrityFinding>> {
             }
         }
     }
-    for (run, why) in epochs_behind(conn, &genesis)? {
-        per_run.entry(run).or_default().push(why);
-    }
+    Ok(genesis)
+}
+
+/// Epoch and lease rows whose epoch is not positive (epochs start at 1).
+fn epochs_not_positive(conn: &Connection) -> StoreResult<Vec<(String, String)>> {
+    let sql = |e| sql_error(Op::Load, None, e);
+    let mut found = Vec::new();
     for (table, sql_text) in [
         ("epochs", "SELECT run_id, epoch FROM epochs WHERE epoch < 1 ORDER BY run_id"),
         ("leases", "SELECT run_id, epoch FROM leases WHERE epoch < 1 ORDER BY run_id"),
@@ -176,15 +217,9 @@ pub(super) fn scan(conn: &Connection) -> StoreResult<Vec<IntegrityFinding>> {
             .map_err(sql)?
             .collect::<Result<_, _>>()
             .map_err(sql)?;
-        for (run, epoch) in bad {
-            per_run.entry(run).or_default().push(format!("{table} holds epoch {epoch}, which is not positive"));
-        }
-    }
-    found.extend(damaged.into_iter().map(|reason| IntegrityFinding { run: None, reason }));
-    for (run, reasons) in per_run {
-        if !reasons.is_empty() {
-            found.push(IntegrityFinding::run(&run, reasons.join("; ")));
-        }
+        found.extend(
+            bad.into_iter().map(|(run, epoch)| (run, format!("{table} holds epoch {epoch}, which is not positive"))),
+        );
     }
     Ok(found)
 }

@@ -9,6 +9,7 @@ use fencesim::fleet::{self, Shard};
 use fencesim::report;
 use fencesim_sim::catalogue::{self, Defect};
 use fencesim_sim::coverage;
+use fencesim_sim::scenario::Scenario;
 use fencesim_sim::stores::DbKind;
 use fencesim_sim::world::{self, WorldConfig, WorldError};
 use serde_json::json;
@@ -63,7 +64,76 @@ struct Summary {
     failure: Option<(usize, String, String)>,
 }
 
-pub fn run(args: &Args) -> CmdResult {
+/// What a sweep keeps of its worlds as they end, in seed order.
+#[derive(Default)]
+struct Tally {
+    /// One line per failed (or unrunnable) seed, for the report.
+    failures: Vec<serde_json::Value>,
+    table: coverage::Table,
+    failed: u64,
+    errors: u64,
+    first_error: Option<WorldError>,
+    virtual_ms: i64,
+    /// Bundles that could not be written: a harness error, though their worlds ran and failed.
+    unbundled: Vec<String>,
+}
+
+impl Tally {
+    /// No world failed or erred, but the coverage required is `missing`.
+    fn inconclusive(&self, missing: &[&str]) -> bool {
+        !missing.is_empty() && self.failed == 0 && self.errors == 0 && self.unbundled.is_empty()
+    }
+
+    /// Take one world's summary (or its harness error): print its line, write its bundle.
+    fn add(
+        &mut self,
+        summary: Result<Summary, WorldError>,
+        args: &Args,
+        scenario: &Scenario,
+        store_defects: fencesim_store::StoreDefects,
+        engine_defects: fencesim_engine::EngineDefects,
+    ) {
+        match summary {
+            Err(e) => {
+                println!("ERROR seed {}: {}", e.seed, e.error);
+                self.failures.push(json!({"seed": e.seed, "violations": 0, "first": format!("harness error: {}", e.error), "repro": null}));
+                self.errors += 1;
+                self.first_error.get_or_insert(e);
+            }
+            Ok(s) => {
+                self.virtual_ms += s.virtual_ms;
+                self.table.add(&s.coverage);
+                if let Some((n, first, repro)) = s.failure {
+                    self.failed += 1;
+                    println!("FAIL seed {}: {n} violation(s), first {first}", s.seed);
+                    println!("  repro: {repro}");
+                    self.failures.push(json!({"seed": s.seed, "violations": n, "first": first, "repro": repro}));
+                    if let Some(dir) = &args.bundle {
+                        let cfg = WorldConfig {
+                            scenario: scenario.clone(),
+                            seed: s.seed,
+                            db: args.db,
+                            store_defects,
+                            engine_defects,
+                            keep_db: None,
+                        };
+                        match fencesim::bundle::write(dir, &cfg, &args.defects, s.fingerprint) {
+                            Ok(path) => println!("  bundle: {}", path.display()),
+                            Err(e) => {
+                                println!("ERROR seed {}: bundle not written: {e}", s.seed);
+                                self.unbundled.push(format!("seed {}: {e}", s.seed));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The flags' checks and the stale reports' removal, before any world runs: the worker count and
+/// the last seed.
+fn prepare(args: &Args) -> anyhow::Result<(usize, u64)> {
     let mut outputs = args.bundle.iter().map(|d| fencesim_sim::files::Named::new("--bundle", d)).collect::<Vec<_>>();
     if let Some(dir) = &args.report {
         outputs.extend(super::folder_outputs("--report", dir, &["sweep.json", "junit.xml"]));
@@ -81,97 +151,121 @@ pub fn run(args: &Args) -> CmdResult {
     let end = args.start.checked_add(args.seeds - 1).ok_or_else(|| {
         anyhow::anyhow!("--start {} + --seeds {} overflows the largest seed {}", args.start, args.seeds, u64::MAX)
     })?;
-    let scenario = catalogue::scenario(&args.scenario)?;
-    let shard = args.shard.unwrap_or(Shard::ALL);
-    let (first_seed, count) = shard.seeds(args.start, end);
+    Ok((jobs, end))
+}
+
+/// The bundle and report folders, made ready to write into.
+fn prepare_outputs(args: &Args) -> anyhow::Result<()> {
     if let Some(dir) = &args.bundle {
         fencesim::bundle::check_root(dir)?;
     }
     if let Some(dir) = &args.report {
         fencesim_sim::files::prepare_folder(dir).map_err(|e| anyhow::anyhow!("--report {e}"))?;
     }
-    let mut failures = Vec::new();
-    let mut table = coverage::Table::default();
+    Ok(())
+}
+
+/// The sweep's JSON report (`fencesim.sweep/1`) of `n` worlds.
+fn sweep_doc(
+    args: &Args,
+    scenario: &Scenario,
+    shard: Shard,
+    tally: &Tally,
+    (n, jobs, seconds): (u64, usize, f64),
+    missing: &[&str],
+) -> serde_json::Value {
+    let Tally { failures, table, failed, errors, virtual_ms, unbundled, .. } = tally;
+    // No violation, but not the evidence asked for: neither a pass nor a failure.
+    let inconclusive = tally.inconclusive(missing);
+    let mut doc = json!({
+        "schema": report::SWEEP_SCHEMA,
+        "commit": super::replay::git_commit(),
+        "scenario": scenario.name,
+        "source": scenario.source,
+        "db": args.db.as_str(),
+        "defects": args.defects.iter().map(|d| d.name()).collect::<Vec<_>>(),
+        "start": args.start,
+        "seeds": args.seeds,
+        "shard": shard.json(),
+        "summary": {
+            // A world that could not run is a harness error, never mistaken for a verdict.
+            "verdict": if *errors > 0 || !unbundled.is_empty() {
+                "error"
+            } else if *failed > 0 {
+                "fail"
+            } else if inconclusive {
+                "inconclusive"
+            } else {
+                "pass"
+            },
+            "worlds": n,
+            "passed": n - failed - errors,
+            "failed": failed,
+            "errors": errors,
+            "virtual_ms": virtual_ms,
+            "jobs": jobs,
+            "seconds": seconds,
+        },
+        "failures": failures,
+        "coverage": table.json(),
+        "aims": scenario.aims,
+    });
+    if inconclusive {
+        doc["summary"]["missing_coverage"] = json!(missing);
+    }
+    doc
+}
+
+/// Run the world of `seed` and reduce it to its summary here, on the worker thread: its rows go
+/// now.
+fn summarize(
+    args: &Args,
+    scenario: &Scenario,
+    seed: u64,
+    (store_defects, engine_defects): (fencesim_store::StoreDefects, fencesim_engine::EngineDefects),
+) -> Result<Summary, WorldError> {
+    let cfg =
+        WorldConfig { scenario: scenario.clone(), seed, db: args.db, store_defects, engine_defects, keep_db: None };
+    world::run(&cfg).map(|outcome| Summary {
+        seed,
+        coverage: coverage::count(&outcome.rows, i64::from(scenario.world.ttl_ms)),
+        virtual_ms: outcome.counters.virtual_ms,
+        fingerprint: outcome.fingerprint,
+        failure: outcome.violations.first().map(|first| {
+            (
+                outcome.violations.len(),
+                format!("{}: {}", first.checker, first.explanation),
+                report::repro(&outcome, &args.defects),
+            )
+        }),
+    })
+}
+
+pub fn run(args: &Args) -> CmdResult {
+    let (jobs, end) = prepare(args)?;
+    let scenario = catalogue::scenario(&args.scenario)?;
+    let shard = args.shard.unwrap_or(Shard::ALL);
+    let (first_seed, count) = shard.seeds(args.start, end);
+    prepare_outputs(args)?;
+    let mut tally = Tally::default();
     let (engine_defects, store_defects) = Defect::split(&args.defects);
     let clock = Stopwatch::start();
     let progress = Progress::new(format!("sweep {}", scenario.name), usize::try_from(count).unwrap_or(usize::MAX));
-    let (mut failed, mut errors, mut first_error, mut virtual_ms) = (0u64, 0u64, None::<WorldError>, 0i64);
-    // Bundles that could not be written: a harness error, though their worlds ran and failed.
-    let mut unbundled = Vec::new();
     par::stream(
         count,
         jobs,
         &progress,
-        |i| {
-            let seed = first_seed + i * shard.count;
-            let cfg = WorldConfig {
-                scenario: scenario.clone(),
-                seed,
-                db: args.db,
-                store_defects,
-                engine_defects,
-                keep_db: None,
-            };
-            // Reduce the world to its summary here, on the worker thread: its rows go now.
-            world::run(&cfg).map(|outcome| Summary {
-                seed,
-                coverage: coverage::count(&outcome.rows, i64::from(scenario.world.ttl_ms)),
-                virtual_ms: outcome.counters.virtual_ms,
-                fingerprint: outcome.fingerprint,
-                failure: outcome.violations.first().map(|first| {
-                    (
-                        outcome.violations.len(),
-                        format!("{}: {}", first.checker, first.explanation),
-                        report::repro(&outcome, &args.defects),
-                    )
-                }),
-            })
-        },
+        |i| summarize(args, &scenario, first_seed + i * shard.count, (store_defects, engine_defects)),
         |_, summary| {
-            match summary {
-                Err(e) => {
-                    println!("ERROR seed {}: {}", e.seed, e.error);
-                    failures.push(json!({"seed": e.seed, "violations": 0, "first": format!("harness error: {}", e.error), "repro": null}));
-                    errors += 1;
-                    first_error.get_or_insert(e);
-                }
-                Ok(s) => {
-                    virtual_ms += s.virtual_ms;
-                    table.add(&s.coverage);
-                    if let Some((n, first, repro)) = s.failure {
-                        failed += 1;
-                        println!("FAIL seed {}: {n} violation(s), first {first}", s.seed);
-                        println!("  repro: {repro}");
-                        failures.push(json!({"seed": s.seed, "violations": n, "first": first, "repro": repro}));
-                        if let Some(dir) = &args.bundle {
-                            let cfg = WorldConfig {
-                                scenario: scenario.clone(),
-                                seed: s.seed,
-                                db: args.db,
-                                store_defects,
-                                engine_defects,
-                                keep_db: None,
-                            };
-                            match fencesim::bundle::write(dir, &cfg, &args.defects, s.fingerprint) {
-                                Ok(path) => println!("  bundle: {}", path.display()),
-                                Err(e) => {
-                                    println!("ERROR seed {}: bundle not written: {e}", s.seed);
-                                    unbundled.push(format!("seed {}: {e}", s.seed));
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            tally.add(summary, args, &scenario, store_defects, engine_defects);
             true
         },
     );
     let seconds = clock.seconds();
-    print!("{}", table.text(&scenario.aims));
-    let missing: Vec<&str> = if args.require_coverage { table.missing(&scenario.aims) } else { Vec::new() };
-    // No violation, but not the evidence asked for: neither a pass nor a failure.
-    let inconclusive = !missing.is_empty() && failed == 0 && errors == 0 && unbundled.is_empty();
-    let n = count;
+    print!("{}", tally.table.text(&scenario.aims));
+    let missing: Vec<&str> = if args.require_coverage { tally.table.missing(&scenario.aims) } else { Vec::new() };
+    let inconclusive = tally.inconclusive(&missing);
+    let (n, failed, errors) = (count, tally.failed, tally.errors);
     let which = if shard == Shard::ALL { String::new() } else { format!(", shard {shard}") };
     println!(
         "{}: {n} seeds ({}..={end}{which}) on {} with {jobs} job(s): {} passed, {failed} failed in {seconds:.2} s ({:.1} seeds/s, {:.0}x simulated time)",
@@ -180,48 +274,13 @@ pub fn run(args: &Args) -> CmdResult {
         args.db.as_str(),
         n - failed - errors,
         n as f64 / seconds.max(1e-9),
-        virtual_ms as f64 / 1000.0 / seconds.max(1e-9)
+        tally.virtual_ms as f64 / 1000.0 / seconds.max(1e-9)
     );
     if let Some(dir) = &args.report {
-        let doc = json!({
-            "schema": report::SWEEP_SCHEMA,
-            "commit": super::replay::git_commit(),
-            "scenario": scenario.name,
-            "source": scenario.source,
-            "db": args.db.as_str(),
-            "defects": args.defects.iter().map(|d| d.name()).collect::<Vec<_>>(),
-            "start": args.start,
-            "seeds": args.seeds,
-            "shard": shard.json(),
-            "summary": {
-                // A world that could not run is a harness error, never mistaken for a verdict.
-                "verdict": if errors > 0 || !unbundled.is_empty() {
-                    "error"
-                } else if failed > 0 {
-                    "fail"
-                } else if inconclusive {
-                    "inconclusive"
-                } else {
-                    "pass"
-                },
-                "worlds": n,
-                "passed": n - failed - errors,
-                "failed": failed,
-                "errors": errors,
-                "virtual_ms": virtual_ms,
-                "jobs": jobs,
-                "seconds": seconds,
-            },
-            "failures": failures,
-            "coverage": table.json(),
-            "aims": scenario.aims,
-        });
-        let mut doc = doc;
-        if inconclusive {
-            doc["summary"]["missing_coverage"] = json!(missing);
-        }
+        let doc = sweep_doc(args, &scenario, shard, &tally, (n, jobs, seconds), &missing);
         super::replay::write_reports(dir, "sweep.json", &doc, &fleet::junit_of(&doc))?;
     }
+    let Tally { first_error, unbundled, .. } = tally;
     if let Some(first) = first_error {
         anyhow::bail!("{errors} world(s) could not run; the first: {first}");
     }

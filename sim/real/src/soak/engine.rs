@@ -363,16 +363,7 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
         return Err(SoakError::Options("workers and runs must be positive and the ttl at least 30 ms".into()));
     }
     let signals = Deferral::start();
-    // In the binary's process root: removed by its janitor if this process is killed.
-    let temp = crate::proc::janitor::temp_dir("fencesim-soak-engine-", false)
-        .map_err(killpoints::io("create a temporary folder"))?;
-    let dir = match &opts.keep {
-        Some(keep) => {
-            std::fs::create_dir_all(keep).map_err(killpoints::io("create the keep folder"))?;
-            keep.clone()
-        }
-        None => temp.path().to_path_buf(),
-    };
+    let (temp, dir) = soak_dir(opts)?;
     let db = dir.join("soak.db");
     let started = Instant::now();
     let start_mono_ns = mono_ns();
@@ -382,16 +373,11 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
     let mut report = EngineSoakReport { seed: opts.seed, ..EngineSoakReport::default() };
     let mut client =
         Some(killpoints::spawn(exe, &client_argv(&db, &dir.join("client.effects"), opts), &dir, "client")?);
-    let mut effects = vec![dir.join("client.effects")];
-    let mut slots = Vec::new();
+    let mut fleet =
+        Fleet { exe, dir: &dir, db: &db, opts, slots: Vec::new(), effects: vec![dir.join("client.effects")] };
     for w in 0..opts.workers {
-        let (owner, log) = (format!("w{w}.0"), dir.join(format!("w{w}.0.effects")));
-        slots.push(Slot {
-            process: killpoints::spawn(exe, &worker_argv(&db, &log, &owner, opts), &dir, &owner)?,
-            incarnation: 0,
-            stopped_until: None,
-        });
-        effects.push(log);
+        let slot = fleet.spawn(w, 0)?;
+        fleet.slots.push(slot);
     }
     let mut rng = Stream::new(opts.seed).fork("soak-engine/referee");
     let mut next_fault = Duration::from_millis(rng.range(opts.fault_every_ms / 2, opts.fault_every_ms * 3 / 2 + 1));
@@ -412,38 +398,15 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
             }
             client = None;
         }
-        for slot in &mut slots {
-            if slot.stopped_until.is_some_and(|until| Instant::now() >= until) {
-                let _ = kill(pid(&slot.process), Signal::SIGCONT);
-                slot.stopped_until = None;
-            }
-        }
+        fleet.resume_due();
         if now < Duration::from_millis(opts.fault_ms) && now >= next_fault {
             next_fault =
                 now + Duration::from_millis(rng.range(opts.fault_every_ms / 2, opts.fault_every_ms * 3 / 2 + 1));
-            let w = usize::try_from(rng.below(u64::from(opts.workers))).unwrap_or(0);
-            let slot = &mut slots[w];
-            if slot.stopped_until.is_none() {
-                if rng.chance(0.5) {
-                    // A crash: SIGKILL, reap, and a new incarnation under a new owner name.
-                    let _ = kill(pid(&slot.process), Signal::SIGKILL);
-                    let _ = slot.process.0.wait();
-                    slot.incarnation += 1;
-                    let owner = format!("w{w}.{}", slot.incarnation);
-                    let log = dir.join(format!("{owner}.effects"));
-                    slot.process = killpoints::spawn(exe, &worker_argv(&db, &log, &owner, opts), &dir, &owner)?;
-                    effects.push(log);
-                    report.crashes += 1;
-                } else {
-                    // A zombie: stopped past its ttl, then resumed into a world that moved on.
-                    let hold = rng.range(u64::from(opts.ttl_ms) * 3 / 2, u64::from(opts.ttl_ms) * 3);
-                    let _ = kill(pid(&slot.process), Signal::SIGSTOP);
-                    slot.stopped_until = Some(Instant::now() + Duration::from_millis(hold));
-                    report.zombies += 1;
-                }
-            }
+            let w = u32::try_from(rng.below(u64::from(opts.workers))).unwrap_or(0);
+            fleet.disrupt(w, &mut rng, &mut report)?;
         }
-        let quiet = now >= Duration::from_millis(opts.fault_ms) && slots.iter().all(|s| s.stopped_until.is_none());
+        let quiet =
+            now >= Duration::from_millis(opts.fault_ms) && fleet.slots.iter().all(|s| s.stopped_until.is_none());
         if quiet && client.is_none() && settled_or_waiting(store.as_ref(), &plan)? {
             break;
         }
@@ -455,14 +418,44 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
     }
     // Let a drive in flight finish, then stop every process (idle workers: not crashes).
     std::thread::sleep(Duration::from_millis(u64::from(opts.ttl_ms)));
-    for slot in &mut slots {
-        let _ = kill(pid(&slot.process), Signal::SIGKILL);
-        let _ = slot.process.0.wait();
-    }
+    fleet.kill_all();
+    let effects = std::mem::take(&mut fleet.effects);
     drop(client);
     report.violations.extend(client_failed);
 
     drop(store);
+    let record = write_record(&dir, opts, start_mono_ns, &report, &effects)?;
+    judge(exe, &dir, &record, &mut report)?;
+    report.wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if opts.keep.is_none() {
+        temp.close().map_err(killpoints::io("remove the soak's temporary folder"))?;
+    }
+    Ok(report)
+}
+
+/// The soak's folder: `--keep`'s, or a temporary one in the binary's process root (removed by its
+/// janitor if this process is killed), which is made either way.
+fn soak_dir(opts: &EngineSoakOptions) -> Result<(tempfile::TempDir, PathBuf), SoakError> {
+    let temp = crate::proc::janitor::temp_dir("fencesim-soak-engine-", false)
+        .map_err(killpoints::io("create a temporary folder"))?;
+    let dir = match &opts.keep {
+        Some(keep) => {
+            std::fs::create_dir_all(keep).map_err(killpoints::io("create the keep folder"))?;
+            keep.clone()
+        }
+        None => temp.path().to_path_buf(),
+    };
+    Ok((temp, dir))
+}
+
+/// The soak's record (what a later `--rejudge` needs besides the files), written atomically.
+fn write_record(
+    dir: &Path,
+    opts: &EngineSoakOptions,
+    start_mono_ns: u64,
+    report: &EngineSoakReport,
+    effects: &[PathBuf],
+) -> Result<EngineRecord, SoakError> {
     let record = EngineRecord {
         seed: opts.seed,
         workers: opts.workers,
@@ -476,12 +469,72 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
     let text = serde_json::to_vec_pretty(&record).map_err(super::SoakError::json("the soak's record"))?;
     fencesim_sim::files::write_atomic(&dir.join(RECORD_FILE), &text, false)
         .map_err(|e| RealError::Harness(e.to_string()))?;
-    judge(exe, &dir, &record, &mut report)?;
-    report.wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    if opts.keep.is_none() {
-        temp.close().map_err(killpoints::io("remove the soak's temporary folder"))?;
+    Ok(record)
+}
+
+/// The engine soak's worker processes and every effects log they were given.
+struct Fleet<'a> {
+    exe: &'a Path,
+    dir: &'a Path,
+    db: &'a Path,
+    opts: &'a EngineSoakOptions,
+    slots: Vec<Slot>,
+    effects: Vec<PathBuf>,
+}
+
+impl Fleet<'_> {
+    /// Worker `w`'s process of `incarnation`, under the owner name `w<w>.<incarnation>`.
+    fn spawn(&mut self, w: u32, incarnation: u32) -> Result<Slot, SoakError> {
+        let owner = format!("w{w}.{incarnation}");
+        let log = self.dir.join(format!("{owner}.effects"));
+        let process = killpoints::spawn(self.exe, &worker_argv(self.db, &log, &owner, self.opts), self.dir, &owner)?;
+        self.effects.push(log);
+        Ok(Slot { process, incarnation, stopped_until: None })
     }
-    Ok(report)
+
+    /// SIGCONT every stopped worker whose hold is over.
+    fn resume_due(&mut self) {
+        for slot in &mut self.slots {
+            if slot.stopped_until.is_some_and(|until| Instant::now() >= until) {
+                let _ = kill(pid(&slot.process), Signal::SIGCONT);
+                slot.stopped_until = None;
+            }
+        }
+    }
+
+    /// Disrupt worker `w` unless it is stopped already: a crash or a zombie, as `rng` draws.
+    fn disrupt(&mut self, w: u32, rng: &mut Stream, report: &mut EngineSoakReport) -> Result<(), SoakError> {
+        let i = w as usize;
+        if self.slots[i].stopped_until.is_some() {
+            return Ok(());
+        }
+        if rng.chance(0.5) {
+            // A crash: SIGKILL, reap, and a new incarnation under a new owner name.
+            let slot = &mut self.slots[i];
+            let _ = kill(pid(&slot.process), Signal::SIGKILL);
+            let _ = slot.process.0.wait();
+            let incarnation = slot.incarnation + 1;
+            let next = self.spawn(w, incarnation)?;
+            self.slots[i] = next;
+            report.crashes += 1;
+        } else {
+            // A zombie: stopped past its ttl, then resumed into a world that moved on.
+            let hold = rng.range(u64::from(self.opts.ttl_ms) * 3 / 2, u64::from(self.opts.ttl_ms) * 3);
+            let slot = &mut self.slots[i];
+            let _ = kill(pid(&slot.process), Signal::SIGSTOP);
+            slot.stopped_until = Some(Instant::now() + Duration::from_millis(hold));
+            report.zombies += 1;
+        }
+        Ok(())
+    }
+
+    /// SIGKILL and reap every worker.
+    fn kill_all(&mut self) {
+        for slot in &mut self.slots {
+            let _ = kill(pid(&slot.process), Signal::SIGKILL);
+            let _ = slot.process.0.wait();
+        }
+    }
 }
 
 /// Run one engine-level soak with the running `fencesim` binary as every process.
@@ -563,37 +616,48 @@ fn judge(exe: &Path, dir: &Path, record: &EngineRecord, report: &mut EngineSoakR
             .map(ToString::to_string),
     );
     for (run, _) in plan {
-        let meta = store.get_meta(run)?;
-        match meta.as_ref().map(|m| m.status) {
-            Some(s) if s.is_terminal() => report.runs_settled += 1,
-            Some(RunStatus::Suspended) => report.waiting += 1,
-            other => violations.push(format!("liveness: run={run} ends {other:?}, neither settled nor waiting")),
-        }
-        report.segments += meta.as_ref().map_or(0, |m| m.segments);
-        let journal = store.load(run)?;
-        if let Some(gap) = journal.windows(2).find(|w| w[1].seq.0 != w[0].seq.0 + 1) {
-            violations.push(format!("run={run} seqs not contiguous: {} then {}", gap[0].seq, gap[1].seq));
-        }
-        let settles: Vec<_> = journal.iter().filter_map(entries::as_settle).collect();
-        if let Some(twice) = settles.windows(2).find(|w| w[0].segment.is_some() && w[0].segment >= w[1].segment) {
-            violations.push(format!("run={run} two run_settle entries for segment {:?}", twice[1].segment));
-        }
-        if let Some(last) = settles.iter().find(|s| s.run_status.is_terminal())
-            && let Some(late) = journal.iter().find(|e| e.seq > last.seq)
-        {
-            violations
-                .push(format!("run={run} entry seq {} follows the terminal run_settle at {}", late.seq, last.seq));
-        }
-        if let Some(ahead) = audit::audit_run(store, run)?.meta_ahead() {
-            violations.push(format!("run={run} {ahead}"));
-        }
+        run_checks(store, run, report)?;
     }
-    // The operator's repair, as a real process on a copy of the file, then the audit of the copy
-    // must be consistent.
+    repair_copy(exe, dir, &db, record.ttl_ms, &mut report.violations)
+}
+
+/// One run's end-of-soak checks: settled or waiting, its segments counted, its journal's seqs
+/// contiguous, one settle per segment, nothing after a terminal settle, meta not ahead.
+fn run_checks(store: &dyn Store, run: &RunId, report: &mut EngineSoakReport) -> Result<(), SoakError> {
+    let violations = &mut report.violations;
+    let meta = store.get_meta(run)?;
+    match meta.as_ref().map(|m| m.status) {
+        Some(s) if s.is_terminal() => report.runs_settled += 1,
+        Some(RunStatus::Suspended) => report.waiting += 1,
+        other => violations.push(format!("liveness: run={run} ends {other:?}, neither settled nor waiting")),
+    }
+    report.segments += meta.as_ref().map_or(0, |m| m.segments);
+    let journal = store.load(run)?;
+    if let Some(gap) = journal.windows(2).find(|w| w[1].seq.0 != w[0].seq.0 + 1) {
+        violations.push(format!("run={run} seqs not contiguous: {} then {}", gap[0].seq, gap[1].seq));
+    }
+    let settles: Vec<_> = journal.iter().filter_map(entries::as_settle).collect();
+    if let Some(twice) = settles.windows(2).find(|w| w[0].segment.is_some() && w[0].segment >= w[1].segment) {
+        violations.push(format!("run={run} two run_settle entries for segment {:?}", twice[1].segment));
+    }
+    if let Some(last) = settles.iter().find(|s| s.run_status.is_terminal())
+        && let Some(late) = journal.iter().find(|e| e.seq > last.seq)
+    {
+        violations.push(format!("run={run} entry seq {} follows the terminal run_settle at {}", late.seq, last.seq));
+    }
+    if let Some(ahead) = audit::audit_run(store, run)?.meta_ahead() {
+        violations.push(format!("run={run} {ahead}"));
+    }
+    Ok(())
+}
+
+/// The operator's repair, as a real process on a copy of the file, then the audit of the copy
+/// must be consistent.
+fn repair_copy(exe: &Path, dir: &Path, db: &Path, ttl_ms: u32, violations: &mut Vec<String>) -> Result<(), SoakError> {
     let copy =
         crate::proc::janitor::temp_dir("fencesim-soak-repair-", false).map_err(killpoints::io("create a folder"))?;
     let repaired = copy.path().join(super::DB_FILE);
-    std::fs::copy(&db, &repaired).map_err(killpoints::io("copy the database"))?;
+    std::fs::copy(db, &repaired).map_err(killpoints::io("copy the database"))?;
     let wal = dir.join(format!("{}-wal", super::DB_FILE));
     if wal.exists() {
         // A kept folder's WAL may be anything: a FIFO would block the copy forever.
@@ -605,7 +669,7 @@ fn judge(exe: &Path, dir: &Path, record: &EngineRecord, report: &mut EngineSoakR
         vec!["runs".into(), "audit".into(), "--db".into(), repaired.clone().into(), "--repair".into()];
     let mut repair = killpoints::spawn(exe, &argv, copy.path(), "audit")?;
     let _ = repair.0.wait().map_err(killpoints::io("wait for runs audit"))?;
-    let after = killpoints::open_store(&repaired, record.ttl_ms, StoreDefects::NONE)?;
+    let after = killpoints::open_store(&repaired, ttl_ms, StoreDefects::NONE)?;
     for divergent in audit::audit_runs(after.as_ref(), false)? {
         if divergent.verdict != AuditVerdict::Consistent {
             violations.push(format!("audit after repair: {divergent}"));

@@ -433,10 +433,30 @@ pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row
         .into_iter()
         .map(|v| Finding { checker: v.checker, explanation: v.explanation, row: v.row })
         .collect();
-    let mut soak = |checker: Checker, explanation: String, row: Option<usize>| {
-        findings.push(Finding { checker, explanation, row });
-    };
-    // Every writer accounted for.
+    let killed = writers_accounted(meta, &mut findings);
+    protocol_findings(&merged.events, &mut findings);
+    logs_complete(&merged.open_calls, &merged.orphan_ends, &killed, &mut findings);
+    if integrity != "ok" {
+        push(&mut findings, Checker::Integrity, format!("PRAGMA integrity_check: {integrity}"), None);
+    }
+    let journal_entries = end_state(&snapshot, &merged.events, &mut findings);
+    // The most specific finding first: a failed boot explains the writer's exit.
+    findings.sort_by_key(|f| f.checker == Checker::WritersAccounted);
+    let findings = cap_per_checker(findings);
+    let calls = rows.iter().filter(|r| r.call().is_some()).count();
+    let indeterminate = merged.open_calls.len();
+    let judgement =
+        Judgement { rows: rows.len(), calls, indeterminate, journal_entries, integrity, findings, torn_lines: torn };
+    Ok((judgement, rows))
+}
+
+fn push(findings: &mut Vec<Finding>, checker: Checker, explanation: String, row: Option<usize>) {
+    findings.push(Finding { checker, explanation, row });
+}
+
+/// Every writer accounted for: none hung, each ended as its account says it should. The
+/// writers killed on purpose (or hung), by owner name.
+fn writers_accounted(meta: &SoakMeta, findings: &mut Vec<Finding>) -> BTreeSet<String> {
     let killed: BTreeSet<String> = meta
         .accounts
         .iter()
@@ -445,44 +465,57 @@ pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row
         .collect();
     for a in &meta.accounts {
         if a.hung {
-            soak(
+            push(
+                findings,
                 Checker::WritersAccounted,
                 format!("writer w{} g{} (pid {}) hung past the exit deadline", a.index, a.generation, a.pid),
                 None,
             );
         } else if !a.accounted() {
             let err = if a.stderr.is_empty() { String::new() } else { format!(": {}", a.stderr) };
-            soak(
+            push(
+                findings,
                 Checker::WritersAccounted,
                 format!("writer w{} g{} ended {}{err}", a.index, a.generation, a.status),
                 None,
             );
         }
     }
-    // Direct findings from the writers' own protocol.
-    for ev in &merged.events {
+    killed
+}
+
+/// Direct findings from the writers' own protocol: failed boots, deaths, unexpected errors, stale
+/// probes accepted, tombstones not held.
+fn protocol_findings(events: &[Ev], findings: &mut Vec<Finding>) {
+    for ev in events {
         let epoch = ev.epoch.map_or(String::new(), |e| format!(" under epoch {e}"));
         let detail = ev.detail.clone().unwrap_or_default();
         match ev.kind {
-            EvKind::Fatal if ev.probe == Some(Probe::Boot) => soak(
+            EvKind::Fatal if ev.probe == Some(Probe::Boot) => push(
+                findings,
                 Checker::CleanBoot,
                 format!("{} could not open the store at the concurrent boot: {detail}", ev.node),
                 None,
             ),
-            EvKind::Fatal => soak(Checker::TypedRefusals, format!("{} died: {detail}", ev.node), None),
-            EvKind::Error => soak(
+            EvKind::Fatal => push(findings, Checker::TypedRefusals, format!("{} died: {detail}", ev.node), None),
+            EvKind::Error => push(
+                findings,
                 Checker::TypedRefusals,
                 format!("unexpected error on {} by {}: {detail}", ev.what(), ev.node),
                 None,
             ),
-            EvKind::StaleAccept => {
-                soak(Checker::StaleProbesRefused, format!("STALE ACCEPT on {}{epoch} by {}", ev.what(), ev.node), None)
-            }
+            EvKind::StaleAccept => push(
+                findings,
+                Checker::StaleProbesRefused,
+                format!("STALE ACCEPT on {}{epoch} by {}", ev.what(), ev.node),
+                None,
+            ),
             EvKind::Tombstone => {
                 if let (Some(old), Some(new)) = (ev.epoch, ev.other_epoch)
                     && new <= old
                 {
-                    soak(
+                    push(
+                        findings,
                         Checker::EpochTombstone,
                         format!(
                             "{} re-acquired as epoch {new}, not above the deleted run's epoch {old}",
@@ -513,33 +546,50 @@ pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row
             | EvKind::Victim => {}
         }
     }
-    // Logs: a call with no end only where the writer was killed; no end without a begin.
-    for (node, index) in &merged.open_calls {
+}
+
+/// Logs: a call with no end only where the writer was killed; no end without a begin.
+fn logs_complete(
+    open_calls: &[(String, usize)],
+    orphan_ends: &[(String, u64)],
+    killed: &BTreeSet<String>,
+    findings: &mut Vec<Finding>,
+) {
+    for (node, index) in open_calls {
         if !killed.contains(node) {
-            soak(
+            push(
+                findings,
                 Checker::LogComplete,
                 format!("{node} logged a call with no outcome but was not killed"),
                 Some(*index),
             );
         }
     }
-    for (node, id) in &merged.orphan_ends {
-        soak(Checker::LogComplete, format!("{node} logged the end of call {id} without its begin"), None);
+    for (node, id) in orphan_ends {
+        push(findings, Checker::LogComplete, format!("{node} logged the end of call {id} without its begin"), None);
     }
-    if integrity != "ok" {
-        soak(Checker::Integrity, format!("PRAGMA integrity_check: {integrity}"), None);
-    }
+}
+
+/// The file's end state: the soak run's journal contiguous, every victim gone, the side run
+/// untouched. The soak run's journal length.
+fn end_state(snapshot: &Snapshot, events: &[Ev], findings: &mut Vec<Finding>) -> usize {
     let empty = fencesim_sim::history::RunState::default();
     let journal = &snapshot.run(&RunId::new(RUN)).unwrap_or(&empty).journal;
     if let Some((i, e)) = journal.iter().enumerate().find(|(i, e)| e.seq.0 != *i as i64 + 1) {
-        soak(Checker::SeqContiguous, format!("{RUN} entry {} has seq {}, expected {}", i, e.seq, i + 1), None);
+        push(
+            findings,
+            Checker::SeqContiguous,
+            format!("{RUN} entry {} has seq {}, expected {}", i, e.seq, i + 1),
+            None,
+        );
     }
-    for ev in merged.events.iter().filter(|e| e.kind == EvKind::Victim) {
+    for ev in events.iter().filter(|e| e.kind == EvKind::Victim) {
         let vid = RunId::new(ev.target.clone().unwrap_or_default());
         if let Some(state) = snapshot.run(&vid)
             && (!state.journal.is_empty() || state.meta.is_some() || !state.blobs.is_empty())
         {
-            soak(
+            push(
+                findings,
                 Checker::VictimsGone,
                 format!(
                     "victim {vid} left {} entries, meta {}, {} blobs",
@@ -554,27 +604,14 @@ pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row
     if let Some(other) = snapshot.run(&RunId::new(OTHER))
         && (!other.blobs.is_empty() || !other.journal.is_empty() || other.meta.is_some())
     {
-        soak(
+        push(
+            findings,
             Checker::SideRunUntouched,
             format!("cross-run writes leaked into {OTHER}: {} blobs", other.blobs.len()),
             None,
         );
     }
-    // The most specific finding first: a failed boot explains the writer's exit.
-    findings.sort_by_key(|f| f.checker == Checker::WritersAccounted);
-    let findings = cap_per_checker(findings);
-    let calls = rows.iter().filter(|r| r.call().is_some()).count();
-    let indeterminate = merged.open_calls.len();
-    let judgement = Judgement {
-        rows: rows.len(),
-        calls,
-        indeterminate,
-        journal_entries: journal.len(),
-        integrity,
-        findings,
-        torn_lines: torn,
-    };
-    Ok((judgement, rows))
+    journal.len()
 }
 
 #[cfg(test)]

@@ -611,15 +611,9 @@ pub fn prepare_keep(dir: &Path) -> SoakResult<()> {
     std::fs::create_dir_all(dir).map_err(SoakError::io(format!("cannot create {}", dir.display())))
 }
 
-/// Run one storm and judge it.
-pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
-    opts.validate()?;
-    // A termination signal is an event of the storm's loop instead of the end of the referee
-    // mid-storm: the loop stops, the writers and the folder go with their drops, and the
-    // deferral's drop ends the process with 128 + the signal.
-    let signals = Deferral::start();
-
-    let (temp, dir) = match &opts.keep {
+/// The storm's folder: `--keep`'s (prepared), or a temporary one in the binary's process root.
+fn storm_dir(opts: &SoakOptions) -> SoakResult<(Option<tempfile::TempDir>, PathBuf)> {
+    Ok(match &opts.keep {
         Some(dir) => {
             prepare_keep(dir)?;
             (None, dir.clone())
@@ -630,24 +624,67 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
             let dir = temp.path().to_owned();
             (Some(temp), dir)
         }
-    };
+    })
+}
+
+impl SoakMeta {
+    /// The meta of a storm run with `opts`, whose writers ended as `accounts` say.
+    fn of_storm(opts: &SoakOptions, start_mono_ns: u64, accounts: Vec<WriterAccount>) -> Self {
+        SoakMeta {
+            schema: META_SCHEMA.to_owned(),
+            seed: opts.seed,
+            ttl_ms: opts.ttl_ms,
+            writers: opts.writers,
+            defects: opts.defects.iter().map(|d| d.name().to_owned()).collect(),
+            start_mono_ns,
+            accounts,
+        }
+    }
+}
+
+impl Storm {
+    /// One line of progress on a terminal, over the last.
+    fn show_progress(&self) {
+        eprint!(
+            "\r\x1b[2K{:>5.1}s {}",
+            self.clock.elapsed_ms() as f64 / 1000.0,
+            progress(&self.opts.quorum, &self.activity)
+        );
+        let _ = std::io::stderr().flush();
+    }
+
+    /// A storm over `layout` with no writer spawned yet.
+    fn new(layout: Layout, opts: &SoakOptions) -> Self {
+        Storm {
+            layout,
+            rng: Stream::new(opts.seed).fork("referee/faults"),
+            opts: opts.clone(),
+            procs: Vec::new(),
+            accounts: Vec::new(),
+            activity: Activity::default(),
+            max_grant: 0,
+            spawned: 0,
+            clock: Stopwatch::start(),
+            checkpointer: None,
+            wal_peak: 0,
+            last_faults_ms: 0,
+            last_checkpoint_ms: None,
+        }
+    }
+}
+
+/// Run one storm and judge it.
+pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
+    opts.validate()?;
+    // A termination signal is an event of the storm's loop instead of the end of the referee
+    // mid-storm: the loop stops, the writers and the folder go with their drops, and the
+    // deferral's drop ends the process with 128 + the signal.
+    let signals = Deferral::start();
+
+    let (temp, dir) = storm_dir(&opts)?;
     let layout = Layout::new(&dir);
     let start_mono_ns = mono_ns();
-    let mut storm = Storm {
-        layout: layout.clone(),
-        rng: Stream::new(opts.seed).fork("referee/faults"),
-        opts: opts.clone(),
-        procs: Vec::new(),
-        accounts: Vec::new(),
-        activity: Activity::default(),
-        max_grant: 0,
-        spawned: 0,
-        clock: Stopwatch::start(),
-        checkpointer: None,
-        wal_peak: 0,
-        last_faults_ms: 0,
-        last_checkpoint_ms: None,
-    };
+    let mut storm = Storm::new(layout.clone(), &opts);
     // Every first-generation writer opens the fresh file at the same instant.
     let start_at = unix_ms() + 150 + 20 * i64::try_from(opts.writers).unwrap_or(0);
     for index in 0..opts.writers {
@@ -683,12 +720,7 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
         }
         storm.faults()?;
         if terminal {
-            eprint!(
-                "\r\x1b[2K{:>5.1}s {}",
-                storm.clock.elapsed_ms() as f64 / 1000.0,
-                progress(&opts.quorum, &storm.activity)
-            );
-            let _ = std::io::stderr().flush();
+            storm.show_progress();
         }
         sleep_ms(TICK_MS);
     }
@@ -698,15 +730,7 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
     let storm_ms = storm.clock.elapsed_ms();
     storm.stop()?;
     storm.checkpointer = None;
-    let meta = SoakMeta {
-        schema: META_SCHEMA.to_owned(),
-        seed: opts.seed,
-        ttl_ms: opts.ttl_ms,
-        writers: opts.writers,
-        defects: opts.defects.iter().map(|d| d.name().to_owned()).collect(),
-        start_mono_ns,
-        accounts: storm.accounts.clone(),
-    };
+    let meta = SoakMeta::of_storm(&opts, start_mono_ns, storm.accounts.clone());
     super::write_atomic(&layout.meta(), &serde_json::to_vec_pretty(&meta).map_err(SoakError::json("soak meta"))?)?;
     let (judgement, _rows) = judge(&layout, &meta)?;
     let met = opts.quorum.met(&storm.activity);

@@ -500,6 +500,138 @@ impl Writer {
         json!({ "soak": { "nonce": nonce } }).to_string().into_bytes()
     }
 
+    /// One op of a tenure's mix: half the ops are appends (the release floors ask four appends
+    /// an epoch), a tenth victim cycles (two fifths of an epoch), the rest spread over the other
+    /// surfaces, whose floors are small. Whether the lease is still alive after it.
+    fn op(&mut self, lease: &Lease, tail: &mut i64, renewed_ms: &mut i64) -> SoakResult<bool> {
+        let (run, epoch) = (self.run.clone(), lease.epoch.0);
+        if !self.renew_if_due(lease, renewed_ms)? {
+            return Ok(false);
+        }
+        let dice = self.rng.unit_range(0.0, 1.0);
+        let nonce = self.nonce(lease);
+        let (surface, out) = if dice < 0.03 && *tail >= 1 {
+            // The seq guard: a live holder appending at the stored tail must be refused.
+            let entry = Self::entry(*tail, &nonce);
+            match self.attempt(Surface::Append, |s| s.append(&run, &entry, Some(lease))).0 {
+                Out::Order => self.ev_at(EvKind::OrderReject, Surface::Append, Some(Probe::SeqGuard), epoch)?,
+                Out::Ok => self.ev_at(EvKind::SeqProbeAccepted, Surface::Append, Some(Probe::SeqGuard), epoch)?,
+                Out::Lease => {
+                    self.ev_at(EvKind::FenceKick, Surface::Append, Some(Probe::SeqGuard), epoch)?;
+                    return Ok(false);
+                }
+                Out::Other(m) => self.error(Surface::Append, Some(Probe::SeqGuard), &m)?,
+            }
+            return Ok(true);
+        } else if dice < 0.53 {
+            let entry = Self::entry(*tail + 1, &nonce);
+            let out = self.attempt(Surface::Append, |s| s.append(&run, &entry, Some(lease))).0;
+            if out == Out::Ok {
+                *tail += 1;
+            }
+            (Surface::Append, out)
+        } else if dice < 0.62 {
+            let mut meta = RunMeta::new(RUN, RunStatus::Running);
+            meta.extra.insert("updatedAt".into(), json!(format!("soak-{nonce}")));
+            meta.extra.insert("soak".into(), json!(nonce));
+            (Surface::PutMeta, self.attempt(Surface::PutMeta, |s| s.put_meta(&meta, Some(lease))).0)
+        } else if dice < 0.68 {
+            let blob_ref = format!("{RUN}/blob-{}", self.rng.below(4));
+            let bytes = Self::blob(&nonce);
+            (Surface::PutBlob, self.attempt(Surface::PutBlob, |s| s.put_blob(&blob_ref, &bytes, Some(lease))).0)
+        } else if dice < 0.74 {
+            let blob_ref = format!("{RUN}/blob-{}", self.rng.below(4));
+            (Surface::DeleteBlob, self.attempt(Surface::DeleteBlob, |s| s.delete_blob(&blob_ref, Some(lease))).0)
+        } else if dice < 0.84 {
+            self.victim(lease)?;
+            return Ok(true);
+        } else if dice < 0.92 {
+            let before_ms = self.store.clock.peek_ms();
+            let out = self.attempt(Surface::Renew, |s| s.renew(lease)).0;
+            if out == Out::Ok {
+                *renewed_ms = before_ms;
+                self.ev_at(EvKind::Renewed, Surface::Renew, None, epoch)?;
+                return Ok(true);
+            }
+            (Surface::Renew, out)
+        } else {
+            let bytes = Self::blob(&nonce);
+            match self.attempt(Surface::PutBlob, |s| s.put_blob(OTHER_BLOB, &bytes, Some(lease))).0 {
+                Out::Lease => {
+                    self.ev_at(EvKind::LiveCrossReject, Surface::PutBlob, Some(Probe::CrossRunLive), epoch)?
+                }
+                Out::Ok => self.ev_at(EvKind::StaleAccept, Surface::PutBlob, Some(Probe::CrossRunLive), epoch)?,
+                Out::Order => self.error(Surface::PutBlob, Some(Probe::CrossRunLive), "order violation on a blob")?,
+                Out::Other(m) => self.error(Surface::PutBlob, Some(Probe::CrossRunLive), &m)?,
+            }
+            return Ok(true);
+        };
+        self.outcome(surface, out, epoch, *tail, nonce)
+    }
+
+    /// A live holder renews once a third of its ttl has passed (the engine's rule); whether the
+    /// lease is still alive.
+    fn renew_if_due(&mut self, lease: &Lease, renewed_ms: &mut i64) -> SoakResult<bool> {
+        let epoch = lease.epoch.0;
+        // A live holder renews once a third of its ttl has passed (the engine's rule), so a
+        // tenure slowed by the write lock is not cut by its own expiry: expiries stay the
+        // stalls' and the referee's doing.
+        let now_ms = self.store.clock.peek_ms();
+        if now_ms.saturating_sub(*renewed_ms) * 3 >= self.cfg.ttl_ms {
+            match self.attempt(Surface::Renew, |s| s.renew(lease)).0 {
+                Out::Ok => {
+                    *renewed_ms = now_ms;
+                    self.ev_at(EvKind::Renewed, Surface::Renew, None, epoch)?;
+                }
+                Out::Lease => {
+                    self.ev_at(EvKind::FenceKick, Surface::Renew, None, epoch)?;
+                    return Ok(false);
+                }
+                Out::Order => {
+                    self.error(Surface::Renew, None, "order violation on a renew")?;
+                    return Ok(false);
+                }
+                Out::Other(m) => {
+                    self.error(Surface::Renew, None, &m)?;
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Log an op's outcome; whether the lease is still alive after it.
+    fn outcome(&mut self, surface: Surface, out: Out, epoch: i64, tail: i64, nonce: String) -> SoakResult<bool> {
+        match out {
+            Out::Ok => {
+                self.event(EvKind::Accept, |e| Ev {
+                    surface: Some(surface),
+                    epoch: Some(epoch),
+                    seq: (surface == Surface::Append).then_some(tail),
+                    detail: Some(nonce),
+                    ..e
+                })?;
+                return Ok(true);
+            }
+            Out::Lease => self.ev_at(EvKind::FenceKick, surface, None, epoch)?,
+            Out::Order => self.error(surface, None, "order violation under a live lease")?,
+            Out::Other(m) => self.error(surface, None, &m)?,
+        }
+        Ok(false)
+    }
+
+    /// Arm a stall inside the tenure's next store call, more often in a writer's first tenures
+    /// (and those of a writer that owes one).
+    fn arm_mid_call_stall(&mut self, epoch: i64) -> SoakResult<()> {
+        let early = (self.cfg.generation == 0 || self.cfg.owe_mid_call) && self.granted <= EARLY_TENURES;
+        let chance = if early { MID_CALL_STALL_EARLY } else { MID_CALL_STALL_LATE };
+        if self.rng.chance(chance) {
+            self.mid_call.store(true, Ordering::SeqCst);
+            self.ev_probe(EvKind::MidCallStall, Probe::MidCall, epoch)?;
+        }
+        Ok(())
+    }
+
     /// One tenure (5.3). Returns Err only on a fatal harness error.
     fn tenure(&mut self) -> SoakResult<()> {
         self.n = 0;
@@ -516,12 +648,7 @@ impl Writer {
         let mut renewed_ms = self.store.clock.peek_ms();
         self.event(EvKind::Grant, |e| Ev { epoch: Some(epoch), target: Some(RUN.into()), ..e })?;
         self.granted += 1;
-        let early = (self.cfg.generation == 0 || self.cfg.owe_mid_call) && self.granted <= EARLY_TENURES;
-        let chance = if early { MID_CALL_STALL_EARLY } else { MID_CALL_STALL_LATE };
-        if self.rng.chance(chance) {
-            self.mid_call.store(true, Ordering::SeqCst);
-            self.ev_probe(EvKind::MidCallStall, Probe::MidCall, epoch)?;
-        }
+        self.arm_mid_call_stall(epoch)?;
         let Some(mut tail) = self.tail_seq() else {
             self.sweep(&lease)?;
             return Ok(());
@@ -549,123 +676,14 @@ impl Writer {
             }
             Out::Other(m) => return self.error(Surface::Append, Some(Probe::Marker), &m),
         }
-        // The op mix: half the ops are appends (the release floors ask four appends an epoch),
-        // a tenth victim cycles (two fifths of an epoch), the rest spread over the other
-        // surfaces, whose floors are small.
+        // The op mix (see `op`).
         let ops = self.rng.range(4, 10);
         let mut alive = true;
         for _ in 0..ops {
             if !alive || self.stopping() {
                 break;
             }
-            // A live holder renews once a third of its ttl has passed (the engine's rule), so a
-            // tenure slowed by the write lock is not cut by its own expiry: expiries stay the
-            // stalls' and the referee's doing.
-            let now_ms = self.store.clock.peek_ms();
-            if now_ms.saturating_sub(renewed_ms) * 3 >= self.cfg.ttl_ms {
-                match self.attempt(Surface::Renew, |s| s.renew(&lease)).0 {
-                    Out::Ok => {
-                        renewed_ms = now_ms;
-                        self.ev_at(EvKind::Renewed, Surface::Renew, None, epoch)?;
-                    }
-                    Out::Lease => {
-                        self.ev_at(EvKind::FenceKick, Surface::Renew, None, epoch)?;
-                        alive = false;
-                        continue;
-                    }
-                    Out::Order => {
-                        self.error(Surface::Renew, None, "order violation on a renew")?;
-                        alive = false;
-                        continue;
-                    }
-                    Out::Other(m) => {
-                        self.error(Surface::Renew, None, &m)?;
-                        alive = false;
-                        continue;
-                    }
-                }
-            }
-            let dice = self.rng.unit_range(0.0, 1.0);
-            let nonce = self.nonce(&lease);
-            let (surface, out) = if dice < 0.03 && tail >= 1 {
-                // The seq guard: a live holder appending at the stored tail must be refused.
-                let entry = Self::entry(tail, &nonce);
-                match self.attempt(Surface::Append, |s| s.append(&run, &entry, Some(&lease))).0 {
-                    Out::Order => self.ev_at(EvKind::OrderReject, Surface::Append, Some(Probe::SeqGuard), epoch)?,
-                    Out::Ok => self.ev_at(EvKind::SeqProbeAccepted, Surface::Append, Some(Probe::SeqGuard), epoch)?,
-                    Out::Lease => {
-                        self.ev_at(EvKind::FenceKick, Surface::Append, Some(Probe::SeqGuard), epoch)?;
-                        alive = false;
-                    }
-                    Out::Other(m) => self.error(Surface::Append, Some(Probe::SeqGuard), &m)?,
-                }
-                continue;
-            } else if dice < 0.53 {
-                let entry = Self::entry(tail + 1, &nonce);
-                let out = self.attempt(Surface::Append, |s| s.append(&run, &entry, Some(&lease))).0;
-                if out == Out::Ok {
-                    tail += 1;
-                }
-                (Surface::Append, out)
-            } else if dice < 0.62 {
-                let mut meta = RunMeta::new(RUN, RunStatus::Running);
-                meta.extra.insert("updatedAt".into(), json!(format!("soak-{nonce}")));
-                meta.extra.insert("soak".into(), json!(nonce));
-                (Surface::PutMeta, self.attempt(Surface::PutMeta, |s| s.put_meta(&meta, Some(&lease))).0)
-            } else if dice < 0.68 {
-                let blob_ref = format!("{RUN}/blob-{}", self.rng.below(4));
-                let bytes = Self::blob(&nonce);
-                (Surface::PutBlob, self.attempt(Surface::PutBlob, |s| s.put_blob(&blob_ref, &bytes, Some(&lease))).0)
-            } else if dice < 0.74 {
-                let blob_ref = format!("{RUN}/blob-{}", self.rng.below(4));
-                (Surface::DeleteBlob, self.attempt(Surface::DeleteBlob, |s| s.delete_blob(&blob_ref, Some(&lease))).0)
-            } else if dice < 0.84 {
-                self.victim(&lease)?;
-                continue;
-            } else if dice < 0.92 {
-                let before_ms = self.store.clock.peek_ms();
-                let out = self.attempt(Surface::Renew, |s| s.renew(&lease)).0;
-                if out == Out::Ok {
-                    renewed_ms = before_ms;
-                    self.ev_at(EvKind::Renewed, Surface::Renew, None, epoch)?;
-                    continue;
-                }
-                (Surface::Renew, out)
-            } else {
-                let bytes = Self::blob(&nonce);
-                match self.attempt(Surface::PutBlob, |s| s.put_blob(OTHER_BLOB, &bytes, Some(&lease))).0 {
-                    Out::Lease => {
-                        self.ev_at(EvKind::LiveCrossReject, Surface::PutBlob, Some(Probe::CrossRunLive), epoch)?
-                    }
-                    Out::Ok => self.ev_at(EvKind::StaleAccept, Surface::PutBlob, Some(Probe::CrossRunLive), epoch)?,
-                    Out::Order => {
-                        self.error(Surface::PutBlob, Some(Probe::CrossRunLive), "order violation on a blob")?
-                    }
-                    Out::Other(m) => self.error(Surface::PutBlob, Some(Probe::CrossRunLive), &m)?,
-                }
-                continue;
-            };
-            match out {
-                Out::Ok => self.event(EvKind::Accept, |e| Ev {
-                    surface: Some(surface),
-                    epoch: Some(epoch),
-                    seq: (surface == Surface::Append).then_some(tail),
-                    detail: Some(nonce.clone()),
-                    ..e
-                })?,
-                Out::Lease => {
-                    self.ev_at(EvKind::FenceKick, surface, None, epoch)?;
-                    alive = false;
-                }
-                Out::Order => {
-                    self.error(surface, None, "order violation under a live lease")?;
-                    alive = false;
-                }
-                Out::Other(m) => {
-                    self.error(surface, None, &m)?;
-                    alive = false;
-                }
-            }
+            alive = self.op(&lease, &mut tail, &mut renewed_ms)?;
         }
         if !alive {
             return self.sweep(&lease);
