@@ -198,6 +198,10 @@ fn corpus_replay(entries: u64) -> (f64, String) {
     (seconds, stdout.lines().last().unwrap_or("(no output)").to_owned())
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "the bench's rounds and its report of medians, read top to bottom as one measurement"
+)]
 fn main() {
     let rss: Vec<u64> = std::env::args()
         .collect::<Vec<_>>()

@@ -344,6 +344,10 @@ fn entry_count(db: &Db) -> i64 {
 }
 
 /// The fixtures an operator might point the tools at: healthy, divergent, foreign and damaged.
+#[allow(
+    clippy::too_many_lines,
+    reason = "every fixture an operator might meet, built in one place so the tests share them"
+)]
 fn fixtures() -> Vec<(&'static str, Db)> {
     let healthy = Db::new();
     healthy.seed(&RunMeta::new("a", RunStatus::Running).with_segments(1), &dispatched());

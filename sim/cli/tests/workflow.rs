@@ -90,6 +90,7 @@ fn the_workflow_keeps_its_promises() {
 
 /// Runs every `"$FENCESIM"` step of every job, each matrix combination, with tiny sizes.
 #[test]
+#[allow(clippy::too_many_lines, reason = "one walk over the workflow file: its jobs, matrix and steps in order")]
 fn every_fencesim_command_of_the_workflow_runs_with_tiny_sizes() {
     let doc = workflow();
     let mut env = env_of(&doc);

@@ -74,25 +74,9 @@ struct Dirty {
     repro: String,
 }
 
-pub fn run(args: &Args) -> CmdResult {
-    anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
-    anyhow::ensure!(
-        args.seeds <= super::sweep::MAX_SEEDS,
-        "--seeds {} is more than the limit of {}",
-        args.seeds,
-        super::sweep::MAX_SEEDS
-    );
-    let jobs = par::jobs(args.jobs)?;
-    let clock = Stopwatch::start();
-    let shard = args.shard.unwrap_or(fencesim::fleet::Shard::ALL);
-    let defects: Vec<Defect> =
-        Defect::all().into_iter().enumerate().filter(|(i, _)| shard.owns(*i as u64)).map(|(_, d)| d).collect();
-    let progress = Progress::new("mutants", defects.len());
-    let hunts = par::map(&defects, jobs, &progress, |&d| hunt(d, args));
-    let hunts: Vec<Hunt> = hunts.into_iter().collect::<anyhow::Result<_>>()?;
-
-    // The baseline: every scenario's seeds 1..=seeds, scenario-major, each world reduced to its
-    // first violation (if any) as soon as it ends.
+/// The baseline: every scenario's seeds 1..=seeds without a defect, scenario-major, each world
+/// reduced to its first violation (if any) as soon as it ends. The worlds that failed.
+fn baseline(args: &Args, shard: fencesim::fleet::Shard, jobs: usize) -> anyhow::Result<Vec<Dirty>> {
     let names: Vec<&str> = catalogue::SCENARIOS.iter().map(|(name, _)| *name).collect();
     // This shard's baseline worlds: the indexes k*N + I of the whole baseline.
     let (first, count) = shard.seeds(0, names.len() as u64 * args.seeds - 1);
@@ -135,9 +119,26 @@ pub fn run(args: &Args) -> CmdResult {
             }
         },
     );
-    if let Some(e) = error {
-        return Err(e);
+    match error {
+        Some(e) => Err(e),
+        None => Ok(dirty),
     }
+}
+
+pub fn run(args: &Args) -> CmdResult {
+    super::sweep::check_seeds(args.seeds)?;
+    let jobs = par::jobs(args.jobs)?;
+    let clock = Stopwatch::start();
+    let shard = args.shard.unwrap_or(fencesim::fleet::Shard::ALL);
+    let defects: Vec<Defect> =
+        Defect::all().into_iter().enumerate().filter(|(i, _)| shard.owns(*i as u64)).map(|(_, d)| d).collect();
+    let progress = Progress::new("mutants", defects.len());
+    let hunts = par::map(&defects, jobs, &progress, |&d| hunt(d, args));
+    let hunts: Vec<Hunt> = hunts.into_iter().collect::<anyhow::Result<_>>()?;
+
+    let dirty = baseline(args, shard, jobs)?;
+    // This shard's count of baseline worlds.
+    let (_, count) = shard.seeds(0, catalogue::SCENARIOS.len() as u64 * args.seeds - 1);
     let soaks: Vec<Option<u64>> = if args.soak {
         let progress = Progress::new("soak column", defects.len());
         // One soak at a time: each storms the machine's cores with real processes.

@@ -185,8 +185,11 @@ fn reduce(mut report: WorldReport, seconds: f64, ttl_ms: u32) -> Reduced {
     Reduced { report, coverage, doc, text, seconds }
 }
 
-pub fn run(args: &Args) -> CmdResult {
-    let file = args.corpus.display().to_string();
+/// The corpus read and the outputs checked against every file it names, stale reports removed,
+/// the bundle and report folders made ready: this shard's entries (each with its 0-based index in
+/// the corpus: its shard, and its place in a merge), the corpus's size, the jobs and the shard.
+#[allow(clippy::type_complexity, reason = "the replay's set-up, destructured at once by its one caller")]
+fn prepare(args: &Args, file: &str) -> anyhow::Result<(Vec<(usize, Entry)>, usize, usize, Shard)> {
     // Read (never written) before the outputs are checked against every file it names.
     let parsed = load_corpus(&args.corpus);
     let mut inputs = vec![Named::new("the corpus", &args.corpus)];
@@ -213,13 +216,100 @@ pub fn run(args: &Args) -> CmdResult {
     // Refuse an unwritable report folder before the worlds run, not after.
     fencesim_sim::files::prepare_folder(&args.report).map_err(|e| anyhow::anyhow!("--report {e}"))?;
 
+    Ok((entries, total, jobs, shard))
+}
+
+/// One entry's line of the report: the first run's world document, with the entry, its place in
+/// the corpus, whether the rerun matched, and the failure if any.
+fn pair_doc(
+    mut doc: serde_json::Value,
+    second: &WorldReport,
+    (name, index, line): (&str, usize, usize),
+    (deterministic, seconds): (bool, f64),
+    failure: Option<String>,
+) -> serde_json::Value {
+    doc["entry"] = json!(name);
+    doc["index"] = json!(index);
+    doc["line"] = json!(line);
+    doc["deterministic"] = json!(deterministic);
+    doc["rerun_fingerprint"] = json!(format!("{:016x}", second.fingerprint));
+    doc["seconds"] = json!(seconds);
+    doc["failure"] = json!(failure);
+    doc
+}
+
+/// One run of an entry's world, reduced on its thread as soon as it ends.
+fn run_one(args: &Args, entry: &Entry) -> Result<Reduced, world::WorldError> {
+    let (engine_defects, store_defects) = fencesim_sim::catalogue::Defect::split(&entry.defects);
+    let cfg = WorldConfig {
+        scenario: entry.scenario.clone(),
+        seed: entry.seed,
+        db: args.db,
+        store_defects,
+        engine_defects,
+        keep_db: None,
+    };
+    let watch = Stopwatch::start();
+    world::run(&cfg).map(|report| reduce(report, watch.seconds(), entry.scenario.world.ttl_ms))
+}
+
+/// The replay's JSON report (`fencesim.replay/1`).
+fn replay_doc(
+    args: &Args,
+    file: &str,
+    (total, shard, jobs, seconds): (usize, Shard, usize, f64),
+    [passed, failed, nondeterministic]: [u64; 3],
+    worlds: Vec<serde_json::Value>,
+    table: &fencesim_sim::coverage::Table,
+) -> serde_json::Value {
+    json!({
+        "schema": report::REPLAY_SCHEMA,
+        "corpus": file,
+        "commit": git_commit(),
+        "entries": total,
+        "shard": shard.json(),
+        "summary": {
+            "verdict": if failed + nondeterministic == 0 { "pass" } else { "fail" },
+            "worlds": worlds.len(),
+            "passed": passed,
+            "failed": failed,
+            "nondeterministic": nondeterministic,
+            "db": args.db.as_str(),
+            "jobs": jobs,
+            "seconds": seconds,
+        },
+        "worlds": worlds,
+        "coverage": table.json(),
+    })
+}
+
+/// Print an entry's failure (and write its bundle if asked); the report's failure text.
+fn report_failure(
+    args: &Args,
+    out: &mut Lines,
+    (entry, name, file): (&Entry, &str, &str),
+    first: &Reduced,
+    why: &str,
+) -> String {
+    let repro = report::repro(&first.report, &entry.defects);
+    out.line(&format!("FAIL {name} ({file}:{}): {why}; repro: {repro}", entry.line));
+    if let Some(dir) = args.bundle.as_ref().filter(|_| !first.report.passed()) {
+        match bundle(dir, entry, args.db, first.report.fingerprint) {
+            Ok(path) => out.line(&format!("  bundle: {}", path.display())),
+            Err(e) => out.line(&format!("  bundle not written: {e}")),
+        }
+    }
+    format!("{why}\n{}", first.text)
+}
+
+pub fn run(args: &Args) -> CmdResult {
+    let file = args.corpus.display().to_string();
+    let (entries, total, jobs, shard) = prepare(args, &file)?;
     let clock = Stopwatch::start();
     // Both runs of an entry are separate items (2i and 2i + 1), so with two jobs or more they run
     // at the same time on different threads. Each is reduced on its thread as soon as it ends.
-    let items = entries.len() as u64 * 2;
     let progress = Progress::new(format!("replay {file}"), entries.len() * 2);
     let (mut passed, mut failed, mut nondeterministic) = (0, 0, 0);
-    let mut cases = 0usize;
     let mut worlds = Vec::with_capacity(entries.len());
     let mut first_run: Option<Reduced> = None;
     let mut table = fencesim_sim::coverage::Table::default();
@@ -228,23 +318,10 @@ pub fn run(args: &Args) -> CmdResult {
     // stop the replay before its reports are written; the broken pipe is answered after them.
     let mut out = Lines::default();
     par::stream(
-        items,
+        entries.len() as u64 * 2,
         jobs,
         &progress,
-        |i| {
-            let (_, entry) = &entries[(i / 2) as usize];
-            let (engine_defects, store_defects) = fencesim_sim::catalogue::Defect::split(&entry.defects);
-            let cfg = WorldConfig {
-                scenario: entry.scenario.clone(),
-                seed: entry.seed,
-                db: args.db,
-                store_defects,
-                engine_defects,
-                keep_db: None,
-            };
-            let watch = Stopwatch::start();
-            world::run(&cfg).map(|report| reduce(report, watch.seconds(), entry.scenario.world.ttl_ms))
-        },
+        |i| run_one(args, &entries[(i / 2) as usize].1),
         |i, outcome| {
             let (index, entry) = &entries[(i / 2) as usize];
             let run = match outcome {
@@ -269,27 +346,17 @@ pub fn run(args: &Args) -> CmdResult {
             }
             let name = format!("{} {}", entry.name, entry.seed);
             let seconds = first.seconds + second.seconds;
-            let repro = report::repro(&first.report, &entry.defects);
-            let failure = expected.map_or_else(|| failure_line(&first.report, &second.report), |e| e.1).map(|why| {
-                out.line(&format!("FAIL {name} ({file}:{}): {why}; repro: {repro}", entry.line));
-                if let Some(dir) = args.bundle.as_ref().filter(|_| !first.report.passed()) {
-                    match bundle(dir, entry, args.db, first.report.fingerprint) {
-                        Ok(path) => out.line(&format!("  bundle: {}", path.display())),
-                        Err(e) => out.line(&format!("  bundle not written: {e}")),
-                    }
-                }
-                format!("{why}\n{}", first.text)
-            });
-            cases += 1;
-            let mut doc = first.doc;
-            doc["entry"] = json!(name);
-            doc["index"] = json!(index);
-            doc["line"] = json!(entry.line);
-            doc["deterministic"] = json!(judge(&first.report, &second.report) != Judgement::Nondeterministic);
-            doc["rerun_fingerprint"] = json!(format!("{:016x}", second.report.fingerprint));
-            doc["seconds"] = json!(seconds);
-            doc["failure"] = json!(failure);
-            worlds.push(doc);
+            let failure = expected
+                .map_or_else(|| failure_line(&first.report, &second.report), |e| e.1)
+                .map(|why| report_failure(args, &mut out, (entry, &name, &file), &first, &why));
+            let deterministic = judge(&first.report, &second.report) != Judgement::Nondeterministic;
+            worlds.push(pair_doc(
+                first.doc,
+                &second.report,
+                (&name, *index, entry.line),
+                (deterministic, seconds),
+                failure,
+            ));
             true
         },
     );
@@ -299,25 +366,9 @@ pub fn run(args: &Args) -> CmdResult {
     let seconds = clock.seconds();
 
     let verdict = if failed + nondeterministic == 0 { Verdict::Pass } else { Verdict::Fail };
-    let doc = json!({
-        "schema": report::REPLAY_SCHEMA,
-        "corpus": file,
-        "commit": git_commit(),
-        "entries": total,
-        "shard": shard.json(),
-        "summary": {
-            "verdict": if matches!(verdict, Verdict::Pass) { "pass" } else { "fail" },
-            "worlds": worlds.len(),
-            "passed": passed,
-            "failed": failed,
-            "nondeterministic": nondeterministic,
-            "db": args.db.as_str(),
-            "jobs": jobs,
-            "seconds": seconds,
-        },
-        "worlds": worlds,
-        "coverage": table.json(),
-    });
+    let worlds_len = worlds.len();
+    let doc =
+        replay_doc(args, &file, (total, shard, jobs, seconds), [passed, failed, nondeterministic], worlds, &table);
     write_reports(&args.report, "replay.json", &doc, &fleet::junit_of(&doc))?;
     if let Some(broken) = out.broken {
         return Err(broken.into());
@@ -325,7 +376,7 @@ pub fn run(args: &Args) -> CmdResult {
     print!("{}", table.text(&[]));
     println!(
         "replayed {} worlds from {file}: {passed} passed, {failed} failed, {nondeterministic} nondeterministic in {seconds:.2} s",
-        cases
+        worlds_len
     );
     Ok(verdict)
 }

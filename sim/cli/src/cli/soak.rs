@@ -22,12 +22,12 @@ use nix::unistd::getppid;
 use super::{CmdResult, Verdict};
 
 /// The storm's lease ttl unless `--ttl-ms` says otherwise.
-const DEFAULT_TTL_MS: i64 = 250;
+const SOAK_TTL_MS_DEFAULT: i64 = 250;
 /// The store-level release quorum's ttl: a stalled or stopped holder keeps the run until its lease
 /// expires, so the ttl bounds the storm's tenure rate. Same binary, same seed, same (loaded)
 /// machine, 150 s of release storm: 911 epochs and 6,920 stale rejects at 100 ms against 602 and
 /// 4,456 at 250 ms.
-const RELEASE_TTL_MS: i64 = 100;
+const SOAK_RELEASE_TTL_MS_DEFAULT: i64 = 100;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Level {
@@ -142,7 +142,8 @@ pub fn run(args: &Args) -> CmdResult {
             Defect::Engine(e) => Err(anyhow::anyhow!("{} is an engine defect: use --level engine", e.name())),
         })
         .collect::<anyhow::Result<_>>()?;
-    let ttl_ms = args.ttl_ms.unwrap_or(if quorum.name == "release" { RELEASE_TTL_MS } else { DEFAULT_TTL_MS });
+    let ttl_ms =
+        args.ttl_ms.unwrap_or(if quorum.name == "release" { SOAK_RELEASE_TTL_MS_DEFAULT } else { SOAK_TTL_MS_DEFAULT });
     let exe = std::env::current_exe().context("cannot locate the fencesim binary")?;
     let opts = SoakOptions {
         writers: args.writers,
@@ -182,13 +183,11 @@ fn exit_verdict(verdict: SoakVerdict) -> Verdict {
     }
 }
 
-/// The engine-level soak: real queue workers and a client over one WAL file, judged at the end
-/// (liveness, one settle per segment, meta never ahead, audit after repair, the re-pay bound)
-/// and gated on the engine quorum.
-fn run_engine(args: &Args) -> CmdResult {
+/// The engine soak's quorum and options from the flags, each checked.
+fn engine_options(args: &Args) -> anyhow::Result<(Quorum, EngineSoakOptions)> {
     let quorum = Quorum::parse_engine(&args.quorum)?;
     quorum.check_reachable(args.writers, Some(args.runs()))?;
-    let ttl_ms = args.ttl_ms.unwrap_or(DEFAULT_TTL_MS);
+    let ttl_ms = args.ttl_ms.unwrap_or(SOAK_TTL_MS_DEFAULT);
     let max = i64::from(fencesim_store::TIMER_MS_MAX);
     let ttl_ms = u32::try_from(ttl_ms)
         .ok()
@@ -215,6 +214,15 @@ fn run_engine(args: &Args) -> CmdResult {
         keep: args.keep.clone(),
         ..base
     };
+    Ok((quorum, opts))
+}
+
+/// The engine-level soak: real queue workers and a client over one WAL file, judged at the end
+/// (liveness, one settle per segment, meta never ahead, audit after repair, the re-pay bound)
+/// and gated on the engine quorum.
+fn run_engine(args: &Args) -> CmdResult {
+    let (quorum, opts) = engine_options(args)?;
+    let (workers, runs, ttl_ms) = (opts.workers, opts.runs, opts.ttl_ms);
     prepare_outputs(args)?;
     if let Some(dir) = &args.report {
         fencesim_sim::files::remove_stale(&[&dir.join("soak-engine.json"), &dir.join("junit.xml")])?;

@@ -131,6 +131,13 @@ impl Tally {
     }
 }
 
+/// `--seeds` is a count from 1 to the limit.
+pub(super) fn check_seeds(seeds: u64) -> anyhow::Result<()> {
+    anyhow::ensure!(seeds > 0, "--seeds must be at least 1");
+    anyhow::ensure!(seeds <= MAX_SEEDS, "--seeds {seeds} is more than the limit of {MAX_SEEDS}");
+    Ok(())
+}
+
 /// The flags' checks and the stale reports' removal, before any world runs: the worker count and
 /// the last seed.
 fn prepare(args: &Args) -> anyhow::Result<(usize, u64)> {
@@ -145,8 +152,7 @@ fn prepare(args: &Args) -> anyhow::Result<(usize, u64)> {
         // An earlier run's reports go first: no refusal or harness error below may leave its verdict.
         fencesim_sim::files::remove_stale(&[&dir.join("sweep.json"), &dir.join("junit.xml")])?;
     }
-    anyhow::ensure!(args.seeds > 0, "--seeds must be at least 1");
-    anyhow::ensure!(args.seeds <= MAX_SEEDS, "--seeds {} is more than the limit of {MAX_SEEDS}", args.seeds);
+    check_seeds(args.seeds)?;
     let jobs = par::jobs(args.jobs)?;
     let end = args.start.checked_add(args.seeds - 1).ok_or_else(|| {
         anyhow::anyhow!("--start {} + --seeds {} overflows the largest seed {}", args.start, args.seeds, u64::MAX)
