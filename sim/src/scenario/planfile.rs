@@ -107,7 +107,6 @@ impl PlanFile {
     /// The plan as TOML text; [`PlanFile::parse`] reads it back to an equal plan.
     pub fn to_toml(&self) -> String {
         let p = &self.plan;
-        let s = &self.settings;
         let mut o = String::new();
         let _ = writeln!(o, "# A fencesim world plan: what a seed draws, as a file. Run it with");
         let _ = writeln!(o, "# `fencesim run --plan FILE`; edit it by hand (it is validated) or shrink it.");
@@ -128,6 +127,17 @@ impl PlanFile {
         if let Some(story) = &self.story {
             let _ = writeln!(o, "story = {}", q(story));
         }
+        self.world_toml(&mut o);
+        for f in &p.faults {
+            fault_toml(&mut o, f);
+        }
+        runs_and_events_toml(&mut o, p);
+        o
+    }
+
+    /// The `[world]` and `[skews]` tables.
+    fn world_toml(&self, o: &mut String) {
+        let (p, s) = (&self.plan, &self.settings);
         let _ = writeln!(o, "\n[world]");
         let _ = writeln!(o, "workers = [{}]", list(p.workers.iter().map(String::as_str)));
         let _ = writeln!(o, "concurrency = {}", p.concurrency);
@@ -144,49 +154,6 @@ impl PlanFile {
         for (node, skew) in &p.skews {
             let _ = writeln!(o, "{node} = {skew}");
         }
-        for f in &p.faults {
-            let k = &f.spec;
-            let _ = writeln!(o, "\n[faults.{}]", f.kind);
-            let _ = writeln!(o, "on = {}", f.on);
-            let _ = writeln!(o, "rate = {:?}", f.rate);
-            let _ = writeln!(o, "sites = [{}]", list(k.sites.iter().map(|s| s.as_str())));
-            let nodes: Vec<String> = k.nodes.iter().map(ToString::to_string).collect();
-            let _ = writeln!(o, "nodes = [{}]", list(nodes.iter().map(String::as_str)));
-            let _ = writeln!(o, "factor = [{:?}, {:?}]", k.factor.0, k.factor.1);
-            if k.expiry.0 > 0.0 {
-                let _ = writeln!(o, "expiry = {:?}", k.expiry.0);
-            }
-            let _ = writeln!(o, "restart_ms = [{}, {}]", k.restart_ms.0, k.restart_ms.1);
-            let _ = writeln!(o, "max_ms = {}", k.max_ms);
-            let _ = writeln!(o, "hold_ms = [{}, {}]", k.hold_ms.0, k.hold_ms.1);
-        }
-        for r in &p.runs {
-            let _ = writeln!(o, "\n[[runs]]");
-            let _ = writeln!(o, "id = {}", q(r.id.as_str()));
-            let _ = writeln!(o, "workflow = {}", q(&r.workflow));
-            let _ = writeln!(o, "start_ms = {}", r.start_ms);
-            let _ = writeln!(o, "resolve = {}", r.resolve);
-            let _ = writeln!(o, "recreate = {}", r.recreate);
-            if let Some(ms) = r.cancel_ms {
-                let _ = writeln!(o, "cancel_ms = {ms}");
-            }
-        }
-        for (at, event) in &p.events {
-            let _ = writeln!(o, "\n[[events]]");
-            let _ = writeln!(o, "at_ms = {at}");
-            match event {
-                Scheduled::Jump { node, delta_ms } => {
-                    let _ = writeln!(o, "kind = \"jump\"\nnode = {}\ndelta_ms = {delta_ms}", q(node));
-                }
-                Scheduled::Zombie => {
-                    let _ = writeln!(o, "kind = \"zombie\"");
-                }
-                Scheduled::Restart { node, after_ms } => {
-                    let _ = writeln!(o, "kind = \"restart\"\nnode = {}\nafter_ms = {after_ms}", q(node));
-                }
-            }
-        }
-        o
     }
 
     /// Read a plan file; errors name the file and, when known, the line.
@@ -235,6 +202,54 @@ fn q(s: &str) -> String {
 
 fn list<'a>(items: impl Iterator<Item = &'a str>) -> String {
     items.map(q).collect::<Vec<_>>().join(", ")
+}
+
+/// One `[faults.KIND]` table.
+fn fault_toml(o: &mut String, f: &Applied) {
+    let k = &f.spec;
+    let _ = writeln!(o, "\n[faults.{}]", f.kind);
+    let _ = writeln!(o, "on = {}", f.on);
+    let _ = writeln!(o, "rate = {:?}", f.rate);
+    let _ = writeln!(o, "sites = [{}]", list(k.sites.iter().map(|s| s.as_str())));
+    let nodes: Vec<String> = k.nodes.iter().map(ToString::to_string).collect();
+    let _ = writeln!(o, "nodes = [{}]", list(nodes.iter().map(String::as_str)));
+    let _ = writeln!(o, "factor = [{:?}, {:?}]", k.factor.0, k.factor.1);
+    if k.expiry.0 > 0.0 {
+        let _ = writeln!(o, "expiry = {:?}", k.expiry.0);
+    }
+    let _ = writeln!(o, "restart_ms = [{}, {}]", k.restart_ms.0, k.restart_ms.1);
+    let _ = writeln!(o, "max_ms = {}", k.max_ms);
+    let _ = writeln!(o, "hold_ms = [{}, {}]", k.hold_ms.0, k.hold_ms.1);
+}
+
+/// The `[[runs]]` and `[[events]]` arrays of tables.
+fn runs_and_events_toml(o: &mut String, p: &Plan) {
+    for r in &p.runs {
+        let _ = writeln!(o, "\n[[runs]]");
+        let _ = writeln!(o, "id = {}", q(r.id.as_str()));
+        let _ = writeln!(o, "workflow = {}", q(&r.workflow));
+        let _ = writeln!(o, "start_ms = {}", r.start_ms);
+        let _ = writeln!(o, "resolve = {}", r.resolve);
+        let _ = writeln!(o, "recreate = {}", r.recreate);
+        if let Some(ms) = r.cancel_ms {
+            let _ = writeln!(o, "cancel_ms = {ms}");
+        }
+    }
+    for (at, event) in &p.events {
+        let _ = writeln!(o, "\n[[events]]");
+        let _ = writeln!(o, "at_ms = {at}");
+        match event {
+            Scheduled::Jump { node, delta_ms } => {
+                let _ = writeln!(o, "kind = \"jump\"\nnode = {}\ndelta_ms = {delta_ms}", q(node));
+            }
+            Scheduled::Zombie => {
+                let _ = writeln!(o, "kind = \"zombie\"");
+            }
+            Scheduled::Restart { node, after_ms } => {
+                let _ = writeln!(o, "kind = \"restart\"\nnode = {}\nafter_ms = {after_ms}", q(node));
+            }
+        }
+    }
 }
 
 #[derive(Deserialize)]
