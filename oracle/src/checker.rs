@@ -54,6 +54,8 @@ pub enum Checker {
     DeleteFinished,
     /// `worker-candidacy`
     WorkerCandidacy,
+    /// `seq-contiguous`
+    SeqContiguous,
     /// `typed-rejections`
     TypedRejections,
     /// `clean-boot` (the store soak's judge)
@@ -68,19 +70,23 @@ pub enum Checker {
     LogComplete,
     /// `integrity` (the store soak's judge)
     Integrity,
-    /// `seq-contiguous` (the store soak's judge)
-    SeqContiguous,
     /// `victims-gone` (the store soak's judge)
     VictimsGone,
     /// `side-run-untouched` (the store soak's judge)
     SideRunUntouched,
     /// `writers-accounted` (the store soak's judge)
     WritersAccounted,
+    /// `audit-consistent` (the engine soak's and the kill points' judges)
+    AuditConsistent,
+    /// `documented-counts` (the kill points' judge)
+    DocumentedCounts,
+    /// `kill-point-reached` (the kill points' judge)
+    KillPointReached,
 }
 
 impl Checker {
     /// The oracle's checkers, in the order [`crate::check`] runs and reports them.
-    pub const ORACLE: [Checker; 23] = [
+    pub const ORACLE: [Checker; 24] = [
         Checker::NoStaleAcceptance,
         Checker::EpochsIncreasing,
         Checker::OneLiveLease,
@@ -103,21 +109,25 @@ impl Checker {
         Checker::FailedWriteEnds,
         Checker::DeleteFinished,
         Checker::WorkerCandidacy,
+        Checker::SeqContiguous,
         Checker::TypedRejections,
     ];
 
-    /// The store soak's own checks, beside the oracle's store scope.
-    pub const SOAK: [Checker; 10] = [
+    /// The real-process judges' own checks over their processes and files, beside the oracle's:
+    /// the store soak's, the engine soak's audit of its repaired copy, and the kill points'.
+    pub const JUDGES: [Checker; 12] = [
         Checker::CleanBoot,
         Checker::TypedRefusals,
         Checker::StaleProbesRefused,
         Checker::EpochTombstone,
         Checker::LogComplete,
         Checker::Integrity,
-        Checker::SeqContiguous,
         Checker::VictimsGone,
         Checker::SideRunUntouched,
         Checker::WritersAccounted,
+        Checker::AuditConsistent,
+        Checker::DocumentedCounts,
+        Checker::KillPointReached,
     ];
 
     /// Its name in reports, plans and on the command line.
@@ -156,6 +166,9 @@ impl Checker {
             Checker::VictimsGone => "victims-gone",
             Checker::SideRunUntouched => "side-run-untouched",
             Checker::WritersAccounted => "writers-accounted",
+            Checker::AuditConsistent => "audit-consistent",
+            Checker::DocumentedCounts => "documented-counts",
+            Checker::KillPointReached => "kill-point-reached",
         }
     }
 
@@ -242,18 +255,29 @@ impl Checker {
                 "a logged call lacks its outcome only where the referee killed its writer, and no outcome is logged without its call (5.6)"
             }
             Checker::Integrity => "SQLite's integrity_check passes on the stormed file (4.5)",
-            Checker::SeqContiguous => "the soak run's stored journal seqs are 1..n with no gap (2.7.4)",
+            Checker::SeqContiguous => {
+                "every stored journal numbers its entries 1..n, a gap only where an append of that seq failed or was refused (2.7.4, J5, 9.8)"
+            }
             Checker::VictimsGone => "a completed victim cycle leaves no entry, meta or blob of its run (5.5, 2.7.1)",
             Checker::SideRunUntouched => "no cross-run blob write reaches the side run (T4)",
             Checker::WritersAccounted => {
                 "every writer process ended as the referee expects: killed by it, or cleanly at the stop file (5.6)"
+            }
+            Checker::AuditConsistent => {
+                "the audit's table finds every run consistent after the operator's repair (the engine soak's file, on a copy) and after a kill point's resume (4.2, 4.3)"
+            }
+            Checker::DocumentedCounts => {
+                "a kill point's calls and tools paid by the crashed child and by the resume, and its limit terminals, are the counts its table documents (5.13)"
+            }
+            Checker::KillPointReached => {
+                "every kill point's child reaches its point and dies there: a point never reached tests nothing"
             }
         }
     }
 
     /// Every checker: the oracle's, then the soak's.
     pub fn all() -> impl Iterator<Item = Checker> {
-        Self::ORACLE.into_iter().chain(Self::SOAK)
+        Self::ORACLE.into_iter().chain(Self::JUDGES)
     }
 
     /// The checker of a name, as [`Checker::name`] spells it.
@@ -282,7 +306,7 @@ mod tests {
     #[test]
     fn every_checker_has_one_name_that_parses_back() {
         let names: std::collections::BTreeSet<&str> = Checker::all().map(Checker::name).collect();
-        assert_eq!(names.len(), Checker::ORACLE.len() + Checker::SOAK.len(), "names are unique");
+        assert_eq!(names.len(), Checker::ORACLE.len() + Checker::JUDGES.len(), "names are unique");
         for checker in Checker::all() {
             assert_eq!(Checker::parse(checker.name()), Some(checker));
             assert!(!checker.invariant().is_empty());

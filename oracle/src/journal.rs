@@ -117,6 +117,7 @@ pub(super) fn one_settle_per_segment(ctx: &Context) -> Vec<Violation> {
             None => {}
         }
     }
+    found.extend(settle_segments(ctx, &reported));
     let epoch_of = |pos: usize| rows.get(pos).and_then(Row::call).and_then(|c| c.epoch());
     for (run, state) in &snapshot.runs {
         let Some((at, _)) = last_settle(&state.journal) else { continue };
@@ -141,6 +142,43 @@ pub(super) fn one_settle_per_segment(ctx: &Context) -> Vec<Violation> {
             row,
             index_of(rows, Some(settle_pos)),
         ));
+    }
+    found
+}
+
+/// The segment a `run_settle` names (`value.segment`), when it names one.
+fn settle_segment(entry: &JournalEntry) -> Option<u64> {
+    settle_status(entry)?;
+    entry.extra.get("value")?.get("segment")?.as_u64()
+}
+
+/// In each final journal the `run_settle` entries name strictly increasing segments: two settles
+/// of one segment are two settles of one tenure however far apart they landed.
+fn settle_segments(ctx: &Context, reported: &BTreeSet<usize>) -> Vec<Violation> {
+    let mut found = Vec::new();
+    for (run, state) in &ctx.snapshot.runs {
+        let mut last: Option<(u64, &JournalEntry)> = None;
+        for entry in &state.journal {
+            let Some(segment) = settle_segment(entry) else { continue };
+            if let Some((before, first)) = last
+                && segment <= before
+            {
+                let row = index_of(ctx.rows, ctx.writers.entry(run, entry));
+                if !row.is_some_and(|r| reported.contains(&r)) {
+                    found.push(Violation::new(
+                        ONE_SETTLE_PER_SEGMENT,
+                        format!(
+                            "journal of {run} stores a run_settle of segment {segment} (seq={}) after one of segment {before} (seq={})",
+                            entry.seq, first.seq
+                        ),
+                        row,
+                        index_of(ctx.rows, ctx.writers.entry(run, first)),
+                    ));
+                }
+                break;
+            }
+            last = Some((segment, entry));
+        }
     }
     found
 }

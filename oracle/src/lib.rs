@@ -25,6 +25,7 @@ use model::{LeaseReplay, Runs, Writers, effective_epochs};
 mod candidacy;
 pub mod checker;
 mod conduct;
+pub mod contiguous;
 mod deletes;
 mod duties;
 mod failures;
@@ -68,13 +69,15 @@ pub enum Scope {
     Store,
 }
 
-/// The checkers of [`Scope::Store`]: leases, rejections, the serial history and seq order.
+/// The checkers of [`Scope::Store`]: leases, rejections, the serial history, seq order and
+/// contiguity.
 pub const STORE_CHECKERS: &[Checker] = &[
     leases::NO_STALE_ACCEPTANCE,
     leases::EPOCHS_INCREASING,
     leases::ONE_LIVE_LEASE,
     serial::SERIAL_HISTORY,
     journal::JOURNAL_SEQ_ORDER,
+    contiguous::SEQ_CONTIGUOUS,
     leases::TYPED_REJECTIONS,
 ];
 
@@ -186,6 +189,7 @@ pub fn check(rows: &[Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Viola
         failures::failed_write_ends,
         deletes::delete_finished,
         candidacy::worker_candidacy,
+        contiguous::seq_contiguous,
         leases::typed_rejections,
     ];
     checkers

@@ -408,6 +408,7 @@ fn checkers_are_listed_once_each_in_order() {
             "failed-write-ends",
             "delete-finished",
             "worker-candidacy",
+            "seq-contiguous",
             "typed-rejections",
         ]
     );
@@ -520,7 +521,10 @@ fn serial_history_catches_a_lost_journal_entry() {
     let h = clean();
     let mut snapshot = h.store();
     snapshot.runs.get_mut(&RunId::new("r1")).unwrap().journal.remove(4);
-    let v = only(&h, &snapshot, "serial-history");
+    // The hole it leaves is a gap no failed append explains, too.
+    let mut found = failing(&h, &snapshot, &["serial-history", "seq-contiguous"]);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let v = found.remove(0);
     assert_says(&v, "journal of r1 diverges at position 4");
     assert_says(&v, "store holds seq=6 decision/ok");
     assert_says(&v, "the serial history has seq=5 resolution/ok");
@@ -593,6 +597,35 @@ fn one_settle_per_segment_catches_a_straggler() {
     assert_eq!(found.len(), 1, "the final-journal rule does not repeat the row: {found:#?}");
     assert_says(&found[0], "an append (seq=4 agent/running");
     assert_rows(&found[0], Some(straggler), Some(h.at("settle-r2")));
+}
+
+/// Two settles of one segment in a final journal, whoever wrote them: the second tenure's settle
+/// is stamped with the first's segment.
+#[test]
+fn one_settle_per_segment_catches_a_repeated_segment_in_the_final_journal() {
+    let mut h = clean();
+    h.call_mut("settle-e3").payload = Payload::Entry(settle(6, RunStatus::Ok, 2));
+    let found = failing(&h, &h.store(), &["one-settle-per-segment"]);
+    assert_says(&found[0], "journal of r1 stores a run_settle of segment 2 (seq=6) after one of segment 2 (seq=4)");
+    assert_rows(&found[0], Some(h.at("settle-e3")), Some(h.at("settle-e2")));
+}
+
+/// A journal with a hole no failed append explains fails `seq-contiguous` at the entry after it;
+/// the same hole left by a refused append of that seq passes.
+#[test]
+fn seq_contiguous_catches_a_gap_only_a_lost_entry_explains() {
+    let mut h = clean();
+    h.call_mut("settle-e3").payload = Payload::Entry(settle(7, RunStatus::Ok, 3));
+    let found = failing(&h, &h.store(), &["seq-contiguous"]);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_says(&found[0], "journal of r1 jumps from 5 to seq 7, and no append of seq 6..6 failed or was refused");
+    assert_rows(&found[0], Some(h.at("settle-e3")), None);
+
+    let busy = h.insert_after("resolution", |x| {
+        x.append("w1", &a3(), 3015, settle(6, RunStatus::Ok, 3));
+    });
+    h.call_at(busy).outcome = CallOutcome::Busy;
+    assert_eq!(check(&h.rows, &h.store(), &CFG), vec![]);
 }
 
 #[test]
@@ -1073,7 +1106,7 @@ fn store_scope_judges_store_promises_only() {
     assert_eq!(check(&h.rows, &h.store(), &store), vec![]);
     let mut snapshot = h.store();
     snapshot.runs.get_mut(&RunId::new("r1")).unwrap().journal.remove(4);
-    assert_eq!(names(&check(&h.rows, &snapshot, &store)), BTreeSet::from(["serial-history"]));
+    assert_eq!(names(&check(&h.rows, &snapshot, &store)), BTreeSet::from(["serial-history", "seq-contiguous"]));
 }
 
 /// An indeterminate release may have ended its lease: a grant inside what would otherwise be the

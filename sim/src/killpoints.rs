@@ -17,6 +17,7 @@ use fencesim_engine::{
     Engine, EngineDefects, EngineError, EngineOptions, Env, Fault, Ledger, Paid, Phase, Point, RunOptions, Site,
     Workflow, Write,
 };
+use fencesim_oracle::Checker;
 use fencesim_store::{JournalEntry, RunId, RunStatus, Store, StoreDefects, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -279,8 +280,12 @@ pub fn run_point(point: &KillPoint, config: &Config, clean: Paid) -> Result<Poin
         let child = engine(child_store, child_env, child_ledger.clone(), "kp-child", config);
         match child.run(&run, &point.workflow, RunOptions::default()).await {
             Err(EngineError::Crashed) => {}
-            Ok(_) => violations.push("the child ran to completion: the kill point was never reached".into()),
-            Err(e) => violations.push(format!("the child failed before its kill point: {e}")),
+            Ok(_) => violations.push(finding(
+                Checker::KillPointReached,
+                "the child ran to completion: the kill point was never reached",
+            )),
+            Err(e) => violations
+                .push(finding(Checker::KillPointReached, format!("the child failed before its kill point: {e}"))),
         }
         drop(child);
         let (index, write) = trigger.borrow_mut().killed.take().unzip();
@@ -371,7 +376,7 @@ pub async fn referee<E: Env + Clone>(
     // The residue: meta is never ahead of the journal (contracts 3.6 ordering invariant).
     let residue = audit::audit_run(store.as_ref(), run)?;
     if let Some(ahead) = residue.meta_ahead() {
-        violations.push(format!("after the crash: {ahead}"));
+        violations.push(finding(Checker::MetaNotAhead, format!("after the crash: {ahead}")));
     }
     let before = store.load(run)?;
     let unstamped_limit = before.iter().any(|e| e.kind == kind::AGENT && entries::is_unstamped(&before, e));
@@ -390,23 +395,27 @@ pub async fn referee<E: Env + Clone>(
         }
     };
     match &outcome {
-        Ok(o) if o.status != RunStatus::Ok => violations.push(format!("resume settled {}, not ok", o.status)),
+        Ok(o) if o.status != RunStatus::Ok => {
+            violations.push(finding(Checker::ReferenceModel, format!("resume settled {}, not ok", o.status)));
+        }
         Ok(o) if o.value != clean_value(workflow) => {
-            violations.push(format!("resume recovered {} instead of {}", o.value, clean_value(workflow)));
+            let why = format!("resume recovered {} instead of {}", o.value, clean_value(workflow));
+            violations.push(finding(Checker::ReferenceModel, why));
         }
         Ok(_) => {}
-        Err(e) => violations.push(format!("resume failed: {e}")),
+        Err(e) => violations.push(finding(Checker::Liveness, format!("resume failed: {e}"))),
     }
 
     let journal = store.load(run)?;
     check_journal(&journal, &mut violations);
     let meta = store.get_meta(run)?;
     if meta.as_ref().map(|m| m.status) != Some(RunStatus::Ok) {
-        violations.push(format!("meta status is {}, not ok", meta.map_or("missing".into(), |m| m.status.to_string())));
+        let status = meta.map_or("missing".into(), |m| m.status.to_string());
+        violations.push(finding(Checker::Liveness, format!("meta status is {status}, not ok")));
     }
     let after = audit::audit_run(store.as_ref(), run)?;
     if after.verdict != AuditVerdict::Consistent {
-        violations.push(format!("audit after resume: {after}"));
+        violations.push(finding(Checker::AuditConsistent, format!("audit after resume: {after}")));
     }
     let limit_terminals =
         journal.iter().filter(|e| e.kind == kind::AGENT && e.status == status::LIMIT && e.ref_seq.is_some()).count();
@@ -430,7 +439,8 @@ pub fn judge(point: &KillPoint, clean: Paid, child: Crashed, referee: RefereeRep
             limit_terminals: referee.limit_terminals,
         };
         if observed != expected {
-            violations.push(format!("counts {observed:?} differ from the documented {expected:?}"));
+            let why = format!("counts {observed:?} differ from the documented {expected:?}");
+            violations.push(finding(Checker::DocumentedCounts, why));
         }
     }
     PointReport {
@@ -455,33 +465,44 @@ fn repay_violations(total: Paid, clean: Paid, unstamped_limit: bool) -> Vec<Stri
     let extra = Paid { calls: total.calls.saturating_sub(clean.calls), tools: total.tools.saturating_sub(clean.tools) };
     let mut violations = Vec::new();
     if extra.calls > allowed.calls {
-        violations.push(format!(
-            "{} paid calls beyond a clean run's (at most {} for this crash)",
-            extra.calls, allowed.calls
-        ));
+        let why = format!("{} paid calls beyond a clean run's (at most {} for this crash)", extra.calls, allowed.calls);
+        violations.push(finding(Checker::RepayBound, why));
     }
     if extra.tools > allowed.tools {
-        violations
-            .push(format!("{} tool runs beyond a clean run's (at most {} for this crash)", extra.tools, allowed.tools));
+        let why = format!("{} tool runs beyond a clean run's (at most {} for this crash)", extra.tools, allowed.tools);
+        violations.push(finding(Checker::RepayBound, why));
     }
     violations
 }
 
-/// Contiguous seqs from the first, and exactly one `run_settle`, with status ok.
+/// Contiguous seqs from the first (a kill point's world fails no append, so no hole is excused),
+/// and exactly one `run_settle`, with status ok and nothing after it.
 fn check_journal(journal: &[JournalEntry], violations: &mut Vec<String>) {
-    if let Some(gap) = journal.windows(2).find(|w| w[1].seq.0 != w[0].seq.0 + 1) {
-        violations.push(format!("journal seqs not contiguous: {} then {}", gap[0].seq, gap[1].seq));
+    if let Some((expected, at)) = fencesim_oracle::contiguous::first_gap(journal, |_| false) {
+        let why = format!("journal seqs not contiguous: seq {} where seq {expected} belongs", journal[at].seq);
+        violations.push(finding(Checker::SeqContiguous, why));
     }
     let settles: Vec<_> = journal.iter().filter_map(entries::as_settle).collect();
     match settles.as_slice() {
         [one] if one.run_status == RunStatus::Ok => {
             if let Some(late) = journal.iter().find(|e| e.seq > one.seq) {
-                violations.push(format!("entry seq {} follows the run_settle at seq {}", late.seq, one.seq));
+                let why = format!("entry seq {} follows the run_settle at seq {}", late.seq, one.seq);
+                violations.push(finding(Checker::SilentReplay, why));
             }
         }
-        [one] => violations.push(format!("the run_settle says {}, not ok", one.run_status)),
-        many => violations.push(format!("{} run_settle entries, not exactly one", many.len())),
+        [one] => {
+            violations.push(finding(Checker::ReferenceModel, format!("the run_settle says {}, not ok", one.run_status)))
+        }
+        many => {
+            let why = format!("{} run_settle entries, not exactly one", many.len());
+            violations.push(finding(Checker::OneSettlePerSegment, why));
+        }
     }
+}
+
+/// A kill point's finding: `<checker>: <why>`, as every judge prints one.
+pub fn finding(checker: Checker, why: impl std::fmt::Display) -> String {
+    format!("{checker}: {why}")
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ fn truth() -> Vec<(&'static str, usize)> {
         ("store defects", StoreDefect::ALL.len()),
         ("planted defects", EngineDefect::ALL.len() + StoreDefect::ALL.len()),
         ("checkers", Checker::ORACLE.len()),
-        ("soak checks", Checker::SOAK.len()),
+        ("judge checks", Checker::JUDGES.len()),
     ]
 }
 

@@ -50,9 +50,10 @@ use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
 use crate::proc::signals::Deferral;
+use fencesim_oracle::Checker;
 use fencesim_oracle::history::{Effect, EffectKind};
 use fencesim_sim::killpoints::{
-    self, Config, Crashed, KillPoint, Matcher, PointReport, RefereeReport, Target, Trigger,
+    self, Config, Crashed, KillPoint, Matcher, PointReport, RefereeReport, Target, Trigger, finding,
 };
 
 /// The real child's lease ttl: short, so the resume waits at most about this long after a kill.
@@ -545,13 +546,22 @@ fn run_point_real(
     match run_process(signals, exe, &child.argv(), dir.path(), "child")? {
         Some(status) if status.signal() == Some(Signal::SIGKILL as i32) => {}
         Some(status) if status.success() => {
-            violations.push("the child ran to completion: the kill point was never reached".into());
+            violations.push(finding(
+                Checker::KillPointReached,
+                "the child ran to completion: the kill point was never reached",
+            ));
         }
-        Some(status) => violations.push(format!(
-            "the child failed before its kill point ({status}): {}",
-            first_line(&dir.path().join("child.err"))
-        )),
-        None => violations.push(format!("the child hung past {PROCESS_DEADLINE_MS} ms and was killed")),
+        Some(status) => {
+            let why = format!(
+                "the child failed before its kill point ({status}): {}",
+                first_line(&dir.path().join("child.err"))
+            );
+            violations.push(finding(Checker::KillPointReached, why));
+        }
+        None => {
+            let why = format!("the child hung past {PROCESS_DEADLINE_MS} ms and was killed");
+            violations.push(finding(Checker::KillPointReached, why));
+        }
     }
     let (ledger, killed) = read_effects(&child.effects)?;
     let (index, write) = killed.unzip();
