@@ -5,7 +5,8 @@
 //! had expired (no one else took the run over) is a healthy holder that let its lease lapse: a
 //! renew cadence that is wrong, a renew loop that stopped, a drive that never renews.
 //!
-//! The tenure's span runs from its grant to the lapsed call; any fault row of the holder's node
+//! The tenure's span runs from its grant to the lapsed call; any fault row of the holder's node (its
+//! own, or the harness's naming it, as a clock jump is recorded)
 //! (from up to 100 ttls before the grant: a node stall may have begun earlier) or aimed at the
 //! run, and any call of that node that met a busy, failing or injected store (or never learned
 //! its outcome), in that span excuses it. A lapse after another node took the run
@@ -14,7 +15,7 @@
 use super::model::Fence;
 use super::{Context, Violation};
 use crate::checker::Checker;
-use crate::history::{CallOutcome, Event, Surface};
+use crate::history::{CallOutcome, Event, Role, Surface};
 
 pub(super) const HEALTHY_HOLDER: Checker = Checker::HealthyHolder;
 
@@ -22,6 +23,14 @@ pub(super) const HEALTHY_HOLDER: Checker = Checker::HealthyHolder;
 /// the whole node and may have begun before the grant (the history records its start only), and
 /// no world stalls a node longer than 100 ttls (the scenarios' bound on a stall's factor).
 const LOOKBACK_TTLS: i64 = 100;
+
+/// Whether a fault the harness recorded on another node's behalf (a clock jump of `w2` is the
+/// world's row, its detail naming `w2` first) was aimed at `node` (a label such as `w2.1`, its
+/// incarnation after the dot).
+fn aimed_at(role: Role, detail: &str, node: &str) -> bool {
+    let base = node.split('.').next().unwrap_or(node);
+    role == Role::Harness && detail.split_whitespace().next() == Some(base)
+}
 
 pub(super) fn healthy_holder(ctx: &Context) -> Vec<Violation> {
     let mut found = Vec::new();
@@ -47,7 +56,9 @@ pub(super) fn healthy_holder(ctx: &Context) -> Vec<Violation> {
         let since = ctx.rows[granted].at_ms.saturating_sub(ctx.cfg.ttl_ms.saturating_mul(LOOKBACK_TTLS));
         let first = ctx.rows[..granted].partition_point(|r| r.at_ms < since);
         let disturbed = ctx.rows[first..=pos].iter().any(|r| match &r.event {
-            Event::Fault { run, .. } => r.node == row.node || run.as_ref() == Some(&lease.run),
+            Event::Fault { run, detail, .. } => {
+                r.node == row.node || run.as_ref() == Some(&lease.run) || aimed_at(r.role, detail, &row.node)
+            }
             Event::Call(c) if r.node == row.node => matches!(
                 c.outcome,
                 CallOutcome::Busy | CallOutcome::Error(_) | CallOutcome::Injected | CallOutcome::Indeterminate

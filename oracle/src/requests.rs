@@ -1,7 +1,9 @@
 //! `cancel-asked`: a run settles `cancelled` only when something asked for it (contracts 1.2,
-//! 3.2, 3.8). Three things may: the run's client cancelling it (a [`Request::Cancel`] row), a
-//! renew of the settling tenure's own lease that failed (any renew failure is lease loss, E2,
-//! which cancels the segment while its lease may still be live), and a stop request to the
+//! 3.2, 3.8). Three things may: the run's client cancelling it (a [`Request::Cancel`] row), the
+//! loss of the settling tenure's own lease (a renew of it that failed: any renew failure is lease
+//! loss, E2; or a fenced call under it refused as stale or for another run: ownership lost, E4),
+//! either of which cancels the segment while its lease may still be live to the store (a clock
+//! that went back makes an expired row live again to its holder), and a stop request to the
 //! settling node's worker (E8: stopping cancels every run it drives). Anything else that ends a
 //! run `cancelled` overturns an outcome nobody asked for: a busy or failed body write taken for
 //! lease loss, a cancel token fired by the wrong segment, a settle status mapped wrong.
@@ -12,7 +14,7 @@
 use super::model::{holder, settle_status};
 use super::{Context, Violation};
 use crate::checker::Checker;
-use crate::history::{Event, Payload, Request, Surface};
+use crate::history::{CallOutcome, Event, Payload, Request, Surface};
 use fencesim_store::RunStatus;
 
 pub(super) const CANCEL_ASKED: Checker = Checker::CancelAsked;
@@ -28,12 +30,10 @@ pub(super) fn cancel_asked(ctx: &Context) -> Vec<Violation> {
         let asked = ctx.rows[..pos].iter().any(|earlier| match &earlier.event {
             Event::Request(Request::Cancel { run }) => *run == call.run,
             Event::Request(Request::Stop) => earlier.node == row.node,
-            Event::Call(renew) => {
-                renew.surface == Surface::Renew
-                    && !renew.outcome.is_ok()
-                    && earlier.node == row.node
-                    && renew.lease.is_some()
-                    && renew.lease == call.lease
+            Event::Call(earlier_call) => {
+                let lost = (earlier_call.surface == Surface::Renew && !earlier_call.outcome.is_ok())
+                    || matches!(earlier_call.outcome, CallOutcome::Stale | CallOutcome::RunMismatch);
+                lost && earlier.node == row.node && earlier_call.lease.is_some() && earlier_call.lease == call.lease
             }
             Event::Effect(_) | Event::Fault { .. } | Event::Outcome { .. } | Event::Repair { .. } | Event::Note(_) => {
                 false
@@ -43,8 +43,8 @@ pub(super) fn cancel_asked(ctx: &Context) -> Vec<Violation> {
             found.push(Violation::new(
                 CANCEL_ASKED,
                 format!(
-                    "{} settled run {} cancelled (seq {}) under {}, but no cancel of the run, no failed renew of \
-                     that lease and no stop of the node came before it",
+                    "{} settled run {} cancelled (seq {}) under {}, but no cancel of the run, no loss of that lease \
+                     and no stop of the node came before it",
                     row.node,
                     call.run,
                     entry.seq,

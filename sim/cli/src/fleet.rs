@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::report::{self, Case};
+use crate::report::{self, Case, Verdict};
 
 /// A `--shard I/N` slice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,166 +84,222 @@ pub struct ShardReport {
     pub doc: Value,
 }
 
-fn shard_of(r: &ShardReport) -> Result<Shard, MergeError> {
-    let s = &r.doc["shard"];
-    match (s["index"].as_u64(), s["count"].as_u64()) {
-        (Some(index), Some(count)) if index < count && count <= MAX_SHARDS => Ok(Shard { index, count }),
-        _ => Err(MergeError::Malformed(r.from.clone(), "no valid shard".into())),
-    }
+/// What the merge reads of a shard report, taken from its typed struct ([`report::SweepDoc`] or
+/// [`report::ReplayDoc`]): a report that does not deserialize into its struct is malformed.
+struct Facts {
+    kind: Kind,
+    shard: Shard,
+    verdict: Verdict,
+    /// worlds, passed, failed, nondeterministic, errors, virtual_ms.
+    counts: [u64; 6],
+    seconds: f64,
+    jobs: u64,
+    /// The run's items: a sweep's seeds from `start`, a replay's entries from 0.
+    first_item: u64,
+    items: u64,
+    /// The item each line names, in the report's order: a sweep's failing seeds, a replay's
+    /// world indices.
+    lines: Vec<u64>,
+    /// The lines that carry a failure.
+    failing_lines: u64,
+    coverage: Vec<report::CoverageDoc>,
+    /// The run's description, field by field, which every shard of one run shares.
+    run: Vec<(&'static str, String)>,
 }
 
-/// A shard's summary, held to what a real sweep or replay writes: every count a whole number,
-/// the counts adding up to its worlds, one line per failing or erring world, and a verdict its
-/// counts allow. A report edited by hand (or written by something else) is refused, not summed.
-fn check_summary(r: &ShardReport, schema: &str) -> Result<(), MergeError> {
-    let malformed = |why: String| Err(MergeError::Malformed(r.from.clone(), why));
-    let s = &r.doc["summary"];
-    let mut counts = [0u64; 5];
-    for (n, key) in counts.iter_mut().zip(["worlds", "passed", "failed", "nondeterministic", "errors"]) {
-        *n = match &s[key] {
-            Value::Null if key != "worlds" => 0,
-            v => match v.as_u64() {
-                Some(n) => n,
-                None => return malformed(format!("summary.{key} is not a count")),
-            },
-        };
-    }
-    let [worlds, passed, failed, nondeterministic, errors] = counts;
-    let bad = failed.checked_add(nondeterministic);
-    let judged =
-        passed.checked_add(failed).and_then(|n| n.checked_add(nondeterministic)).and_then(|n| n.checked_add(errors));
-    if judged != Some(worlds) {
-        return malformed(format!("its summary's counts do not add up to its {worlds} worlds"));
-    }
-    let (array, lines) =
-        if schema == report::SWEEP_SCHEMA { ("failures", failed + errors) } else { ("worlds", worlds) };
-    if r.doc[array].as_array().map(Vec::len) != usize::try_from(lines).ok() {
-        return malformed(format!("{array} does not hold the {lines} line(s) its summary counts"));
-    }
-    let allowed = match s["verdict"].as_str() {
-        // A shard's own coverage verdict: the fleet's coverage is judged again at the merge.
-        Some("pass" | "inconclusive") => errors == 0 && bad == Some(0),
-        Some("fail") => errors == 0 && bad != Some(0),
-        Some("error") => true,
-        _ => false,
-    };
-    if !allowed {
-        return malformed(format!("its verdict {} does not match its counts", s["verdict"]));
-    }
-    Ok(())
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Sweep,
+    Replay,
 }
 
-/// What a shard owns, recomputed from the run's own description (a sweep's `start` and `seeds`, a
-/// replay's `entries`) and the shard's `I/N`, and the shard held to it: exactly as many worlds as
-/// it owns, one line per owned item at most (a failure line for another shard's seed, or a seed
-/// named twice, is refused), and coverage rows a shard of that many worlds could have written
-/// (known events only, each seen in at least one and at most all of its worlds, at least once per
-/// world it names). A shard that ran fewer worlds than it owns cannot speak for the rest.
-fn check_owned(r: &ShardReport, schema: &str, shard: Shard) -> Result<(), MergeError> {
-    let malformed = |why: String| Err(MergeError::Malformed(r.from.clone(), why));
-    let (owned, array, key) = if schema == report::SWEEP_SCHEMA {
-        let (Some(start), Some(seeds)) = (r.doc["start"].as_u64(), r.doc["seeds"].as_u64()) else {
-            return malformed("start or seeds is not a count".into());
-        };
-        let Some(end) = seeds.checked_sub(1).and_then(|n| start.checked_add(n)) else {
-            return malformed(format!("start {start} and seeds {seeds} name no seeds"));
-        };
-        (shard.seeds(start, end).1, "failures", "seed")
-    } else {
-        let Some(entries) = r.doc["entries"].as_u64().filter(|n| *n > 0) else {
-            return malformed("entries is not a count of at least 1".into());
-        };
-        (shard.seeds(0, entries - 1).1, "worlds", "index")
-    };
-    let owns = |n: u64| -> bool {
-        if schema == report::SWEEP_SCHEMA {
-            let (start, seeds) = (r.doc["start"].as_u64().unwrap_or(0), r.doc["seeds"].as_u64().unwrap_or(0));
-            shard.owns(n) && n >= start && n - start < seeds
-        } else {
-            shard.owns(n) && n < r.doc["entries"].as_u64().unwrap_or(0)
-        }
-    };
-    let worlds = r.doc["summary"]["worlds"].as_u64().unwrap_or(0);
-    if worlds != owned {
-        return malformed(format!("shard {shard} owns {owned} world(s), its summary counts {worlds}"));
-    }
-    let mut named = std::collections::BTreeSet::new();
-    for line in r.doc[array].as_array().into_iter().flatten() {
-        let Some(n) = line[key].as_u64() else {
-            return malformed(format!("a line of {array} has no {key}"));
-        };
-        if !owns(n) {
-            return malformed(format!("{array} names {key} {n}, which shard {shard} does not own"));
-        }
-        if !named.insert(n) {
-            return malformed(format!("{array} names {key} {n} twice"));
-        }
-    }
-    if schema == report::REPLAY_SCHEMA {
-        let s = &r.doc["summary"];
-        let bad = s["failed"].as_u64().unwrap_or(0).saturating_add(s["nondeterministic"].as_u64().unwrap_or(0));
-        let lines = r.doc["worlds"].as_array().into_iter().flatten().filter(|w| !w["failure"].is_null()).count();
-        if u64::try_from(lines).ok() != Some(bad) {
-            return malformed(format!("{lines} of its worlds have a failure, its summary counts {bad}"));
-        }
-    }
-    check_coverage(r, worlds)
-}
+const WORLDS: usize = 0;
+const PASSED: usize = 1;
+const FAILED: usize = 2;
+const NONDETERMINISTIC: usize = 3;
+const ERRORS: usize = 4;
+/// The summary's count fields, by their index in [`Facts::counts`].
+const COUNT_KEYS: [&str; 6] = ["worlds", "passed", "failed", "nondeterministic", "errors", "virtual_ms"];
 
-/// Coverage rows a shard of `worlds` worlds could have written: known events only, each named
-/// once, seen in at least one and at most all of its worlds, at least once per world it names.
-fn check_coverage(r: &ShardReport, worlds: u64) -> Result<(), MergeError> {
-    let malformed = |why: String| Err(MergeError::Malformed(r.from.clone(), why));
-    let known = fencesim_sim::coverage::events();
-    let mut events = std::collections::BTreeSet::new();
-    for row in r.doc["coverage"].as_array().into_iter().flatten() {
-        let event = row["event"].as_str().unwrap_or_default();
-        if !known.iter().any(|e| e == event) {
-            return malformed(format!("coverage names an unknown event {}", row["event"]));
+impl Facts {
+    fn read(r: &ShardReport) -> Result<Facts, MergeError> {
+        let malformed = |why: String| MergeError::Malformed(r.from.clone(), why);
+        let shard_of = |doc: Option<report::ShardDoc>| match doc {
+            Some(d) if d.index < d.count && d.count <= MAX_SHARDS => Ok(Shard { index: d.index, count: d.count }),
+            _ => Err(malformed("no valid shard".into())),
+        };
+        match r.doc.get("schema").and_then(Value::as_str) {
+            Some(report::SWEEP_SCHEMA) => {
+                let d: report::SweepDoc =
+                    serde_json::from_value(r.doc.clone()).map_err(|e| malformed(e.to_string()))?;
+                let s = &d.summary;
+                Ok(Facts {
+                    kind: Kind::Sweep,
+                    shard: shard_of(Some(d.shard))?,
+                    verdict: s.verdict,
+                    counts: [s.worlds, s.passed, s.failed, 0, s.errors, s.virtual_ms],
+                    seconds: s.seconds,
+                    jobs: s.jobs,
+                    first_item: d.start,
+                    items: d.seeds,
+                    failing_lines: d.failures.len() as u64,
+                    lines: d.failures.iter().map(|f| f.seed).collect(),
+                    coverage: d.coverage.clone(),
+                    run: vec![
+                        ("scenario", d.scenario.clone()),
+                        ("source", d.source.clone()),
+                        ("db", d.db.clone()),
+                        ("defects", d.defects.join(",")),
+                        ("start", d.start.to_string()),
+                        ("seeds", d.seeds.to_string()),
+                        ("aims", d.aims.join(",")),
+                        ("commit", format!("{:?}", d.commit)),
+                    ],
+                })
+            }
+            Some(report::REPLAY_SCHEMA) => {
+                let d: report::ReplayDoc =
+                    serde_json::from_value(r.doc.clone()).map_err(|e| malformed(e.to_string()))?;
+                let s = &d.summary;
+                let entries = d.entries.ok_or_else(|| malformed("entries is not a count of at least 1".into()))?;
+                Ok(Facts {
+                    kind: Kind::Replay,
+                    shard: shard_of(d.shard)?,
+                    verdict: s.verdict,
+                    counts: [s.worlds, s.passed, s.failed, s.nondeterministic, 0, 0],
+                    seconds: s.seconds,
+                    jobs: s.jobs,
+                    first_item: 0,
+                    items: entries,
+                    lines: d.worlds.iter().map(|w| w.index).collect(),
+                    failing_lines: d.worlds.iter().filter(|w| w.failure.is_some()).count() as u64,
+                    coverage: d.coverage.clone(),
+                    run: vec![
+                        ("corpus", d.corpus.clone()),
+                        ("entries", entries.to_string()),
+                        ("commit", format!("{:?}", d.commit)),
+                    ],
+                })
+            }
+            other => Err(malformed(format!("schema {}", other.map_or("missing".to_owned(), |o| format!("'{o}'"))))),
         }
-        if !events.insert(event) {
-            return malformed(format!("coverage names {event} twice"));
+    }
+
+    /// A summary as a real sweep or replay writes it: the counts adding up to its worlds, one
+    /// line per failing or erring world (a replay: one per world), and a verdict its counts allow.
+    /// A report edited by hand (or written by something else) is refused, not summed.
+    fn check_summary(&self) -> Result<(), String> {
+        let c = &self.counts;
+        let bad = c[FAILED].checked_add(c[NONDETERMINISTIC]);
+        let judged = c[PASSED]
+            .checked_add(c[FAILED])
+            .and_then(|n| n.checked_add(c[NONDETERMINISTIC]))
+            .and_then(|n| n.checked_add(c[ERRORS]));
+        if judged != Some(c[WORLDS]) {
+            return Err(format!("its summary's counts do not add up to its {} worlds", c[WORLDS]));
         }
-        match (row["worlds"].as_u64(), row["total"].as_u64()) {
-            (Some(seen), Some(total)) if seen >= 1 && seen <= worlds && total >= seen => {}
-            _ => {
-                return malformed(format!(
+        let (array, lines) = match self.kind {
+            Kind::Sweep => ("failures", c[FAILED] + c[ERRORS]),
+            Kind::Replay => ("worlds", c[WORLDS]),
+        };
+        if self.lines.len() as u64 != lines {
+            return Err(format!("{array} does not hold the {lines} line(s) its summary counts"));
+        }
+        let allowed = match self.verdict {
+            // A shard's own coverage verdict: the fleet's coverage is judged again at the merge.
+            Verdict::Pass | Verdict::Inconclusive => c[ERRORS] == 0 && bad == Some(0),
+            Verdict::Fail => c[ERRORS] == 0 && bad != Some(0),
+            Verdict::Error => true,
+        };
+        if !allowed {
+            return Err(format!("its verdict {} does not match its counts", self.verdict.as_str()));
+        }
+        Ok(())
+    }
+
+    /// What the shard owns, recomputed from the run's own description (a sweep's `start` and
+    /// `seeds`, a replay's `entries`) and its `I/N`, and the shard held to it: exactly as many
+    /// worlds as it owns, one line per owned item at most (a failure line for another shard's
+    /// seed, or a seed named twice, is refused), and for a replay as many failing lines as its
+    /// summary counts. A shard that ran fewer worlds than it owns cannot speak for the rest.
+    fn check_owned(&self) -> Result<(), String> {
+        let shard = self.shard;
+        let Some(last) = self.items.checked_sub(1).and_then(|n| self.first_item.checked_add(n)) else {
+            return Err(format!("its run of {} item(s) from {} names no item", self.items, self.first_item));
+        };
+        let owned = shard.seeds(self.first_item, last).1;
+        let worlds = self.counts[WORLDS];
+        if worlds != owned {
+            return Err(format!("shard {shard} owns {owned} world(s), its summary counts {worlds}"));
+        }
+        let (array, key) = match self.kind {
+            Kind::Sweep => ("failures", "seed"),
+            Kind::Replay => ("worlds", "index"),
+        };
+        let mut named = std::collections::BTreeSet::new();
+        for &n in &self.lines {
+            if !(shard.owns(n) && (self.first_item..=last).contains(&n)) {
+                return Err(format!("{array} names {key} {n}, which shard {shard} does not own"));
+            }
+            if !named.insert(n) {
+                return Err(format!("{array} names {key} {n} twice"));
+            }
+        }
+        let bad = self.counts[FAILED].saturating_add(self.counts[NONDETERMINISTIC]);
+        if self.kind == Kind::Replay && self.failing_lines != bad {
+            return Err(format!("{} of its worlds have a failure, its summary counts {bad}", self.failing_lines));
+        }
+        self.check_coverage()
+    }
+
+    /// Coverage rows a shard of its worlds could have written: known events only, each named
+    /// once, seen in at least one and at most all of its worlds, at least once per world it names.
+    fn check_coverage(&self) -> Result<(), String> {
+        let known = fencesim_sim::coverage::events();
+        let worlds = self.counts[WORLDS];
+        let mut events = std::collections::BTreeSet::new();
+        for row in &self.coverage {
+            let event = row.event.as_str();
+            if !known.iter().any(|e| e == event) {
+                return Err(format!("coverage names an unknown event \"{event}\""));
+            }
+            if !events.insert(event) {
+                return Err(format!("coverage names {event} twice"));
+            }
+            if !(row.worlds >= 1 && row.worlds <= worlds && row.total >= row.worlds) {
+                return Err(format!(
                     "coverage row {event} ({} worlds, {} total) is not one its {worlds} world(s) could write",
-                    row["worlds"], row["total"]
+                    row.worlds, row.total
                 ));
             }
         }
+        Ok(())
     }
-    if !r.doc["coverage"].is_null() && !r.doc["coverage"].is_array() {
-        return malformed("coverage is not a table".into());
-    }
-    Ok(())
 }
 
-/// Every shard of one run: same schema, run description and commit as the first, each holding
+/// Every shard of one run: same kind, run description and shard count as the first, each holding
 /// to what it owns, and together each shard of `I/N` exactly once.
-fn check_shards(reports: &[ShardReport], schema: &str, keys: &[&str]) -> Result<(), MergeError> {
-    let first = reports.first().ok_or(MergeError::Empty)?;
-    let count = shard_of(first)?.count;
+fn check_shards(reports: &[ShardReport], facts: &[Facts]) -> Result<(), MergeError> {
+    let (Some(first), Some(head)) = (reports.first(), facts.first()) else { return Err(MergeError::Empty) };
+    let count = head.shard.count;
     let mut seen: BTreeMap<u64, &str> = BTreeMap::new();
     let mut overlaps = Vec::new();
-    for r in reports {
-        if r.doc["schema"] != first.doc["schema"] {
-            return Err(MergeError::Mismatch(first.from.clone(), r.from.clone(), "schema".into()));
+    for (r, f) in reports.iter().zip(facts) {
+        let mismatch = |what: &str| MergeError::Mismatch(first.from.clone(), r.from.clone(), what.into());
+        if f.kind != head.kind {
+            return Err(mismatch("schema"));
         }
-        for key in keys.iter().copied().chain(["commit"]) {
-            if r.doc[key] != first.doc[key] {
-                return Err(MergeError::Mismatch(first.from.clone(), r.from.clone(), key.into()));
-            }
+        if let Some((key, _)) = f.run.iter().zip(&head.run).map(|(a, b)| (a.0, a.1 == b.1)).find(|(_, same)| !same) {
+            return Err(mismatch(key));
         }
-        check_summary(r, schema)?;
-        let shard = shard_of(r)?;
-        check_owned(r, schema, shard)?;
-        if shard.count != count {
-            return Err(MergeError::Mismatch(first.from.clone(), r.from.clone(), "shard count".into()));
+        let malformed = |why: String| MergeError::Malformed(r.from.clone(), why);
+        f.check_summary().map_err(malformed)?;
+        f.check_owned().map_err(malformed)?;
+        if f.shard.count != count {
+            return Err(mismatch("shard count"));
         }
-        if let Some(other) = seen.insert(shard.index, &r.from) {
-            overlaps.push(format!("{shard} in {other} and {}", r.from));
+        if let Some(other) = seen.insert(f.shard.index, &r.from) {
+            overlaps.push(format!("{} in {other} and {}", f.shard, r.from));
         }
     }
     if !overlaps.is_empty() {
@@ -256,81 +312,81 @@ fn check_shards(reports: &[ShardReport], schema: &str, keys: &[&str]) -> Result<
     Ok(())
 }
 
+/// A merged report: its JSON, its JUnit text, its verdict, and whether it is a sweep's.
+#[derive(Debug)]
+pub struct Merged {
+    pub doc: Value,
+    pub junit: String,
+    pub verdict: Verdict,
+    pub sweep: bool,
+}
+
 /// Merge shard reports (all sweeps or all replays of the same run) into one report and its
-/// JUnit text.
-pub fn merge(reports: &[ShardReport]) -> Result<(Value, String), MergeError> {
+/// JUnit text. Each shard is read into its typed report first; the merged report is the first
+/// shard's with the run's totals, lines and coverage in place of its own.
+pub fn merge(reports: &[ShardReport]) -> Result<Merged, MergeError> {
     let first = reports.first().ok_or(MergeError::Empty)?;
-    let schema = first.doc["schema"].as_str().unwrap_or_default().to_owned();
-    let keys: &[&str] = match schema.as_str() {
-        report::SWEEP_SCHEMA => &["scenario", "source", "db", "defects", "start", "seeds", "aims"],
-        report::REPLAY_SCHEMA => &["corpus", "entries"],
-        other => return Err(MergeError::Malformed(first.from.clone(), format!("schema '{other}'"))),
-    };
-    check_shards(reports, &schema, keys)?;
+    let facts = reports.iter().map(Facts::read).collect::<Result<Vec<_>, _>>()?;
+    check_shards(reports, &facts)?;
     let mut doc = first.doc.clone();
     doc["shard"] = Shard::ALL.json();
     // Each shard's counts are bounded by what it owns, but a total it claims (virtual time, a
     // coverage total) is not: a sum that overflows is a forged report, never a saturated count.
-    let mut sums = BTreeMap::new();
-    for key in ["worlds", "passed", "failed", "nondeterministic", "errors", "virtual_ms"] {
-        let mut total = 0u64;
-        for r in reports {
-            let n = r.doc["summary"][key].as_u64().unwrap_or(0);
-            total = total
-                .checked_add(n)
+    let mut sums = [0u64; 6];
+    for (r, f) in reports.iter().zip(&facts) {
+        for (i, key) in COUNT_KEYS.iter().enumerate() {
+            sums[i] = sums[i]
+                .checked_add(f.counts[i])
                 .ok_or_else(|| MergeError::Malformed(r.from.clone(), format!("summary.{key} overflows when summed")))?;
         }
-        sums.insert(key, total);
     }
-    let sum = |key: &str| sums[key];
-    let seconds: f64 = reports.iter().filter_map(|r| r.doc["summary"]["seconds"].as_f64()).sum();
-    let jobs = reports.iter().filter_map(|r| r.doc["summary"]["jobs"].as_u64()).max().unwrap_or(1);
     let summary = &mut doc["summary"];
-    summary["seconds"] = json!(seconds);
-    summary["jobs"] = json!(jobs);
-    for key in ["worlds", "passed", "failed", "nondeterministic", "errors", "virtual_ms"] {
+    summary["seconds"] = json!(facts.iter().map(|f| f.seconds).sum::<f64>());
+    summary["jobs"] = json!(facts.iter().map(|f| f.jobs).max().unwrap_or(1));
+    for (key, sum) in COUNT_KEYS.iter().zip(sums) {
         if !summary[key].is_null() {
-            summary[key] = json!(sum(key));
+            summary[key] = json!(sum);
         }
     }
-    let bad = sum("failed") + sum("nondeterministic");
-    // A shard's harness error (a world that could not run, a bundle that could not be written)
-    // makes the whole run's verdict an error.
-    let erred = reports.iter().any(|r| r.doc["summary"]["verdict"] == "error");
     // A shard's coverage verdict is its own: the fleet's is judged again (`missing_coverage`).
     if let Some(summary) = summary.as_object_mut() {
         summary.remove("missing_coverage");
     }
-    summary["verdict"] = json!(if erred {
-        "error"
-    } else if bad == 0 {
-        "pass"
+    // A shard's harness error (a world that could not run, a bundle that could not be written)
+    // makes the whole run's verdict an error.
+    let verdict = if facts.iter().any(|f| f.verdict == Verdict::Error) {
+        Verdict::Error
+    } else if sums[FAILED] + sums[NONDETERMINISTIC] == 0 {
+        Verdict::Pass
     } else {
-        "fail"
-    });
-    // The per-item arrays, concatenated and put back in the unsharded order.
-    let (array, order) = if schema == report::SWEEP_SCHEMA { ("failures", "seed") } else { ("worlds", "index") };
-    let mut items: Vec<Value> =
-        reports.iter().flat_map(|r| r.doc[array].as_array().cloned().unwrap_or_default()).collect();
-    items.sort_by_key(|v| v[order].as_u64().unwrap_or(u64::MAX));
-    doc[array] = Value::Array(items);
+        Verdict::Fail
+    };
+    summary["verdict"] = json!(verdict.as_str());
+    // The per-item lines, concatenated and put back in the unsharded order.
+    let array = if facts[0].kind == Kind::Sweep { "failures" } else { "worlds" };
+    let mut items: Vec<(u64, Value)> = reports
+        .iter()
+        .zip(&facts)
+        .flat_map(|(r, f)| f.lines.iter().copied().zip(r.doc[array].as_array().cloned().unwrap_or_default()))
+        .collect();
+    items.sort_by_key(|(n, _)| *n);
+    doc[array] = Value::Array(items.into_iter().map(|(_, v)| v).collect());
     if !doc["coverage"].is_null() {
-        doc["coverage"] = summed_coverage(reports)?;
+        doc["coverage"] = summed_coverage(reports, &facts)?;
     }
     let junit = junit_of(&doc);
-    Ok((doc, junit))
+    Ok(Merged { doc, junit, verdict, sweep: facts[0].kind == Kind::Sweep })
 }
 
 /// Coverage rows (event, worlds, total), summed per event in event order.
-fn summed_coverage(reports: &[ShardReport]) -> Result<Value, MergeError> {
+fn summed_coverage(reports: &[ShardReport], facts: &[Facts]) -> Result<Value, MergeError> {
     let mut coverage: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for r in reports {
-        for row in r.doc["coverage"].as_array().into_iter().flatten() {
-            let event = row["event"].as_str().unwrap_or_default();
-            let entry = coverage.entry(event.to_owned()).or_default();
-            entry.0 += row["worlds"].as_u64().unwrap_or(0);
-            entry.1 = entry.1.checked_add(row["total"].as_u64().unwrap_or(0)).ok_or_else(|| {
-                MergeError::Malformed(r.from.clone(), format!("coverage total of {event} overflows when summed"))
+    for (r, f) in reports.iter().zip(facts) {
+        for row in &f.coverage {
+            let entry = coverage.entry(row.event.clone()).or_default();
+            entry.0 += row.worlds;
+            entry.1 = entry.1.checked_add(row.total).ok_or_else(|| {
+                MergeError::Malformed(r.from.clone(), format!("coverage total of {} overflows when summed", row.event))
             })?;
         }
     }
@@ -405,6 +461,68 @@ pub fn junit_of(doc: &Value) -> String {
 mod tests {
     use super::*;
 
+    /// `doc` with every field its typed report requires that it leaves out filled in as a real
+    /// sweep or replay would write it: the tests below state only what they are about.
+    fn full(mut doc: Value) -> Value {
+        let fill = |v: &mut Value, key: &str, default: Value| {
+            if v.get(key).is_none() {
+                v[key] = default;
+            }
+        };
+        if doc["schema"] == report::SWEEP_SCHEMA {
+            for (key, default) in [
+                ("scenario", json!("swarm")),
+                ("source", json!("swarm")),
+                ("db", json!("memdb")),
+                ("defects", json!([])),
+                ("aims", json!([])),
+                ("coverage", json!([])),
+            ] {
+                fill(&mut doc, key, default);
+            }
+            for (key, default) in
+                [("errors", json!(0)), ("virtual_ms", json!(0)), ("jobs", json!(1)), ("seconds", json!(0.0))]
+            {
+                fill(&mut doc["summary"], key, default);
+            }
+            for line in doc["failures"].as_array_mut().into_iter().flatten() {
+                fill(line, "violations", json!(1));
+                fill(line, "first", json!("a violation"));
+            }
+        } else {
+            for (key, default) in [("db", json!("memdb")), ("jobs", json!(1)), ("seconds", json!(0.0))] {
+                fill(&mut doc["summary"], key, default);
+            }
+            for line in doc["worlds"].as_array_mut().into_iter().flatten() {
+                let world = report::WorldDoc {
+                    config: vec![],
+                    counters: Default::default(),
+                    db: "memdb".into(),
+                    defects: vec![],
+                    fingerprint: "0000000000000000".into(),
+                    repro: None,
+                    scenario: "tiny".into(),
+                    schema: report::WORLD_SCHEMA.into(),
+                    seed: 1,
+                    settled_early: false,
+                    verdict: Verdict::Pass,
+                    violations: vec![],
+                };
+                let Value::Object(fields) = serde_json::to_value(world).unwrap() else { unreachable!() };
+                for (key, default) in fields.into_iter().chain([
+                    ("entry".to_owned(), json!("tiny 1")),
+                    ("line".to_owned(), json!(1)),
+                    ("deterministic".to_owned(), json!(true)),
+                    ("rerun_fingerprint".to_owned(), json!("0000000000000000")),
+                    ("seconds".to_owned(), json!(0.0)),
+                ]) {
+                    fill(line, &key, default);
+                }
+            }
+        }
+        doc
+    }
+
     #[test]
     fn shards_partition_seeds_by_the_seed_alone() {
         assert_eq!(Shard::parse("0/1"), Ok(Shard::ALL));
@@ -439,7 +557,7 @@ mod tests {
             "summary": {"verdict": "fail", "worlds": 3, "passed": 2, "failed": 1, "errors": 0},
             "failures": [{"seed": 7}],
         });
-        let merged = |doc: &Value| merge(&[ShardReport { from: "r".into(), doc: doc.clone() }]);
+        let merged = |doc: &Value| merge(&[ShardReport { from: "r".into(), doc: full(doc.clone()) }]);
         assert!(merged(&good).is_ok());
         let edits: [(&str, Value); 7] = [
             ("/summary/passed", json!(-1)),
@@ -463,14 +581,14 @@ mod tests {
     fn a_report_claiming_more_shards_than_allowed_is_malformed() {
         let report = |count: u64| ShardReport {
             from: "r".into(),
-            doc: json!({
+            doc: full(json!({
                 "schema": report::SWEEP_SCHEMA,
                 "start": 0,
                 "seeds": 1,
                 "shard": {"index": 0, "count": count},
                 "summary": {"verdict": "pass", "worlds": 1, "passed": 1, "failed": 0, "errors": 0},
                 "failures": [],
-            }),
+            })),
         };
         assert!(matches!(merge(&[report(2)]), Err(MergeError::Missing(..))));
         for count in [MAX_SHARDS + 1, u64::MAX] {
@@ -487,7 +605,7 @@ mod tests {
                 let failed = u64::from(index == 1);
                 ShardReport {
                     from: format!("s{index}/sweep.json"),
-                    doc: json!({
+                    doc: full(json!({
                         "schema": report::SWEEP_SCHEMA,
                         "start": 1,
                         "seeds": 30,
@@ -496,7 +614,7 @@ mod tests {
                             "passed": 10 - failed, "failed": failed, "errors": 0, "virtual_ms": 1000},
                         "failures": failures,
                         "coverage": [{"event": "crash-at-meta", "worlds": 2, "total": 5}],
-                    }),
+                    })),
                 }
             })
             .collect()
@@ -508,7 +626,7 @@ mod tests {
     /// could not have written are each refused, naming the shard's file.
     #[test]
     fn a_shard_is_held_to_the_seeds_it_owns() {
-        let (doc, _) = merge(&shards_of_thirty()).unwrap();
+        let doc = merge(&shards_of_thirty()).unwrap().doc;
         assert_eq!((doc["summary"]["worlds"].as_u64(), doc["summary"]["verdict"].as_str()), (Some(30), Some("fail")));
         assert_eq!(doc["coverage"], json!([{"event": "crash-at-meta", "worlds": 6, "total": 15}]));
         let forgeries: [(usize, &str, Value); 13] = [
@@ -554,7 +672,7 @@ mod tests {
     fn a_replay_shard_is_held_to_the_entries_it_owns() {
         let shard = |index: u64, worlds: Value, passed: u64, failed: u64| ShardReport {
             from: format!("r{index}/replay.json"),
-            doc: json!({
+            doc: full(json!({
                 "schema": report::REPLAY_SCHEMA,
                 "corpus": "c.txt",
                 "entries": 5,
@@ -562,7 +680,7 @@ mod tests {
                 "summary": {"verdict": if failed > 0 { "fail" } else { "pass" }, "worlds": passed + failed,
                     "passed": passed, "failed": failed, "nondeterministic": 0},
                 "worlds": worlds,
-            }),
+            })),
         };
         let w = |index: u64, failure: Option<&str>| json!({"index": index, "failure": failure});
         let even = || shard(0, json!([w(0, None), w(2, None), w(4, None)]), 3, 0);

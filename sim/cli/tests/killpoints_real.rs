@@ -73,7 +73,7 @@ fn a_planted_engine_defect_fails_the_real_suite() {
     assert_exit(&out, 1);
     let text = stdout(&out);
     assert!(text.lines().next().is_some_and(|l| l.starts_with("real processes")), "{text}");
-    assert!(text.contains("FAIL: after the crash: meta ahead of the journal"), "{text}");
+    assert!(text.contains("FAIL: meta-not-ahead: after the crash: meta ahead of the journal"), "{text}");
     assert!(text.contains("repro: fencesim killpoints --real --workflow happy --defect meta-before-settle"), "{text}");
     assert_eq!(entries(tmp.path()), Vec::<String>::new());
 }

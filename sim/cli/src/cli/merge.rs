@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use fencesim::fleet::{self, ShardReport};
+use fencesim::report;
 use fencesim_sim::files::Named;
 
 use super::{CmdResult, Verdict};
@@ -58,20 +59,22 @@ pub fn run(args: &Args) -> CmdResult {
     // An earlier merge's reports go now: a refused merge must not leave them looking current.
     let stale = ["sweep.json", "replay.json", "junit.xml"].map(|name| args.out.join(name));
     fencesim_sim::files::remove_stale(&stale.iter().map(PathBuf::as_path).collect::<Vec<_>>())?;
-    let (mut doc, mut junit) = fleet::merge(&reports)?;
-    let missing = match (args.require_coverage, doc["schema"] == fencesim::report::SWEEP_SCHEMA) {
+    let fleet::Merged { mut doc, mut junit, verdict, sweep } = fleet::merge(&reports)?;
+    let missing = match (args.require_coverage, sweep) {
         (false, _) => Vec::new(),
         (true, true) => fleet::missing_coverage(&doc),
         (true, false) => anyhow::bail!("--require-coverage: replay reports aim at nothing; merge sweep reports"),
     };
     // No failure, but an aimed-at event no shard produced: not a pass, not a violation.
-    let inconclusive = !missing.is_empty() && doc["summary"]["verdict"] == "pass";
-    if inconclusive {
-        doc["summary"]["verdict"] = "inconclusive".into();
+    let verdict = if !missing.is_empty() && verdict == report::Verdict::Pass {
+        doc["summary"]["verdict"] = report::Verdict::Inconclusive.as_str().into();
         doc["summary"]["missing_coverage"] = missing.clone().into();
         junit = fleet::junit_of(&doc);
-    }
-    let name = if doc["schema"] == fencesim::report::SWEEP_SCHEMA { "sweep.json" } else { "replay.json" };
+        report::Verdict::Inconclusive
+    } else {
+        verdict
+    };
+    let name = if sweep { "sweep.json" } else { "replay.json" };
     fencesim_sim::files::prepare_folder(&args.out).map_err(|e| anyhow::anyhow!("--out {e}"))?;
     super::replay::write_reports(&args.out, name, &doc, &junit)?;
     let s = &doc["summary"];
@@ -81,16 +84,16 @@ pub fn run(args: &Args) -> CmdResult {
         args.out.join(name).display(),
         s["worlds"],
         s["passed"],
-        s["verdict"].as_str().unwrap_or_default()
+        verdict.as_str()
     );
     if !missing.is_empty() {
         println!("COVERAGE: {} aimed-at event(s) never happened in any shard: {}", missing.len(), missing.join(", "));
     }
-    Ok(if inconclusive {
-        Verdict::Inconclusive
-    } else if s["verdict"] == "pass" && missing.is_empty() {
-        Verdict::Pass
-    } else {
-        Verdict::Fail
-    })
+    match verdict {
+        report::Verdict::Pass => Ok(Verdict::Pass),
+        report::Verdict::Inconclusive => Ok(Verdict::Inconclusive),
+        report::Verdict::Fail => Ok(Verdict::Fail),
+        // A shard's world could not run: the fleet's verdict is a harness error, not a failure.
+        report::Verdict::Error => anyhow::bail!("a shard reports a harness error; the merged report says so"),
+    }
 }
