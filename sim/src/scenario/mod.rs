@@ -5,6 +5,7 @@
 pub mod pace;
 pub mod plan;
 pub mod planfile;
+mod planwrite;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -10,7 +10,6 @@
 //! file and the line, like a scenario.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -106,54 +105,7 @@ impl PlanFile {
 
     /// The plan as TOML text; [`PlanFile::parse`] reads it back to an equal plan.
     pub fn to_toml(&self) -> String {
-        let p = &self.plan;
-        let mut o = String::new();
-        let _ = writeln!(o, "# A fencesim world plan: what a seed draws, as a file. Run it with");
-        let _ = writeln!(o, "# `fencesim run --plan FILE`; edit it by hand (it is validated) or shrink it.");
-        let _ = writeln!(o, "format = {}", q(PLAN_FORMAT));
-        let _ = writeln!(o, "scenario = {}", q(&self.scenario));
-        match i64::try_from(self.seed) {
-            Ok(seed) => {
-                let _ = writeln!(o, "seed = {seed}");
-            }
-            Err(_) => {
-                let _ = writeln!(o, "seed = {}", q(&self.seed.to_string()));
-            }
-        }
-        let _ = writeln!(o, "defects = [{}]", list(self.defects.iter().map(|d| d.name())));
-        if let Some(expect) = &self.expect {
-            let _ = writeln!(o, "expect = {}", q(expect));
-        }
-        if let Some(story) = &self.story {
-            let _ = writeln!(o, "story = {}", q(story));
-        }
-        self.world_toml(&mut o);
-        for f in &p.faults {
-            fault_toml(&mut o, f);
-        }
-        runs_and_events_toml(&mut o, p);
-        o
-    }
-
-    /// The `[world]` and `[skews]` tables.
-    fn world_toml(&self, o: &mut String) {
-        let (p, s) = (&self.plan, &self.settings);
-        let _ = writeln!(o, "\n[world]");
-        let _ = writeln!(o, "workers = [{}]", list(p.workers.iter().map(String::as_str)));
-        let _ = writeln!(o, "concurrency = {}", p.concurrency);
-        let _ = writeln!(o, "poll_ms = {}", p.poll_ms);
-        let _ = writeln!(o, "ttl_ms = {}", p.ttl_ms);
-        let _ = writeln!(o, "fault_ms = {}", s.fault_ms);
-        let _ = writeln!(o, "liveness_ms = {}", s.liveness_ms);
-        let _ = writeln!(o, "retention_ms = {}", s.retention_ms);
-        let _ = writeln!(o, "operator_ms = {}", s.operator_ms);
-        let _ = writeln!(o, "boot_storm = {}", s.boot_storm);
-        let _ = writeln!(o, "call_ms = {}", s.call_ms);
-        let _ = writeln!(o, "tool_ms = {}", s.tool_ms);
-        let _ = writeln!(o, "\n[skews]");
-        for (node, skew) in &p.skews {
-            let _ = writeln!(o, "{node} = {skew}");
-        }
+        crate::scenario::planwrite::to_toml(self)
     }
 
     /// Read a plan file; errors name the file and, when known, the line.
@@ -178,77 +130,6 @@ impl PlanFile {
         let doc: Doc =
             toml::from_str(text).map_err(|e| fail(e.span().map(|s| s.start), e.message().trim().replace('\n', " ")))?;
         doc.into_plan().map_err(|(offset, message)| fail(Some(offset), message))
-    }
-}
-
-/// A TOML basic string.
-fn q(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-fn list<'a>(items: impl Iterator<Item = &'a str>) -> String {
-    items.map(q).collect::<Vec<_>>().join(", ")
-}
-
-/// One `[faults.KIND]` table.
-fn fault_toml(o: &mut String, f: &Applied) {
-    let k = &f.spec;
-    let _ = writeln!(o, "\n[faults.{}]", f.kind);
-    let _ = writeln!(o, "on = {}", f.on);
-    let _ = writeln!(o, "rate = {:?}", f.rate);
-    let _ = writeln!(o, "sites = [{}]", list(k.sites.iter().map(|s| s.as_str())));
-    let nodes: Vec<String> = k.nodes.iter().map(ToString::to_string).collect();
-    let _ = writeln!(o, "nodes = [{}]", list(nodes.iter().map(String::as_str)));
-    let _ = writeln!(o, "factor = [{:?}, {:?}]", k.factor.0, k.factor.1);
-    if k.expiry.0 > 0.0 {
-        let _ = writeln!(o, "expiry = {:?}", k.expiry.0);
-    }
-    let _ = writeln!(o, "restart_ms = [{}, {}]", k.restart_ms.0, k.restart_ms.1);
-    let _ = writeln!(o, "max_ms = {}", k.max_ms);
-    let _ = writeln!(o, "hold_ms = [{}, {}]", k.hold_ms.0, k.hold_ms.1);
-}
-
-/// The `[[runs]]` and `[[events]]` arrays of tables.
-fn runs_and_events_toml(o: &mut String, p: &Plan) {
-    for r in &p.runs {
-        let _ = writeln!(o, "\n[[runs]]");
-        let _ = writeln!(o, "id = {}", q(r.id.as_str()));
-        let _ = writeln!(o, "workflow = {}", q(&r.workflow));
-        let _ = writeln!(o, "start_ms = {}", r.start_ms);
-        let _ = writeln!(o, "resolve = {}", r.resolve);
-        let _ = writeln!(o, "recreate = {}", r.recreate);
-        if let Some(ms) = r.cancel_ms {
-            let _ = writeln!(o, "cancel_ms = {ms}");
-        }
-    }
-    for (at, event) in &p.events {
-        let _ = writeln!(o, "\n[[events]]");
-        let _ = writeln!(o, "at_ms = {at}");
-        match event {
-            Scheduled::Jump { node, delta_ms } => {
-                let _ = writeln!(o, "kind = \"jump\"\nnode = {}\ndelta_ms = {delta_ms}", q(node));
-            }
-            Scheduled::Zombie => {
-                let _ = writeln!(o, "kind = \"zombie\"");
-            }
-            Scheduled::Restart { node, after_ms } => {
-                let _ = writeln!(o, "kind = \"restart\"\nnode = {}\nafter_ms = {after_ms}", q(node));
-            }
-        }
     }
 }
 
