@@ -103,11 +103,6 @@ impl PlanFile {
         self.plan.events.len() + self.plan.faults.iter().filter(|f| f.on).count()
     }
 
-    /// The plan as TOML text; [`PlanFile::parse`] reads it back to an equal plan.
-    pub fn to_toml(&self) -> String {
-        crate::scenario::planwrite::to_toml(self)
-    }
-
     /// Read a plan file; errors name the file and, when known, the line.
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
         let text = crate::files::read_input(path, crate::files::MAX_TEXT_BYTES).map_err(|e| ScenarioError {

@@ -136,8 +136,15 @@ impl<'a> Event<'a> {
     }
 }
 
-/// The plan as TOML text, its comment first.
-pub(super) fn to_toml(file: &PlanFile) -> String {
+impl PlanFile {
+    /// The plan as TOML text, its comment first; [`PlanFile::parse`] reads it back to an equal
+    /// plan.
+    pub fn to_toml(&self) -> String {
+        to_toml(self)
+    }
+}
+
+fn to_toml(file: &PlanFile) -> String {
     let (p, s) = (&file.plan, &file.settings);
     let out = Out {
         format: PLAN_FORMAT,
