@@ -81,6 +81,14 @@ impl<'e, E: Env> Segment<'e, E> {
         if self.sealed.get() {
             return Ok(Err(StoreError::Config(format!("journal of run {} is sealed after its settle", self.run))));
         }
+        // A segment appends at its journal's tail + 1, under the one lease it holds: every seq it
+        // mints comes from `next_seq` over the journal it read under that lease.
+        debug_assert_eq!(
+            entry.seq.0,
+            self.journal.borrow().last().map_or(0, |e| e.seq.0) + 1,
+            "run {}: an append not at the journal's tail + 1",
+            self.run
+        );
         let result = self.write(Write::Append(&entry), self.lease.as_ref()).await?;
         Ok(result.map(|()| {
             let seq = entry.seq;
