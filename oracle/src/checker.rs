@@ -62,18 +62,10 @@ pub enum Checker {
     CleanBoot,
     /// `typed-refusals` (the store soak's judge)
     TypedRefusals,
-    /// `stale-probes-refused` (the store soak's judge)
-    StaleProbesRefused,
-    /// `epoch-tombstone` (the store soak's judge)
-    EpochTombstone,
     /// `log-complete` (the store soak's judge)
     LogComplete,
     /// `integrity` (the store soak's judge)
     Integrity,
-    /// `victims-gone` (the store soak's judge)
-    VictimsGone,
-    /// `side-run-untouched` (the store soak's judge)
-    SideRunUntouched,
     /// `writers-accounted` (the store soak's judge)
     WritersAccounted,
     /// `audit-consistent` (the engine soak's and the kill points' judges)
@@ -115,15 +107,11 @@ impl Checker {
 
     /// The real-process judges' own checks over their processes and files, beside the oracle's:
     /// the store soak's, the engine soak's audit of its repaired copy, and the kill points'.
-    pub const JUDGES: [Checker; 12] = [
+    pub const JUDGES: [Checker; 8] = [
         Checker::CleanBoot,
         Checker::TypedRefusals,
-        Checker::StaleProbesRefused,
-        Checker::EpochTombstone,
         Checker::LogComplete,
         Checker::Integrity,
-        Checker::VictimsGone,
-        Checker::SideRunUntouched,
         Checker::WritersAccounted,
         Checker::AuditConsistent,
         Checker::DocumentedCounts,
@@ -158,13 +146,9 @@ impl Checker {
             Checker::TypedRejections => "typed-rejections",
             Checker::CleanBoot => "clean-boot",
             Checker::TypedRefusals => "typed-refusals",
-            Checker::StaleProbesRefused => "stale-probes-refused",
-            Checker::EpochTombstone => "epoch-tombstone",
             Checker::LogComplete => "log-complete",
             Checker::Integrity => "integrity",
             Checker::SeqContiguous => "seq-contiguous",
-            Checker::VictimsGone => "victims-gone",
-            Checker::SideRunUntouched => "side-run-untouched",
             Checker::WritersAccounted => "writers-accounted",
             Checker::AuditConsistent => "audit-consistent",
             Checker::DocumentedCounts => "documented-counts",
@@ -245,12 +229,6 @@ impl Checker {
             Checker::TypedRefusals => {
                 "a soak writer meets only the refusals the writer protocol expects, and no writer dies of an error (5.3-5.5)"
             }
-            Checker::StaleProbesRefused => {
-                "every write with a dead, forged or foreign lease, and every live lease's write into another run, is refused (5.4, W7, T4)"
-            }
-            Checker::EpochTombstone => {
-                "a deleted run's id acquired again is granted an epoch above the deleted run's (2.7.2)"
-            }
             Checker::LogComplete => {
                 "a logged call lacks its outcome only where the referee killed its writer, and no outcome is logged without its call (5.6)"
             }
@@ -258,8 +236,6 @@ impl Checker {
             Checker::SeqContiguous => {
                 "every stored journal numbers its entries 1..n, a gap only where an append of that seq failed or was refused (2.7.4, J5, 9.8)"
             }
-            Checker::VictimsGone => "a completed victim cycle leaves no entry, meta or blob of its run (5.5, 2.7.1)",
-            Checker::SideRunUntouched => "no cross-run blob write reaches the side run (T4)",
             Checker::WritersAccounted => {
                 "every writer process ended as the referee expects: killed by it, or cleanly at the stop file (5.6)"
             }

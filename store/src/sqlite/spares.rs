@@ -99,9 +99,11 @@ impl Spares {
         });
         // What is handed on is empty: a row left over would leak into the next world.
         debug_assert!(
-            result.is_err() || TABLES.iter().all(|t| {
-                conn.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get::<_, i64>(0)).is_ok_and(|n| n == 0)
-            }),
+            result.is_err()
+                || TABLES.iter().all(|t| {
+                    conn.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get::<_, i64>(0))
+                        .is_ok_and(|n| n == 0)
+                }),
             "a cleared spare database still holds rows"
         );
         // A failed batch may leave its transaction open; `give_back` closes such a connection.
