@@ -118,6 +118,8 @@ pub trait Env {
     /// let it, and after the segment checked it was not cancelled in the meantime (a stall at
     /// the fault point can outlive the lease). A recorder counts effects here, not at the point.
     fn paid(&self, _point: &Point<'_>) {}
+    /// The engine took the branch `probe` names (`crate::probe`): a simulator counts it.
+    fn probe(&self, _probe: crate::Probe) {}
 }
 
 /// Real time: the system clock and tokio's timer. For real processes only (the soak, a host).

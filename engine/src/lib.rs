@@ -15,6 +15,7 @@ pub mod env;
 pub mod error;
 pub mod ledger;
 mod options;
+pub mod probe;
 pub mod race;
 mod segment;
 pub mod worker;
@@ -29,5 +30,6 @@ pub use ledger::{Ledger, Paid};
 pub use options::{
     BUSY_RETRIES, CancelToken, EngineOptions, Outcome, Ownership, RunOptions, renew_cadence, validate_timer,
 };
+pub use probe::Probe;
 pub use worker::{Retention, SweepReport, Worker, WorkerOptions};
 pub use workflow::{Agent, Step, SuspendKind, Workflow};

@@ -16,6 +16,7 @@ use crate::entries::{self, kind, status};
 use crate::env::{Env, Fault, Point, Site, Write};
 use crate::error::{EngineError, EngineResult, SettleStage};
 use crate::options::{CancelToken, Outcome, RunOptions};
+use crate::probe::{self, Probe};
 use crate::workflow::{Agent, Step, SuspendKind, Workflow};
 
 /// How a step ended.
@@ -105,11 +106,18 @@ impl<'e, E: Env> Segment<'e, E> {
     /// A failed body write: a lease rejection is lease loss (cancel); anything else fails the run.
     fn body_failure(&self, e: &StoreError) -> StepEnd {
         if e.is_lease_held() {
+            self.probe(probe::BODY_LEASE_LOST);
             self.cancel.cancel(format!("ownership lost: {e}"));
             StepEnd::Cancelled
         } else {
+            self.probe(probe::BODY_STORE_FAILED);
             StepEnd::Failed
         }
+    }
+
+    /// Tell the env which branch this segment took.
+    fn probe(&self, probe: Probe) {
+        self.engine.env().probe(probe);
     }
 
     pub(crate) async fn drive(
@@ -142,6 +150,7 @@ impl<'e, E: Env> Segment<'e, E> {
         if let Some(bound) = bound
             && bound != workflow.name
         {
+            self.probe(probe::BINDING_REFUSED);
             return Err(EngineError::Binding(format!(
                 "run {} is bound to workflow '{bound}', not '{}'",
                 self.run, workflow.name
@@ -185,6 +194,7 @@ impl<'e, E: Env> Segment<'e, E> {
         let settled = entries::last_run_settle(&self.journal.borrow()).is_some_and(|s| s.run_status.is_terminal());
         for step in &workflow.steps {
             if settled && !self.finished(step) {
+                self.probe(probe::SETTLED_JOURNAL_FINAL);
                 break;
             }
             if self.cancel.is_cancelled() {
@@ -207,6 +217,7 @@ impl<'e, E: Env> Segment<'e, E> {
                     }
                 },
                 StepEnd::Parked => {
+                    self.probe(probe::STEP_PARKED);
                     end_status = RunStatus::Suspended;
                     break;
                 }
@@ -272,25 +283,46 @@ impl<'e, E: Env> Segment<'e, E> {
     async fn start(&self, agent: &Agent) -> EngineResult<Result<(Seq, Checkpoint), StepEnd>> {
         Ok(Ok(match self.prior(&agent.key) {
             // Replay: a finished dispatch is never paid again.
-            Some((_, Some(t))) if self.replays(&t) => return Ok(Err(StepEnd::Value(entries::value_of(&t)))),
+            Some((_, Some(t))) if self.replays(&t) => {
+                self.probe(probe::STEP_REPLAYED);
+                return Ok(Err(StepEnd::Value(entries::value_of(&t))));
+            }
             // Dangling: redispatch against the same running seq, from its checkpoint if it decodes.
             Some((seq, None)) if !self.has(EngineDefect::RedispatchNewEntry) => {
                 let ckpt_ref = entries::checkpoint_ref(self.run, seq);
                 let blob = self.engine.retry_busy(|| self.engine.store().get_blob(&ckpt_ref)).await;
+                self.probe(probe::DISPATCH_RESUMED);
                 let state = match blob {
                     Ok(Some(_)) if self.has(EngineDefect::CheckpointIgnored) => None,
-                    Ok(Some(bytes)) => Checkpoint::decode(&bytes, agent.max_turns, agent.max_tool_calls),
+                    Ok(Some(bytes)) => {
+                        let state = Checkpoint::decode(&bytes, agent.max_turns, agent.max_tool_calls);
+                        self.probe(if state.is_some() {
+                            probe::CHECKPOINT_RESUMED
+                        } else {
+                            probe::CHECKPOINT_UNDECODABLE
+                        });
+                        state
+                    }
                     Ok(None) => None,
-                    Err(e) => return Ok(Err(self.body_failure(&e))),
+                    Err(e) => {
+                        self.probe(probe::CHECKPOINT_READ_FAILED);
+                        return Ok(Err(self.body_failure(&e)));
+                    }
                 };
                 (seq, state.unwrap_or_default())
             }
             // Never dispatched, or its terminal was not final: a fresh dispatch.
-            _ => match self.append(entries::running(self.next_seq()?, kind::AGENT, &agent.key)).await? {
+            _ => match self.fresh_dispatch(agent).await? {
                 Ok(seq) => (seq, Checkpoint::default()),
                 Err(e) => return Ok(Err(self.body_failure(&e))),
             },
         }))
+    }
+
+    /// A fresh dispatch's running entry.
+    async fn fresh_dispatch(&self, agent: &Agent) -> EngineResult<StoreResult<Seq>> {
+        self.probe(probe::DISPATCH_FRESH);
+        self.append(entries::running(self.next_seq()?, kind::AGENT, &agent.key)).await
     }
 
     async fn dispatch(&self, agent: &Agent) -> EngineResult<StepEnd> {
@@ -374,6 +406,7 @@ impl<'e, E: Env> Segment<'e, E> {
 
     /// A cancelled live dispatch: its `cancelled` terminal is left to the settle drain.
     fn abandon(&self, agent: &Agent, running: Seq) -> StepEnd {
+        self.probe(probe::DISPATCH_CANCELLED);
         let value = json!({ "reason": self.cancel.reason() });
         // The seq is minted at drain time; record the shape now.
         let entry = entries::terminal(Seq(0), running, kind::AGENT, status::CANCELLED, &agent.key, value);
@@ -391,6 +424,7 @@ impl<'e, E: Env> Segment<'e, E> {
         state: Checkpoint,
         ckpt_ref: &str,
     ) -> EngineResult<StepEnd> {
+        self.probe(if terminal_status == status::LIMIT { probe::DISPATCH_LIMIT } else { probe::DISPATCH_OK });
         let terminal =
             entries::terminal(self.next_seq()?, running, kind::AGENT, terminal_status, &agent.key, value.clone())
                 .with("checkpointRef", json!(ckpt_ref));

@@ -29,6 +29,7 @@ use crate::entries;
 use crate::env::Env;
 use crate::error::{EngineError, EngineResult};
 use crate::options::{CancelToken, Outcome, RunOptions, renew_cadence, validate_timer};
+use crate::probe::{self, Probe};
 use crate::race::{LocalFuture, join_all, with_keeper};
 use crate::workflow::Workflow;
 
@@ -364,7 +365,7 @@ impl<E: Env> Worker<E> {
     /// on an unleased read of its journal), lease, read, check, drive, release.
     async fn consider(&self, row: RunMeta, report: &RefCell<SweepReport>) {
         let run = row.run_id.clone();
-        let skip = |reason: &'static str| report.borrow_mut().skipped.push((run.clone(), reason));
+        let skip = |reason: &'static str| self.skipped(report, &run, reason);
         if let Some(reason) = self.unleased_skip(&row).await {
             return skip(reason);
         }
@@ -459,6 +460,7 @@ impl<E: Env> Worker<E> {
                 return false;
             }
             Ok(outcome) if outcome.status == RunStatus::Suspended => {
+                self.engine.env().probe(probe::DRIVEN_SUSPENDED);
                 // Still under the lease: the journal is what was read plus what the segment added.
                 let length = length + outcome.appended as usize;
                 self.settled_suspended.borrow_mut().insert(run.clone(), (length, genesis));
@@ -476,6 +478,7 @@ impl<E: Env> Worker<E> {
     async fn keep(&self, lease: &Lease, token: &CancelToken, report: &RefCell<SweepReport>) {
         if self.engine.store().leases().is_some() {
             self.engine.keep(lease, token, self.renew_every_ms, "lease lost").await;
+            self.engine.env().probe(probe::LEASE_LOST);
             report.borrow_mut().lease_lost.push(lease.run.clone());
         }
     }
@@ -511,6 +514,7 @@ impl<E: Env> Worker<E> {
     }
 
     fn poison(&self, run: &RunId, genesis: Option<String>, report: &RefCell<SweepReport>) {
+        self.engine.env().probe(probe::POISONED);
         self.poisoned.borrow_mut().insert((run.clone(), genesis));
         report.borrow_mut().poisoned.push(run.clone());
     }
@@ -529,7 +533,7 @@ impl<E: Env> Worker<E> {
     /// policy on the leased meta, run the cascade with the lease, release quietly (the store's
     /// delete normally removed the row already).
     async fn retain(&self, run: RunId, report: &RefCell<SweepReport>) {
-        let skip = |reason: &'static str| report.borrow_mut().skipped.push((run.clone(), reason));
+        let skip = |reason: &'static str| self.skipped(report, &run, reason);
         if self.stopping.get() {
             return skip(skip::STOPPING);
         }
@@ -559,11 +563,23 @@ impl<E: Env> Worker<E> {
         }
         let fence = if self.engine.has(EngineDefect::RetentionWithoutLease) { None } else { Some(&lease) };
         match self.engine.delete_run(&run, fence).await {
-            Ok(()) => report.borrow_mut().retained.push(run.clone()),
+            Ok(()) => {
+                self.engine.env().probe(probe::RETENTION_DELETED);
+                report.borrow_mut().retained.push(run.clone());
+            }
             Err(EngineError::Crashed) => return self.crash(),
-            Err(e) => report.borrow_mut().retention_failed.push((run.clone(), e)),
+            Err(e) => {
+                self.engine.env().probe(probe::RETENTION_FAILED);
+                report.borrow_mut().retention_failed.push((run.clone(), e));
+            }
         }
         self.engine.release_quietly(&lease);
+    }
+
+    /// A listed run left alone, and why.
+    fn skipped(&self, report: &RefCell<SweepReport>, run: &RunId, reason: &'static str) {
+        self.engine.env().probe(skip_probe(reason));
+        report.borrow_mut().skipped.push((run.clone(), reason));
     }
 
     /// The process died at a fault point: stop for good, write and release nothing more.
@@ -589,6 +605,24 @@ impl<E: Env> Worker<E> {
             Poll::Pending
         })
         .await;
+    }
+}
+
+/// The probe of a skip reason.
+fn skip_probe(reason: &'static str) -> Probe {
+    match reason {
+        skip::STOPPING => probe::SKIP_STOPPING,
+        skip::LEASE_HELD => probe::SKIP_LEASE_HELD,
+        skip::BUSY => probe::SKIP_BUSY,
+        skip::ACQUIRE_FAILED => probe::SKIP_ACQUIRE_FAILED,
+        skip::READ_FAILED => probe::SKIP_READ_FAILED,
+        skip::ACTIVE => probe::SKIP_ACTIVE,
+        skip::POISONED => probe::SKIP_POISONED,
+        skip::SETTLED => probe::SKIP_SETTLED,
+        skip::GONE => probe::SKIP_GONE,
+        skip::SUSPENDED_UNCHANGED => probe::SKIP_SUSPENDED_UNCHANGED,
+        skip::KEPT => probe::SKIP_KEPT,
+        other => unreachable!("skip reason {other:?} has no probe"),
     }
 }
 

@@ -57,7 +57,25 @@ pub fn events() -> Vec<String> {
     all.push("stall-woke-at-expiry-instant".to_owned());
     all.push("takeover-aimed-at-expiry-instant".to_owned());
     all.extend(ROLES.iter().map(|r| format!("store-error-{r}")));
+    all.extend(fencesim_engine::probe::ALL.iter().map(|p| probe_event(*p)));
     all
+}
+
+/// The coverage event of an engine branch (`fencesim_engine::probe`): `probe-<name>`.
+pub fn probe_event(probe: fencesim_engine::Probe) -> String {
+    format!("probe-{probe}")
+}
+
+/// The events of one world: its history's ([`count`]) and the engine branches its nodes took.
+pub fn of_world(report: &crate::world::WorldReport, ttl_ms: i64) -> BTreeMap<String, u64> {
+    let mut found = count(&report.rows, ttl_ms);
+    found.extend(report.probes.iter().map(|(probe, n)| (probe_event(*probe), *n)));
+    found
+}
+
+/// The engine branches (`fencesim_engine::probe`) no world of `table` reached, by event name.
+pub fn probes_missed(table: &Table) -> Vec<String> {
+    fencesim_engine::probe::ALL.iter().map(|p| probe_event(*p)).filter(|e| !table.0.contains_key(e)).collect()
 }
 
 /// The owner name the world's forger presents at a live epoch (W7).

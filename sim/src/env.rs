@@ -3,15 +3,16 @@
 //! fault points from a script. Only valid inside a madsim runtime.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use fencesim_engine::race::LocalFuture;
-use fencesim_engine::{Env, Fault, Point};
+use fencesim_engine::{Env, Fault, Point, Probe};
 use fencesim_store::Clock;
 
 /// Virtual time starts here (2023-11-14T22:13:20Z), so times in traces look like real ones.
@@ -68,7 +69,13 @@ pub struct SimEnv {
     on_paid: Rc<RefCell<Option<PaidHook>>>,
     /// Virtual ms until which this node is stalled: nothing of it runs before then.
     paused_until: Rc<Cell<i64>>,
+    /// The world's count of the engine's branches taken (`fencesim_engine::probe`), shared by
+    /// its nodes; `None` counts nothing.
+    probes: Rc<RefCell<Option<Probes>>>,
 }
+
+/// Hits per engine branch, shared by a world's nodes.
+pub type Probes = Arc<Mutex<BTreeMap<Probe, u64>>>;
 
 impl fmt::Debug for SimEnv {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -78,7 +85,13 @@ impl fmt::Debug for SimEnv {
 
 impl SimEnv {
     pub fn new(clock: SimClock) -> Self {
-        Self { clock, script: Rc::default(), on_paid: Rc::default(), paused_until: Rc::default() }
+        Self {
+            clock,
+            script: Rc::default(),
+            on_paid: Rc::default(),
+            paused_until: Rc::default(),
+            probes: Rc::default(),
+        }
     }
 
     /// Stall the whole node (a GC pause, SIGSTOP) for `ms`: every sleep of this env, the lease
@@ -109,6 +122,11 @@ impl SimEnv {
     /// Install (or with `None` remove) what runs as each paid effect goes ahead.
     pub fn set_paid_hook(&self, hook: Option<PaidHook>) {
         *self.on_paid.borrow_mut() = hook;
+    }
+
+    /// Count the engine's branches into `probes` (the world's, shared by its nodes).
+    pub fn count_probes(&self, probes: Probes) {
+        *self.probes.borrow_mut() = Some(probes);
     }
 
     /// Install a synchronous script.
@@ -144,6 +162,12 @@ impl Env for SimEnv {
     fn paid(&self, point: &Point<'_>) {
         if let Some(hook) = self.on_paid.borrow_mut().as_mut() {
             hook(point);
+        }
+    }
+
+    fn probe(&self, probe: Probe) {
+        if let Some(probes) = self.probes.borrow().as_ref() {
+            *probes.lock().unwrap_or_else(PoisonError::into_inner).entry(probe).or_default() += 1;
         }
     }
 }

@@ -77,6 +77,9 @@ pub struct WorldReport {
     pub counters: Counters,
     /// Whether the world stopped because everything settled (else the liveness bound passed).
     pub settled_early: bool,
+    /// Hits per engine branch its nodes took (`fencesim_engine::probe`); a branch no node took
+    /// is absent. Not part of the trace or the fingerprint: probes only count.
+    pub probes: BTreeMap<fencesim_engine::Probe, u64>,
 }
 
 impl WorldReport {
@@ -246,6 +249,8 @@ pub(crate) struct Shared {
     pub usurper: Mutex<Option<(Recorder, SimClock)>>,
     /// Harness errors nodes ran into (a connection that would not open).
     errors: Mutex<Vec<HarnessError>>,
+    /// The engine branches the world's nodes took (`fencesim_engine::probe`).
+    pub probes: crate::env::Probes,
 }
 
 /// A pending restart of a node.
@@ -405,6 +410,7 @@ fn share(cfg: WorldConfig, db: Db) -> Arc<Shared> {
         client: Mutex::new(client),
         usurper: Mutex::default(),
         errors: Mutex::default(),
+        probes: crate::env::Probes::default(),
         cfg,
     })
 }
@@ -586,6 +592,7 @@ fn judge(shared: &Arc<Shared>, observer: &SqliteStore, settled_early: bool) -> R
         fingerprint,
         counters,
         settled_early,
+        probes: shared.probes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
     })
 }
 

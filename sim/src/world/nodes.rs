@@ -88,6 +88,7 @@ impl Ctx {
         }
         let store: Rc<dyn Store> = Rc::new(recorder);
         let env = SimEnv::new(clock);
+        env.count_probes(shared.probes.clone());
         env.set_script(Some(fault_script(shared.clone(), node, label.clone(), env.clone())));
         let (history, paid_by) = (shared.history.clone(), label.clone());
         env.set_paid_hook(Some(Box::new(move |point| {

@@ -3,10 +3,13 @@
 //! clean baseline (the same seeds of every scenario with no defect). Exit 0 only when every
 //! defect is caught and the baseline is clean.
 
+use std::collections::BTreeMap;
+
 use anyhow::Context;
 use fencesim::mutants::{self, Catch, Detector, Hunt};
 use fencesim::report;
 use fencesim_sim::catalogue::{self, Defect};
+use fencesim_sim::coverage::{self, Table};
 use fencesim_sim::stores::DbKind;
 use fencesim_sim::world::{self, WorldConfig};
 use fencesim_store::conformance::{self, Outcome, SqliteTarget};
@@ -76,18 +79,19 @@ struct Dirty {
 
 /// The baseline: every scenario's seeds 1..=seeds without a defect, scenario-major, each world
 /// reduced to its first violation (if any) as soon as it ends. The worlds that failed.
-fn baseline(args: &Args, shard: fencesim::fleet::Shard, jobs: usize) -> anyhow::Result<Vec<Dirty>> {
+fn baseline(args: &Args, shard: fencesim::fleet::Shard, jobs: usize) -> anyhow::Result<(Vec<Dirty>, Table)> {
     let names: Vec<&str> = catalogue::SCENARIOS.iter().map(|(name, _)| *name).collect();
     // This shard's baseline worlds: the indexes k*N + I of the whole baseline.
     let (first, count) = shard.seeds(0, names.len() as u64 * args.seeds - 1);
     let progress = Progress::new("baseline", usize::try_from(count).unwrap_or(usize::MAX));
     let mut dirty: Vec<Dirty> = Vec::new();
+    let mut branches = Table::default();
     let mut error: Option<anyhow::Error> = None;
     par::stream(
         count,
         jobs,
         &progress,
-        |i| -> anyhow::Result<Option<Dirty>> {
+        |i| -> anyhow::Result<(Option<Dirty>, BTreeMap<String, u64>)> {
             let i = first + i * shard.count;
             let name = names[(i / args.seeds) as usize];
             let seed = i % args.seeds + 1;
@@ -101,16 +105,19 @@ fn baseline(args: &Args, shard: fencesim::fleet::Shard, jobs: usize) -> anyhow::
                 keep_db: None,
             };
             let outcome = world::run(&cfg)?;
-            Ok(outcome.violations.first().map(|v| Dirty {
+            let probes = outcome.probes.iter().map(|(p, n)| (coverage::probe_event(*p), *n)).collect();
+            let dirty = outcome.violations.first().map(|v| Dirty {
                 scenario: name.to_owned(),
                 seed,
                 first: format!("{}: {}", v.checker, v.explanation),
                 repro: report::repro(&outcome, &[]),
-            }))
+            });
+            Ok((dirty, probes))
         },
         |_, outcome| match outcome {
-            Ok(d) => {
+            Ok((d, probes)) => {
                 dirty.extend(d);
+                branches.add(&probes);
                 true
             }
             Err(e) => {
@@ -121,7 +128,7 @@ fn baseline(args: &Args, shard: fencesim::fleet::Shard, jobs: usize) -> anyhow::
     );
     match error {
         Some(e) => Err(e),
-        None => Ok(dirty),
+        None => Ok((dirty, branches)),
     }
 }
 
@@ -136,16 +143,10 @@ pub fn run(args: &Args) -> CmdResult {
     let hunts = par::map(&defects, jobs, &progress, |&d| hunt(d, args));
     let hunts: Vec<Hunt> = hunts.into_iter().collect::<anyhow::Result<_>>()?;
 
-    let dirty = baseline(args, shard, jobs)?;
+    let (dirty, branches) = baseline(args, shard, jobs)?;
     // This shard's count of baseline worlds.
     let (_, count) = shard.seeds(0, catalogue::SCENARIOS.len() as u64 * args.seeds - 1);
-    let soaks: Vec<Option<u64>> = if args.soak {
-        let progress = Progress::new("soak column", defects.len());
-        // One soak at a time: each storms the machine's cores with real processes.
-        par::map(&defects, 1, &progress, |&d| soak_hunt(d)).into_iter().collect::<anyhow::Result<_>>()?
-    } else {
-        Vec::new()
-    };
+    let soaks = soak_column(args, &defects)?;
     let soak_cell = |i: usize| match soaks.get(i) {
         Some(Some(seed)) => format!("caught, seed {seed}"),
         _ => "NO".to_owned(),
@@ -174,6 +175,8 @@ pub fn run(args: &Args) -> CmdResult {
             for d in &dirty {
                 println!("BASELINE FAIL {} seed {}: {}\n  repro: {}", d.scenario, d.seed, d.first, d.repro);
             }
+            // The clean baseline over every scenario: which engine branches no world reached.
+            println!("baseline {}", super::sweep::probes_line(&branches));
             println!(
                 "{} of {} defects caught; clean baseline: {} worlds, {} with violations; {seconds:.1} s",
                 hunts.len() - missed,
@@ -192,6 +195,7 @@ pub fn run(args: &Args) -> CmdResult {
                 "missed": missed,
                 "baseline": {
                     "worlds": count,
+                    "probes_missed": coverage::probes_missed(&branches),
                     "dirty": dirty.iter().map(|d| json!({"scenario": d.scenario, "seed": d.seed, "first": d.first, "repro": d.repro})).collect::<Vec<_>>(),
                 },
             });
@@ -199,6 +203,17 @@ pub fn run(args: &Args) -> CmdResult {
         }
     }
     Ok(if missed == 0 && dirty.is_empty() { Verdict::Pass } else { Verdict::Fail })
+}
+
+/// With `--soak`, each defect's store soak: the seed that caught it, if one did.
+fn soak_column(args: &Args, defects: &[Defect]) -> anyhow::Result<Vec<Option<u64>>> {
+    Ok(if args.soak {
+        let progress = Progress::new("soak column", defects.len());
+        // One soak at a time: each storms the machine's cores with real processes.
+        par::map(defects, 1, &progress, |&d| soak_hunt(d)).into_iter().collect::<anyhow::Result<_>>()?
+    } else {
+        Vec::new()
+    })
 }
 
 fn hunt(defect: Defect, args: &Args) -> anyhow::Result<Hunt> {

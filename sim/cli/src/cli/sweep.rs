@@ -131,6 +131,15 @@ impl Tally {
     }
 }
 
+/// Which of the engine's branches (`fencesim_engine::probe`) the worlds reached: `probes: K of
+/// N engine branches reached; never: ...`.
+pub(super) fn probes_line(table: &coverage::Table) -> String {
+    let missed = coverage::probes_missed(table);
+    let all = fencesim_engine::probe::ALL.len();
+    let never = if missed.is_empty() { String::new() } else { format!("; never: {}", missed.join(", ")) };
+    format!("probes: {} of {all} engine branches reached{never}", all - missed.len())
+}
+
 /// `--seeds` is a count from 1 to the limit.
 pub(super) fn check_seeds(seeds: u64) -> anyhow::Result<()> {
     anyhow::ensure!(seeds > 0, "--seeds must be at least 1");
@@ -234,7 +243,7 @@ fn summarize(
         WorldConfig { scenario: scenario.clone(), seed, db: args.db, store_defects, engine_defects, keep_db: None };
     world::run(&cfg).map(|outcome| Summary {
         seed,
-        coverage: coverage::count(&outcome.rows, i64::from(scenario.world.ttl_ms)),
+        coverage: coverage::of_world(&outcome, i64::from(scenario.world.ttl_ms)),
         virtual_ms: outcome.counters.virtual_ms,
         fingerprint: outcome.fingerprint,
         failure: outcome.violations.first().map(|first| {
@@ -269,6 +278,7 @@ pub fn run(args: &Args) -> CmdResult {
     );
     let seconds = clock.seconds();
     print!("{}", tally.table.text(&scenario.aims));
+    println!("{}", probes_line(&tally.table));
     let missing: Vec<&str> = if args.require_coverage { tally.table.missing(&scenario.aims) } else { Vec::new() };
     let inconclusive = tally.inconclusive(&missing);
     let (n, failed, errors) = (count, tally.failed, tally.errors);
