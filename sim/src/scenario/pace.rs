@@ -22,7 +22,8 @@ use crate::scenario::{FaultKind, LIMITS, Scenario, WorldShape};
 pub(crate) const CLIENT_TICK_MS: u64 = 1000;
 
 /// The world settings a running world reads from its scenario (the rest only shape the draw).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Serialized in a plan's `[world]` table, in this order.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Settings {
     pub fault_ms: u32,
     pub liveness_ms: u32,

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
+use crate::scenario::pace::Settings;
 use crate::scenario::plan::{Applied, Scheduled};
 use crate::scenario::planfile::{PLAN_FORMAT, PlanFile};
 
@@ -49,13 +50,8 @@ struct World<'a> {
     concurrency: u32,
     poll_ms: u32,
     ttl_ms: u32,
-    fault_ms: u32,
-    liveness_ms: u32,
-    retention_ms: u32,
-    operator_ms: u32,
-    boot_storm: u32,
-    call_ms: u32,
-    tool_ms: u32,
+    #[serde(flatten)]
+    settings: &'a Settings,
 }
 
 /// Every fault kind's table, in the plan's (the catalogue's) order rather than by name.
@@ -145,7 +141,7 @@ impl PlanFile {
 }
 
 fn to_toml(file: &PlanFile) -> String {
-    let (p, s) = (&file.plan, &file.settings);
+    let p = &file.plan;
     let out = Out {
         format: PLAN_FORMAT,
         scenario: &file.scenario,
@@ -158,13 +154,7 @@ fn to_toml(file: &PlanFile) -> String {
             concurrency: p.concurrency,
             poll_ms: p.poll_ms,
             ttl_ms: p.ttl_ms,
-            fault_ms: s.fault_ms,
-            liveness_ms: s.liveness_ms,
-            retention_ms: s.retention_ms,
-            operator_ms: s.operator_ms,
-            boot_storm: s.boot_storm,
-            call_ms: s.call_ms,
-            tool_ms: s.tool_ms,
+            settings: &file.settings,
         },
         skews: &p.skews,
         faults: Faults(&p.faults),
