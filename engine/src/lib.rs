@@ -31,5 +31,5 @@ pub use options::{
     BUSY_RETRIES, CancelToken, EngineOptions, Outcome, Ownership, RunOptions, renew_cadence, validate_timer,
 };
 pub use probe::Probe;
-pub use worker::{Retention, SweepReport, Worker, WorkerOptions};
+pub use worker::{Retention, Skip, SweepReport, Worker, WorkerOptions};
 pub use workflow::{Agent, Step, SuspendKind, Workflow};

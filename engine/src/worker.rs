@@ -34,29 +34,89 @@ use crate::race::{LocalFuture, join_all, with_keeper};
 use crate::workflow::Workflow;
 
 /// Why a sweep left a run alone (the second field of [`SweepReport::skipped`]).
-pub mod skip {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skip {
     /// The worker is stopping: nothing is acquired after `stop`.
-    pub const STOPPING: &str = "stopping";
+    Stopping,
     /// Another owner holds a live lease.
-    pub const LEASE_HELD: &str = "lease-held";
+    LeaseHeld,
     /// The store stayed busy through the acquire's retries.
-    pub const BUSY: &str = "busy";
+    Busy,
     /// The acquire failed otherwise.
-    pub const ACQUIRE_FAILED: &str = "acquire-failed";
+    AcquireFailed,
     /// Reading meta or journal under the lease failed.
-    pub const READ_FAILED: &str = "read-failed";
+    ReadFailed,
     /// This worker is already driving the run, or the engine has a live segment of it.
-    pub const ACTIVE: &str = "active";
+    Active,
     /// Poisoned for this genesis by an earlier sweep.
-    pub const POISONED: &str = "poisoned";
+    Poisoned,
     /// The run is terminal (settled since it was listed, or not a candidate at all).
-    pub const SETTLED: &str = "settled";
+    Settled,
     /// The run was deleted since it was listed.
-    pub const GONE: &str = "gone";
+    Gone,
     /// Suspended with the journal length and genesis of this worker's last suspended settle.
-    pub const SUSPENDED_UNCHANGED: &str = "suspended-unchanged";
+    SuspendedUnchanged,
     /// Retention: the run no longer matches the policy once leased.
-    pub const KEPT: &str = "kept";
+    Kept,
+}
+
+impl Skip {
+    /// The reason as reports print it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Skip::Stopping => "stopping",
+            Skip::LeaseHeld => "lease-held",
+            Skip::Busy => "busy",
+            Skip::AcquireFailed => "acquire-failed",
+            Skip::ReadFailed => "read-failed",
+            Skip::Active => "active",
+            Skip::Poisoned => "poisoned",
+            Skip::Settled => "settled",
+            Skip::Gone => "gone",
+            Skip::SuspendedUnchanged => "suspended-unchanged",
+            Skip::Kept => "kept",
+        }
+    }
+
+    /// The probe of the branch that skips for this reason.
+    const fn probe(self) -> Probe {
+        match self {
+            Skip::Stopping => probe::SKIP_STOPPING,
+            Skip::LeaseHeld => probe::SKIP_LEASE_HELD,
+            Skip::Busy => probe::SKIP_BUSY,
+            Skip::AcquireFailed => probe::SKIP_ACQUIRE_FAILED,
+            Skip::ReadFailed => probe::SKIP_READ_FAILED,
+            Skip::Active => probe::SKIP_ACTIVE,
+            Skip::Poisoned => probe::SKIP_POISONED,
+            Skip::Settled => probe::SKIP_SETTLED,
+            Skip::Gone => probe::SKIP_GONE,
+            Skip::SuspendedUnchanged => probe::SKIP_SUSPENDED_UNCHANGED,
+            Skip::Kept => probe::SKIP_KEPT,
+        }
+    }
+}
+
+impl std::fmt::Display for Skip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The reasons by the short names call sites and tests write (`skip::LEASE_HELD`).
+pub mod skip {
+    use super::Skip;
+
+    pub const STOPPING: Skip = Skip::Stopping;
+    pub const LEASE_HELD: Skip = Skip::LeaseHeld;
+    pub const BUSY: Skip = Skip::Busy;
+    pub const ACQUIRE_FAILED: Skip = Skip::AcquireFailed;
+    pub const READ_FAILED: Skip = Skip::ReadFailed;
+    pub const ACTIVE: Skip = Skip::Active;
+    pub const POISONED: Skip = Skip::Poisoned;
+    pub const SETTLED: Skip = Skip::Settled;
+    pub const GONE: Skip = Skip::Gone;
+    pub const SUSPENDED_UNCHANGED: Skip = Skip::SuspendedUnchanged;
+    pub const KEPT: Skip = Skip::Kept;
 }
 
 /// Which terminal runs retention deletes: those whose meta was last written at least `keep_ms`
@@ -107,7 +167,7 @@ pub struct SweepReport {
     /// Runs resumed, with what the segment returned.
     pub driven: Vec<(RunId, EngineResult<Outcome>)>,
     /// Runs left alone, with a reason from [`skip`].
-    pub skipped: Vec<(RunId, &'static str)>,
+    pub skipped: Vec<(RunId, Skip)>,
     /// Runs released and poisoned for their genesis (unknown workflow, or a binding error on drive).
     pub poisoned: Vec<RunId>,
     /// Runs whose drive was cancelled because a renew failed.
@@ -365,7 +425,7 @@ impl<E: Env> Worker<E> {
     /// on an unleased read of its journal), lease, read, check, drive, release.
     async fn consider(&self, row: RunMeta, report: &RefCell<SweepReport>) {
         let run = row.run_id.clone();
-        let skip = |reason: &'static str| self.skipped(report, &run, reason);
+        let skip = |reason: Skip| self.skipped(report, &run, reason);
         if let Some(reason) = self.unleased_skip(&row).await {
             return skip(reason);
         }
@@ -375,7 +435,7 @@ impl<E: Env> Worker<E> {
         };
         let token = CancelToken::new();
         let _active = Active::enter(&self.active, &run, token.clone());
-        let release = |reason: &'static str| {
+        let release = |reason: Skip| {
             self.engine.release_quietly(&lease);
             skip(reason);
         };
@@ -425,7 +485,7 @@ impl<E: Env> Worker<E> {
     }
 
     /// Why a listed row is skipped before any lease is taken, if it is.
-    async fn unleased_skip(&self, row: &RunMeta) -> Option<&'static str> {
+    async fn unleased_skip(&self, row: &RunMeta) -> Option<Skip> {
         let run = &row.run_id;
         // D16: nothing is leased once stop() was called, even mid-sweep.
         if self.stopping.get() {
@@ -533,7 +593,7 @@ impl<E: Env> Worker<E> {
     /// policy on the leased meta, run the cascade with the lease, release quietly (the store's
     /// delete normally removed the row already).
     async fn retain(&self, run: RunId, report: &RefCell<SweepReport>) {
-        let skip = |reason: &'static str| self.skipped(report, &run, reason);
+        let skip = |reason: Skip| self.skipped(report, &run, reason);
         if self.stopping.get() {
             return skip(skip::STOPPING);
         }
@@ -544,7 +604,7 @@ impl<E: Env> Worker<E> {
             Ok(lease) => lease,
             Err(e) => return skip(acquire_skip(&e)),
         };
-        let release = |reason: &'static str| {
+        let release = |reason: Skip| {
             self.engine.release_quietly(&lease);
             skip(reason);
         };
@@ -577,8 +637,8 @@ impl<E: Env> Worker<E> {
     }
 
     /// A listed run left alone, and why.
-    fn skipped(&self, report: &RefCell<SweepReport>, run: &RunId, reason: &'static str) {
-        self.engine.env().probe(skip_probe(reason));
+    fn skipped(&self, report: &RefCell<SweepReport>, run: &RunId, reason: Skip) {
+        self.engine.env().probe(reason.probe());
         report.borrow_mut().skipped.push((run.clone(), reason));
     }
 
@@ -608,26 +668,8 @@ impl<E: Env> Worker<E> {
     }
 }
 
-/// The probe of a skip reason.
-fn skip_probe(reason: &'static str) -> Probe {
-    match reason {
-        skip::STOPPING => probe::SKIP_STOPPING,
-        skip::LEASE_HELD => probe::SKIP_LEASE_HELD,
-        skip::BUSY => probe::SKIP_BUSY,
-        skip::ACQUIRE_FAILED => probe::SKIP_ACQUIRE_FAILED,
-        skip::READ_FAILED => probe::SKIP_READ_FAILED,
-        skip::ACTIVE => probe::SKIP_ACTIVE,
-        skip::POISONED => probe::SKIP_POISONED,
-        skip::SETTLED => probe::SKIP_SETTLED,
-        skip::GONE => probe::SKIP_GONE,
-        skip::SUSPENDED_UNCHANGED => probe::SKIP_SUSPENDED_UNCHANGED,
-        skip::KEPT => probe::SKIP_KEPT,
-        other => unreachable!("skip reason {other:?} has no probe"),
-    }
-}
-
 /// Why a refused acquire leaves the run alone.
-fn acquire_skip(e: &EngineError) -> &'static str {
+fn acquire_skip(e: &EngineError) -> Skip {
     match e {
         EngineError::LeaseHeld(_) => skip::LEASE_HELD,
         EngineError::Store(e) if e.is_busy() => skip::BUSY,
