@@ -39,6 +39,8 @@ pub const CHECKPOINT_UNDECODABLE: Probe = Probe("segment-checkpoint-undecodable"
 pub const CHECKPOINT_READ_FAILED: Probe = Probe("segment-checkpoint-read-failed");
 /// A step that was never dispatched (or whose terminal was not final) is dispatched fresh.
 pub const DISPATCH_FRESH: Probe = Probe("segment-dispatch-fresh");
+/// A dispatch ends `ok` with its scripted answer.
+pub const DISPATCH_OK: Probe = Probe("segment-dispatch-ok");
 /// A dispatch ends `limit` (its turns or tools ran out).
 pub const DISPATCH_LIMIT: Probe = Probe("segment-dispatch-limit");
 /// A dispatch is abandoned on a cancel.
@@ -92,6 +94,7 @@ pub const ALL: [Probe; 30] = [
     CHECKPOINT_UNDECODABLE,
     CHECKPOINT_READ_FAILED,
     DISPATCH_FRESH,
+    DISPATCH_OK,
     DISPATCH_LIMIT,
     DISPATCH_CANCELLED,
     STEP_PARKED,
@@ -113,12 +116,7 @@ pub const ALL: [Probe; 30] = [
     DRIVEN_SUSPENDED,
     RETENTION_DELETED,
     RETENTION_FAILED,
-    // The last branch of a dispatch: it ends ok.
-    DISPATCH_OK,
 ];
-
-/// A dispatch ends `ok` with its scripted answer.
-pub const DISPATCH_OK: Probe = Probe("segment-dispatch-ok");
 
 #[cfg(test)]
 mod tests {
