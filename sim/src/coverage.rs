@@ -67,9 +67,9 @@ pub fn probe_event(probe: fencesim_engine::Probe) -> String {
 }
 
 /// The events of one world: its history's ([`count`]) and the engine branches its nodes took.
-pub fn of_world(report: &crate::world::WorldReport, ttl_ms: i64) -> BTreeMap<String, u64> {
-    let mut found = count(&report.rows, ttl_ms);
-    found.extend(report.probes.iter().map(|(probe, n)| (probe_event(*probe), *n)));
+pub fn of_world(rows: &[Row], probes: &BTreeMap<fencesim_engine::Probe, u64>, ttl_ms: i64) -> BTreeMap<String, u64> {
+    let mut found = count(rows, ttl_ms);
+    found.extend(probes.iter().map(|(probe, n)| (probe_event(*probe), *n)));
     found
 }
 

@@ -178,7 +178,7 @@ struct Reduced {
 }
 
 fn reduce(mut report: WorldReport, seconds: f64, ttl_ms: u32) -> Reduced {
-    let coverage = fencesim_sim::coverage::of_world(&report, i64::from(ttl_ms));
+    let coverage = fencesim_sim::coverage::of_world(&report.rows, &report.probes, i64::from(ttl_ms));
     let doc = report::world_json(&report, &[]);
     let text = report::text(&report, &[], false);
     report.rows = Vec::new();

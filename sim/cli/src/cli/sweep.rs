@@ -243,7 +243,7 @@ fn summarize(
         WorldConfig { scenario: scenario.clone(), seed, db: args.db, store_defects, engine_defects, keep_db: None };
     world::run(&cfg).map(|outcome| Summary {
         seed,
-        coverage: coverage::of_world(&outcome, i64::from(scenario.world.ttl_ms)),
+        coverage: coverage::of_world(&outcome.rows, &outcome.probes, i64::from(scenario.world.ttl_ms)),
         virtual_ms: outcome.counters.virtual_ms,
         fingerprint: outcome.fingerprint,
         failure: outcome.violations.first().map(|first| {
