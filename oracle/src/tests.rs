@@ -65,6 +65,7 @@ fn role_of(node: &str) -> Role {
         "client" => Role::Client,
         "operator" => Role::Operator,
         "sweeper" => Role::Sweeper,
+        "world" => Role::Harness,
         name if name.starts_with('w') => Role::Worker,
         _ => Role::Harness,
     }
@@ -1721,6 +1722,20 @@ fn healthy_holder_catches_a_lease_let_lapse_with_no_fault() {
         h.push("w1", Event::Fault { kind: Disruption::Stall, run: None, epoch: None, detail: "w1 stalls".into() });
     });
     assert_eq!(check(&stalled.rows, &stalled.store(), &CFG), Vec::new());
+    // A clock jump the world records on the holder's behalf (its detail names the node first)
+    // excuses it too; one aimed at another node does not.
+    let jumped = |node: &str| {
+        let detail = format!("{node} +600ms at 1400ms");
+        lapsed(&|h| {
+            h.push(
+                "world",
+                Event::Fault { kind: Disruption::ClockJump, run: None, epoch: None, detail: detail.clone() },
+            );
+        })
+    };
+    assert_eq!(check(&jumped("w1").rows, &jumped("w1").store(), &CFG), Vec::new());
+    let elsewhere = jumped("w2");
+    only(&elsewhere, &elsewhere.store(), "healthy-holder");
 }
 
 #[test]
@@ -1749,9 +1764,23 @@ fn cancel_asked_catches_a_cancel_nobody_asked_for() {
     let renew_failed = cancelled(&|h| {
         h.lease_call("w1", Surface::Renew, &l, 15).call_mut_last().outcome = CallOutcome::Busy;
     });
-    for h in [client, stopped, renew_failed] {
+    // A fenced write of the settling lease refused stale (its holder's clock had passed the
+    // expiry, then jumped back, so the settle still landed): ownership lost, which cancels.
+    let refused = cancelled(&|h| {
+        h.push(
+            "world",
+            Event::Fault { kind: Disruption::ClockJump, run: None, epoch: None, detail: "w1 -1490ms".into() },
+        );
+        h.call("w1", 1_500, Surface::Append, "r8", Some(&l), Payload::Entry(running(2)), CallOutcome::Stale);
+    });
+    for h in [client, stopped, renew_failed, refused] {
         assert_eq!(check(&h.rows, &h.store(), &CFG), Vec::new());
     }
+    // A busy body write is not lease loss: a cancel on it is nobody's.
+    let busy = cancelled(&|h| {
+        h.call("w1", 15, Surface::Append, "r8", Some(&l), Payload::Entry(running(2)), CallOutcome::Busy);
+    });
+    only(&busy, &busy.store(), "cancel-asked");
     // Another run's cancel, another node's stop, a renew that went through excuse nothing.
     let elsewhere = cancelled(&|h| {
         h.push("client", Event::Request(Request::Cancel { run: RunId::new("r9") }));

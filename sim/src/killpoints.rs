@@ -413,10 +413,7 @@ pub async fn referee<E: Env + Clone>(
         let status = meta.map_or("missing".into(), |m| m.status.to_string());
         violations.push(finding(Checker::Liveness, format!("meta status is {status}, not ok")));
     }
-    let after = audit::audit_run(store.as_ref(), run)?;
-    if after.verdict != AuditVerdict::Consistent {
-        violations.push(finding(Checker::AuditConsistent, format!("audit after resume: {after}")));
-    }
+    violations.extend(audit_consistent(&audit::audit_run(store.as_ref(), run)?, "after resume"));
     let limit_terminals =
         journal.iter().filter(|e| e.kind == kind::AGENT && e.status == status::LIMIT && e.ref_seq.is_some()).count();
     let paid = ledger.run_total(run);
@@ -500,6 +497,13 @@ fn check_journal(journal: &[JournalEntry], violations: &mut Vec<String>) {
     }
 }
 
+/// `audit-consistent`: the audit's table finds the run consistent `when` (after a kill point's
+/// resume, after the engine soak's repair); the finding otherwise.
+pub fn audit_consistent(audit: &audit::RunAudit, when: &str) -> Option<String> {
+    (audit.verdict != AuditVerdict::Consistent)
+        .then(|| finding(Checker::AuditConsistent, format!("audit {when}: {audit}")))
+}
+
 /// A kill point's finding: `<checker>: <why>`, as every judge prints one.
 pub fn finding(checker: Checker, why: impl std::fmt::Display) -> String {
     format!("{checker}: {why}")
@@ -525,6 +529,20 @@ mod tests {
         let mut v = Vec::new();
         check_journal(&journal(j), &mut v);
         v
+    }
+
+    /// `audit-consistent` fails on a run the audit's table does not find consistent: a meta left
+    /// `running` over a journal whose last settle is `ok` (meta behind, R5).
+    #[test]
+    fn audit_consistent_fails_on_a_meta_behind_its_journal() {
+        let run = RunId::new("kp");
+        let settled = journal(&[(1, None), (2, Some(RunStatus::Ok))]);
+        let meta = fencesim_store::RunMeta::new(run.clone(), RunStatus::Running);
+        let behind = audit::audit_entries(&run, Some(&meta), &settled);
+        let found = audit_consistent(&behind, "after resume").expect("meta behind is not consistent");
+        assert!(found.starts_with("audit-consistent: audit after resume: kp meta-behind"), "{found}");
+        let done = fencesim_store::RunMeta::new(run.clone(), RunStatus::Ok);
+        assert_eq!(audit_consistent(&audit::audit_entries(&run, Some(&done), &settled), "after resume"), None);
     }
 
     #[test]

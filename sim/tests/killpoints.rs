@@ -59,3 +59,19 @@ fn a_wrong_documented_count_fails_its_row() {
     let report = run_all(&[row], &Config::default()).remove(0);
     assert!(report.violations.iter().any(|v| v.contains("differ from the documented")), "{:?}", report.violations);
 }
+
+/// A point the child never reaches tests nothing: a write index past the workflow's last write
+/// lets the child run to completion, and the point fails `kill-point-reached` instead of passing.
+#[test]
+fn a_point_past_the_last_write_fails_kill_point_reached() {
+    let mut point = killpoints::table().remove(0);
+    point.id = "past-the-end".into();
+    point.target = killpoints::Target::Index(999);
+    point.expected = None;
+    let report = run_all(&[point], &Config::default()).remove(0);
+    assert!(
+        report.violations.iter().any(|v| v.starts_with("kill-point-reached: the child ran to completion")),
+        "{:?}",
+        report.violations
+    );
+}

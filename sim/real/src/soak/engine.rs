@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use fencesim_engine::audit::{self, AuditVerdict};
+use fencesim_engine::audit;
 use fencesim_engine::race::join_all;
 use fencesim_engine::{
     EngineDefects, EngineOptions, Env, Fault, Ledger, Phase, Point, RealEnv, RunOptions, Site, Worker, WorkerOptions,
@@ -652,10 +652,8 @@ fn repair_copy(exe: &Path, dir: &Path, db: &Path, ttl_ms: u32, violations: &mut 
     let mut repair = killpoints::spawn(exe, &argv, copy.path(), "audit")?;
     let _ = repair.0.wait().map_err(killpoints::io("wait for runs audit"))?;
     let after = killpoints::open_store(&repaired, ttl_ms, StoreDefects::NONE)?;
-    for divergent in audit::audit_runs(after.as_ref(), false)? {
-        if divergent.verdict != AuditVerdict::Consistent {
-            violations.push(format!("{}: {divergent}", oracle::Checker::AuditConsistent));
-        }
+    for audit in audit::audit_runs(after.as_ref(), false)? {
+        violations.extend(fencesim_sim::killpoints::audit_consistent(&audit, "after repair"));
     }
     Ok(())
 }
