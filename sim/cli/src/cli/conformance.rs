@@ -3,7 +3,9 @@
 //! `--store sqlite-file` the kit's databases live in a temporary folder removed on every exit
 //! path: a normal return, an error, and `SIGINT`/`SIGTERM`/`SIGHUP` (a watcher thread removes it
 //! and exits with 128 + the signal); the boot race's children die with this process
-//! (`PR_SET_PDEATHSIG`, see `fencesim boot`).
+//! (`PR_SET_PDEATHSIG`, see `fencesim boot`). With `--store cmd:COMMAND` the kit runs against a
+//! store adapter process speaking the store protocol (docs/protocol.md); a broken adapter is a
+//! harness error (exit 2), never a verdict.
 
 use std::io::Write;
 use std::path::Path;
@@ -18,9 +20,12 @@ use super::{CmdResult, Format, Verdict};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The store under test: sqlite-memdb, sqlite-file or memory.
+    /// The store under test: sqlite-memdb, sqlite-file, memory, or cmd:COMMAND (a store adapter
+    /// process speaking the store protocol, COMMAND split as a shell would).
     #[arg(long, value_parser = parse_store, required_unless_present = "list_defects")]
     store: Option<StoreKind>,
+    #[command(flatten)]
+    adapter: super::AdapterArgs,
     /// Plant a store defect (repeatable); see --list-defects.
     #[arg(long = "defect", value_name = "NAME", value_parser = super::parse_defect)]
     defects: Vec<StoreDefect>,
@@ -31,25 +36,32 @@ pub struct Args {
     list_defects: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StoreKind {
     SqliteMemdb,
     SqliteFile,
     Memory,
+    Cmd(fencesim_protocol::Spec),
 }
 
 const STORE_KINDS: [(&str, StoreKind); 3] =
     [("sqlite-memdb", StoreKind::SqliteMemdb), ("sqlite-file", StoreKind::SqliteFile), ("memory", StoreKind::Memory)];
 
 fn parse_store(name: &str) -> Result<StoreKind, String> {
-    STORE_KINDS.iter().find(|(n, _)| *n == name).map(|(_, k)| *k).ok_or_else(|| {
+    if name.starts_with("cmd:") {
+        return fencesim_protocol::Spec::parse(name).map(StoreKind::Cmd).map_err(|e| e.to_string());
+    }
+    STORE_KINDS.iter().find(|(n, _)| *n == name).map(|(_, k)| k.clone()).ok_or_else(|| {
         let valid: Vec<&str> = STORE_KINDS.iter().map(|(n, _)| *n).collect();
-        format!("unknown store '{name}' (valid: {})", valid.join(", "))
+        format!("unknown store '{name}' (valid: {}, cmd:COMMAND)", valid.join(", "))
     })
 }
 
-fn store_name(kind: StoreKind) -> &'static str {
-    STORE_KINDS.iter().find(|(_, k)| *k == kind).map_or("?", |(n, _)| n)
+fn store_name(kind: &StoreKind) -> String {
+    match kind {
+        StoreKind::Cmd(spec) => spec.to_string(),
+        _ => STORE_KINDS.iter().find(|(_, k)| k == kind).map_or("?", |(n, _)| n).to_owned(),
+    }
 }
 
 pub fn run(args: &Args) -> CmdResult {
@@ -59,15 +71,17 @@ pub fn run(args: &Args) -> CmdResult {
         }
         return Ok(Verdict::Pass);
     }
-    let kind = args.store.context("--store is required")?;
+    let kind = args.store.clone().context("--store is required")?;
     anyhow::ensure!(
-        kind != StoreKind::Memory || args.defects.is_empty(),
-        "defects are planted in SqliteStore; --store memory has none (use sqlite-memdb or sqlite-file)"
+        matches!(kind, StoreKind::SqliteMemdb | StoreKind::SqliteFile) || args.defects.is_empty(),
+        "defects are planted in SqliteStore; --store {} has none (use sqlite-memdb or sqlite-file)",
+        store_name(&kind)
     );
     let defects = StoreDefects::of(&args.defects);
     // Holds the file target's databases; removed when this function returns.
     let mut folder = None;
-    let target: Box<dyn Target> = match kind {
+    let mut adapter = None;
+    let target: Box<dyn Target> = match &kind {
         StoreKind::Memory => Box::new(MemoryTarget),
         StoreKind::SqliteMemdb => Box::new(SqliteTarget::memdb().defects(defects)),
         StoreKind::SqliteFile => {
@@ -81,10 +95,26 @@ pub fn run(args: &Args) -> CmdResult {
             folder = Some(dir);
             Box::new(target)
         }
+        StoreKind::Cmd(spec) => {
+            let spec = args.adapter.apply(spec.clone());
+            let started = fencesim_protocol::Adapter::start(&spec)?;
+            let dir = fencesim_real::proc::janitor::temp_dir("fencesim-conformance-", false)
+                .context("cannot create a temporary folder")?;
+            adapter = Some(started.clone());
+            Box::new(fencesim_protocol::CmdTarget::new(started, dir))
+        }
     };
     let reports = conformance::run_all(target.as_ref());
+    drop(target);
     drop(folder);
-    let summary = Summary::of(kind, &args.defects, &reports);
+    if let Some(broken) = adapter.as_ref().and_then(fencesim_protocol::Adapter::broken) {
+        return Err(broken.into());
+    }
+    let kind = match (&kind, &adapter) {
+        (StoreKind::Cmd(_), Some(adapter)) => StoreKind::Cmd(adapter.spec().clone()),
+        _ => kind,
+    };
+    let summary = Summary::of(&kind, &args.defects, &reports);
     match args.format {
         Format::Text => print_text(&summary, &reports)?,
         Format::Json => print_json(&summary, &reports)?,
@@ -107,7 +137,7 @@ pub(super) fn boot_command(exe: &Path, db: &Path, start_at: i64, defects: &[Stor
 }
 
 struct Summary {
-    store: &'static str,
+    store: String,
     defects: Vec<&'static str>,
     passed: usize,
     failed: usize,
@@ -116,7 +146,7 @@ struct Summary {
 }
 
 impl Summary {
-    fn of(kind: StoreKind, defects: &[StoreDefect], reports: &[CheckReport]) -> Self {
+    fn of(kind: &StoreKind, defects: &[StoreDefect], reports: &[CheckReport]) -> Self {
         let count = |f: fn(&Outcome) -> bool| reports.iter().filter(|r| f(&r.outcome)).count();
         Summary {
             store: store_name(kind),
@@ -139,7 +169,16 @@ impl Summary {
     /// The command that reproduces this run, when it did not pass.
     fn repro(&self) -> Option<String> {
         let flags: String = self.defects.iter().map(|d| format!(" --defect {d}")).collect();
-        (self.verdict() != "pass").then(|| format!("fencesim conformance --store {}{flags}", self.store))
+        (self.verdict() != "pass").then(|| format!("fencesim conformance --store {}{flags}", quoted(&self.store)))
+    }
+}
+
+/// A store name as a shell reads it back: `cmd:...` quoted.
+fn quoted(store: &str) -> String {
+    if store.starts_with("cmd:") {
+        shlex::try_quote(store).map_or_else(|_| store.to_owned(), |q| q.into_owned())
+    } else {
+        store.to_owned()
     }
 }
 

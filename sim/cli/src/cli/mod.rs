@@ -136,6 +136,22 @@ struct JanitorArgs {
     dir: std::path::PathBuf,
 }
 
+/// How long a store adapter may take, on every subcommand that takes `--store cmd:COMMAND`.
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub struct AdapterArgs {
+    /// How long a store adapter (--store cmd:COMMAND) may take to answer one request, in ms;
+    /// past it the adapter is killed and the run ends as a harness error (exit 2).
+    #[arg(long, value_name = "MS", default_value_t = fencesim_protocol::TIMEOUT_MS_DEFAULT,
+          value_parser = clap::value_parser!(u32).range(1..=600_000))]
+    pub adapter_timeout_ms: u32,
+}
+
+impl AdapterArgs {
+    pub fn apply(&self, spec: fencesim_protocol::Spec) -> fencesim_protocol::Spec {
+        spec.timeout_ms(self.adapter_timeout_ms)
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     #[default]
