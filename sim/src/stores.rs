@@ -67,6 +67,57 @@ pub fn keep_temp_folders(keep: bool) {
     KEEP_TEMP.store(keep, Ordering::Relaxed);
 }
 
+/// A world's store: fencesim's own SQLite database, or a store adapter's location.
+pub enum Backing {
+    Sqlite(Db),
+    Adapter(crate::adapters::AdapterDb),
+}
+
+impl Backing {
+    /// The database of `kind`, or with `adapter` a location of that adapter.
+    pub fn new(kind: DbKind, adapter: Option<&fencesim_protocol::Spec>) -> Result<Self, String> {
+        match adapter {
+            None => Db::new(kind).map(Backing::Sqlite).map_err(|e| format!("cannot create the world's database: {e}")),
+            Some(spec) => {
+                let folder = temp_dir("fencesim-adapter-world-", KEEP_TEMP.load(Ordering::Relaxed));
+                crate::adapters::AdapterDb::new(spec, folder).map(Backing::Adapter).map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    /// A connection with this clock, as every node's (store defects are fencesim's store's own).
+    pub fn open(&self, clock: Arc<dyn Clock>, ttl_ms: i64, defects: StoreDefects) -> StoreResult<Box<dyn Store>> {
+        Ok(match self {
+            Backing::Sqlite(db) => Box::new(db.open(clock, ttl_ms, defects)?),
+            Backing::Adapter(adapter) => Box::new(adapter.open(clock, ttl_ms)?),
+        })
+    }
+
+    /// The guard of the world's folder (see [`Db::detach_folder`]).
+    pub fn detach_folder(&mut self) -> Option<Box<dyn std::any::Any>> {
+        match self {
+            Backing::Sqlite(db) => db.detach_folder().map(|f| Box::new(f) as Box<dyn std::any::Any>),
+            Backing::Adapter(adapter) => adapter.detach_folder().map(|f| Box::new(f) as Box<dyn std::any::Any>),
+        }
+    }
+
+    /// What a world's trace calls its store: `memdb`, `file`, or `adapter:<name>`.
+    pub fn describe(&self, kind: DbKind) -> String {
+        match self {
+            Backing::Sqlite(_) => kind.as_str().to_owned(),
+            Backing::Adapter(adapter) => format!("adapter:{}", adapter.name()),
+        }
+    }
+
+    /// A store adapter's failure: whatever the world saw proves nothing about the store then.
+    pub fn broken(&self) -> Option<fencesim_protocol::AdapterError> {
+        match self {
+            Backing::Sqlite(_) => None,
+            Backing::Adapter(adapter) => adapter.broken(),
+        }
+    }
+}
+
 /// A maker of temporary folders: `(prefix, keep)` to a new folder named `<prefix>XXXXXX` that is
 /// removed on drop unless kept.
 pub type TempDirs = fn(prefix: &str, keep: bool) -> std::io::Result<TempDir>;

@@ -314,6 +314,7 @@ fn regression_plan(file: &str, defects: EngineDefects, db: DbKind) -> Violations
         store_defects: Default::default(),
         engine_defects: defects,
         keep_db: None,
+        adapter: None,
     };
     let report = fencesim_sim::world::run(&cfg).expect("the plan's world runs");
     report.violations.into_iter().filter(|v| v.checker.name() == expect).map(|v| v.explanation).collect()

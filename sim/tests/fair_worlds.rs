@@ -222,6 +222,7 @@ fn extreme_but_accepted_scenarios_pass_without_a_defect() {
             store_defects: Default::default(),
             engine_defects: Default::default(),
             keep_db: None,
+            adapter: None,
         };
         let report = world::run(&cfg).unwrap_or_else(|e| panic!("scenario {i} could not run: {e}\n{text}"));
         if verbose {

@@ -68,6 +68,7 @@ fn world(scenario: &Scenario, db: DbKind, seed: u64) -> (f64, u64) {
         store_defects: StoreDefects::NONE,
         engine_defects: Default::default(),
         keep_db: None,
+        adapter: None,
     };
     let start = Instant::now();
     let report = world::run(&cfg).expect("world runs");

@@ -49,7 +49,11 @@ pub fn file_name_part(text: &str) -> String {
 }
 
 fn repro_sh(cfg: &WorldConfig, report: &WorldReport, defects: &[Defect]) -> String {
-    let db = if cfg.db == DbKind::Memdb { String::new() } else { format!(" --db {}", cfg.db.as_str()) };
+    let db = match &cfg.adapter {
+        Some(adapter) => format!(" --store {}", report::sh_quote(&adapter.to_string())),
+        None if cfg.db == DbKind::Memdb => String::new(),
+        None => format!(" --db {}", cfg.db.as_str()),
+    };
     // Already shell-quoted; a comment line ends at the first line break, and a quoted word holds none
     // the scenario check lets through, but a break is written out all the same.
     let original = report::repro(report, defects).replace(['\n', '\r'], " ");
@@ -96,7 +100,8 @@ pub fn write_with(
     let staging = tempfile::Builder::new().prefix(".bundle-").tempdir_in(root).map_err(|e| io(root, e))?;
     let db_path = staging.path().join("store.db");
     let report = world::run(&WorldConfig {
-        keep_db: Some(fencesim_sim::files::Output { path: db_path, overwrite: false }),
+        // A store adapter's data is its own: its bundle has no store.db.
+        keep_db: cfg.adapter.is_none().then_some(fencesim_sim::files::Output { path: db_path, overwrite: false }),
         ..cfg.clone()
     })?;
     let target = root.join(name(&report));

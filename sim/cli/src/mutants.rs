@@ -159,7 +159,7 @@ pub fn hunt(defect: Defect, seeds: u64, db: DbKind) -> Result<Hunt, WorldError> 
         for name in &grounds {
             let scenario = catalogue::scenario(name).map_err(|e| harness(e.into()))?;
             tries += 1;
-            let cfg = WorldConfig { scenario, seed, db, store_defects, engine_defects, keep_db: None };
+            let cfg = WorldConfig { scenario, seed, db, store_defects, engine_defects, keep_db: None, adapter: None };
             let outcome = world::run(&cfg)?;
             if let Some(first) = outcome.violations.first() {
                 let catch = Catch {

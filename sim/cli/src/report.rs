@@ -32,8 +32,12 @@ pub fn repro(report: &WorldReport, defects: &[Defect]) -> String {
         Some(plan) => format!("fencesim run --plan {}", sh_quote(plan)),
         None => format!("fencesim run --scenario {} --seed {}", sh_quote(&report.source), report.seed),
     };
-    if report.db != fencesim_sim::stores::DbKind::Memdb {
-        command.push_str(&format!(" --db {}", report.db.as_str()));
+    match &report.adapter {
+        Some(adapter) => command.push_str(&format!(" --store {}", sh_quote(adapter))),
+        None if report.db != fencesim_sim::stores::DbKind::Memdb => {
+            command.push_str(&format!(" --db {}", report.db.as_str()))
+        }
+        None => {}
     }
     for d in defects {
         command.push_str(&format!(" --defect {d}"));
@@ -223,7 +227,7 @@ pub fn world_doc(report: &WorldReport, defects: &[Defect]) -> WorldDoc {
     WorldDoc {
         config: report.config.clone(),
         counters: report.counters.clone(),
-        db: report.db.as_str().to_owned(),
+        db: report.store_name().to_owned(),
         defects: defects.iter().map(|d| d.name().to_owned()).collect(),
         fingerprint: format!("{:016x}", report.fingerprint),
         repro: (!report.passed()).then(|| repro(report, defects)),
@@ -259,7 +263,7 @@ pub fn text(report: &WorldReport, defects: &[Defect], trace: bool) -> String {
         "{} seed {} db {}{}: {} (fingerprint {:016x})",
         report.scenario,
         report.seed,
-        report.db.as_str(),
+        report.store_name(),
         if defects.is_empty() {
             String::new()
         } else {

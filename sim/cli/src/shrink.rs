@@ -97,8 +97,15 @@ struct Shrinker<'a> {
 
 fn run_plan(file: &PlanFile, db: DbKind, stop: Option<&AtomicBool>) -> Result<WorldReport, world::WorldError> {
     let (engine_defects, store_defects) = Defect::split(&file.defects);
-    let cfg =
-        WorldConfig { scenario: file.scenario("-"), seed: file.seed, db, store_defects, engine_defects, keep_db: None };
+    let cfg = WorldConfig {
+        scenario: file.scenario("-"),
+        seed: file.seed,
+        db,
+        store_defects,
+        engine_defects,
+        keep_db: None,
+        adapter: None,
+    };
     world::run_stoppable(&cfg, stop)
 }
 

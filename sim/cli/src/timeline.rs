@@ -207,7 +207,7 @@ fn data(report: &WorldReport, defects: &[Defect]) -> Value {
     json!({
         "title": format!("{} seed {}", report.scenario, report.seed),
         "verdict": if report.passed() { "PASS" } else { "FAIL" },
-        "db": report.db.as_str(),
+        "db": report.store_name(),
         "defects": defects.iter().map(|d| d.name()).collect::<Vec<_>>(),
         "fingerprint": format!("{:016x}", report.fingerprint),
         "end": end_ms,
@@ -257,6 +257,7 @@ mod tests {
             store_defects: Default::default(),
             engine_defects: Default::default(),
             keep_db: None,
+            adapter: None,
         };
         let mut report = fencesim_sim::world::run(&cfg).expect("runs");
         let small = html(&report, &[]).len();

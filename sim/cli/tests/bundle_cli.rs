@@ -96,6 +96,7 @@ fn a_file_world_repeats_in_one_process_and_bundles() {
         store_defects: Default::default(),
         engine_defects: Default::default(),
         keep_db: None,
+        adapter: None,
     };
     let a = world::run(&cfg).unwrap();
     let b = world::run(&cfg).unwrap();

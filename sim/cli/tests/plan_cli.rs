@@ -24,6 +24,7 @@ fn a_plan_runs_the_same_world_as_its_seed_for_every_scenario() {
                 store_defects: Default::default(),
                 engine_defects: Default::default(),
                 keep_db: None,
+                adapter: None,
             };
             let file = PlanFile::draw(&scenario, seed, &[]);
             let parsed = PlanFile::parse(std::path::Path::new("p.toml"), &file.to_toml()).expect("parses");
@@ -59,6 +60,7 @@ fn a_plan_of_a_seed_that_drew_fewer_workers_than_its_faults_name_runs_the_same_w
             store_defects: Default::default(),
             engine_defects: Default::default(),
             keep_db: None,
+            adapter: None,
         };
         let file = PlanFile::draw(&scenario, seed, &[]);
         fewer += usize::from(file.plan.workers.len() < 5);

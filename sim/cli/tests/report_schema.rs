@@ -60,6 +60,7 @@ fn world_config(scenario: &str, seed: u64, defects: &[Defect]) -> WorldConfig {
         store_defects,
         engine_defects,
         keep_db: None,
+        adapter: None,
     }
 }
 

@@ -41,6 +41,7 @@ fn config() -> WorldConfig {
         store_defects: Default::default(),
         engine_defects: Default::default(),
         keep_db: None,
+        adapter: None,
     }
 }
 

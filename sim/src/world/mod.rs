@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fencesim_engine::{EngineDefects, EngineError};
-use fencesim_store::{JournalEntry, RunId, RunMeta, RunStatus, SqliteStore, StoreDefects, StoreError};
+use fencesim_store::{JournalEntry, RunId, RunMeta, RunStatus, Store, StoreDefects, StoreError};
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId;
 
@@ -25,7 +25,7 @@ use crate::node::Node;
 use crate::rng::Stream;
 use crate::scenario::plan::{Plan, Scheduled};
 use crate::scenario::{FaultKind, Scenario};
-use crate::stores::{Db, DbKind};
+use crate::stores::{Backing, DbKind};
 use fencesim_oracle::{self as oracle, OracleConfig, Scope, Violation};
 
 /// What to run.
@@ -38,6 +38,9 @@ pub struct WorldConfig {
     pub engine_defects: EngineDefects,
     /// Save the final database here (a SQLite file; `overwrite` replaces an existing file).
     pub keep_db: Option<crate::files::Output>,
+    /// Run the world against this store adapter (the store protocol) instead of fencesim's own
+    /// store; `db` then names no database and store defects cannot be planted.
+    pub adapter: Option<fencesim_protocol::Spec>,
 }
 
 /// Counts that say what a world did.
@@ -68,6 +71,8 @@ pub struct WorldReport {
     pub source: String,
     pub seed: u64,
     pub db: DbKind,
+    /// The store adapter the world ran against (`cmd:...`), if not fencesim's own store.
+    pub adapter: Option<String>,
     /// The applied configuration, one line each.
     pub config: Vec<String>,
     pub rows: Vec<Row>,
@@ -86,6 +91,11 @@ impl WorldReport {
     pub fn passed(&self) -> bool {
         self.violations.is_empty()
     }
+
+    /// What reports call the world's store: `memdb`, `file`, or the adapter's `cmd:...`.
+    pub fn store_name(&self) -> &str {
+        self.adapter.as_deref().unwrap_or(self.db.as_str())
+    }
 }
 
 /// The world could not be run at all (no database, say): a harness error, not a verdict.
@@ -103,8 +113,13 @@ pub struct WorldError {
 /// each cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessError {
-    #[error("cannot create the world's database: {0}")]
-    CreateDatabase(std::io::Error),
+    /// The world's database or store adapter could not be made or started.
+    #[error("{0}")]
+    CreateDatabase(String),
+    /// The store adapter failed the protocol (it died, answered garbage or too late): the world
+    /// has no verdict.
+    #[error(transparent)]
+    Adapter(#[from] fencesim_protocol::AdapterError),
     #[error("cannot open the world's database: {0}")]
     OpenDatabase(StoreError),
     #[error("boot-storm connection {index} failed to boot: {error}")]
@@ -166,7 +181,7 @@ pub fn run_stoppable(cfg: &WorldConfig, stop: Option<&AtomicBool>) -> Result<Wor
         // random name comes from the thread's generator, which seeds itself on first use; inside
         // the runtime that seeding would draw from madsim's generator and shift the scheduling of
         // the first file world on each thread only (the same seed would then differ in-process).
-        let mut db = Db::new(cfg.db).map_err(HarnessError::CreateDatabase)?;
+        let mut db = Backing::new(cfg.db, cfg.adapter.as_ref()).map_err(HarnessError::CreateDatabase)?;
         // Killed nodes can keep the world's shared state (and with it the `Db`) alive past the
         // runtime, so a file world's folder guard is held here and dropped after the runtime:
         // the folder goes, pass or fail, unless the CLI was told to keep temporary folders.
@@ -196,7 +211,7 @@ pub fn run_stoppable(cfg: &WorldConfig, stop: Option<&AtomicBool>) -> Result<Wor
 /// `Runtime::check_determinism`. Unlike [`run`], it makes the database inside the runtime, which
 /// shifts a file world's scheduling (see [`run`]): its traces equal [`run`]'s on memdb only.
 pub async fn run_in_runtime(cfg: WorldConfig) -> Result<WorldReport, HarnessError> {
-    let mut db = Db::new(cfg.db).map_err(HarnessError::CreateDatabase)?;
+    let mut db = Backing::new(cfg.db, cfg.adapter.as_ref()).map_err(HarnessError::CreateDatabase)?;
     let folder = db.detach_folder();
     let result = supervise(cfg, db, None).await;
     // The nodes were killed at the end of `supervise`; madsim drops a killed node's tasks only
@@ -227,7 +242,7 @@ async fn yield_once() {
 pub(crate) struct Shared {
     pub cfg: WorldConfig,
     pub plan: Plan,
-    pub db: Db,
+    pub db: Backing,
     pub history: History,
     pub root: Stream,
     /// Set at quiescence: no more injected faults.
@@ -285,7 +300,7 @@ impl Shared {
             .db
             .open(clock.clone(), i64::from(self.plan.ttl_ms), self.cfg.store_defects)
             .map_err(|error| HarnessError::Connect { node: name.to_owned(), error })?;
-        Ok(Recorder::new(Box::new(store), label, clock, self.history.clone()))
+        Ok(Recorder::new(store, label, clock, self.history.clone()))
     }
 
     fn harness_error(&self, error: HarnessError) {
@@ -349,17 +364,22 @@ impl Shared {
     }
 }
 
-async fn supervise(cfg: WorldConfig, db: Db, stop: Option<&AtomicBool>) -> Result<WorldReport, HarnessError> {
+async fn supervise(cfg: WorldConfig, db: Backing, stop: Option<&AtomicBool>) -> Result<WorldReport, HarnessError> {
     let shared = share(cfg, db);
     shared.history.push(
         &Node::World.to_string(),
-        Event::Note(format!("scenario {} seed {} db {}", world_name(&shared), shared.cfg.seed, shared.cfg.db.as_str())),
+        Event::Note(format!(
+            "scenario {} seed {} db {}",
+            world_name(&shared),
+            shared.cfg.seed,
+            shared.db.describe(shared.cfg.db)
+        )),
     );
     let (observer, zombie) = boot(&shared)?;
     let handle = Handle::current();
     start_nodes(&shared, &handle);
     let stopped = || stop.is_some_and(|s| s.load(Ordering::Relaxed));
-    let settled_early = match drive(&shared, &handle, &observer, zombie, &stopped).await {
+    let settled_early = match drive(&shared, &handle, observer.as_ref(), zombie, &stopped).await {
         Ok(settled_early) => settled_early,
         Err(e) => {
             for id in lock(&shared.node_ids).values() {
@@ -385,12 +405,12 @@ async fn supervise(cfg: WorldConfig, db: Db, stop: Option<&AtomicBool>) -> Resul
     if stopped() {
         return Err(HarnessError::Stopped);
     }
-    judge(&shared, &observer, settled_early)
+    judge(&shared, observer.as_ref(), settled_early)
 }
 
 /// The world's shared state, from its config and database: the plan (drawn from the seed unless
 /// the config carries one), each node's clock at its planned skew, an empty history.
-fn share(cfg: WorldConfig, db: Db) -> Arc<Shared> {
+fn share(cfg: WorldConfig, db: Backing) -> Arc<Shared> {
     let plan = cfg.scenario.plan.as_deref().cloned().unwrap_or_else(|| Plan::draw(&cfg.scenario, cfg.seed));
     let client = nodes::ClientState::new(&plan);
     let clocks = plan.skews.iter().map(|(node, skew)| (node.clone(), SimClock::new(*skew))).collect();
@@ -419,7 +439,7 @@ fn share(cfg: WorldConfig, db: Db) -> Arc<Shared> {
 /// virtual instant, one after another on this thread; the first bootstraps it, and the real race
 /// of OS processes is conformance check B2's), the supervisor's own view of the store (outside the
 /// history), and the adversaries' connections (the zombie, the usurper).
-fn boot(shared: &Arc<Shared>) -> Result<(SqliteStore, Option<nodes::Zombie>), HarnessError> {
+fn boot(shared: &Arc<Shared>) -> Result<(Box<dyn Store>, Option<nodes::Zombie>), HarnessError> {
     for index in 0..shared.cfg.scenario.world.boot_storm {
         let clock = shared.clock(&Node::Client.to_string());
         if let Err(error) = shared.db.open(Arc::new(clock), i64::from(shared.plan.ttl_ms), shared.cfg.store_defects) {
@@ -473,7 +493,7 @@ fn start_nodes(shared: &Arc<Shared>, handle: &Handle) {
 async fn drive(
     shared: &Arc<Shared>,
     handle: &Handle,
-    observer: &SqliteStore,
+    observer: &dyn Store,
     mut zombie: Option<nodes::Zombie>,
     stopped: &dyn Fn() -> bool,
 ) -> Result<bool, HarnessError> {
@@ -560,7 +580,10 @@ fn fire(shared: &Arc<Shared>, at: u32, event: Scheduled, zombie: Option<&mut nod
 
 /// The world's end: its history, the final snapshot read through the observer, the oracle's
 /// verdict, the fingerprint and the counters (and the database kept, if asked).
-fn judge(shared: &Arc<Shared>, observer: &SqliteStore, settled_early: bool) -> Result<WorldReport, HarnessError> {
+fn judge(shared: &Arc<Shared>, observer: &dyn Store, settled_early: bool) -> Result<WorldReport, HarnessError> {
+    if let Some(broken) = shared.db.broken() {
+        return Err(broken.into());
+    }
     let rows = shared.history.take_rows();
     let run_ids = rows.iter().filter_map(Row::call).map(|c| c.run.clone()).filter(|r| r.as_str() != "*");
     let snapshot = Snapshot::read(observer, run_ids).map_err(HarnessError::ReadStore)?;
@@ -576,7 +599,7 @@ fn judge(shared: &Arc<Shared>, observer: &SqliteStore, settled_early: bool) -> R
         },
     );
     if let Some(out) = &shared.cfg.keep_db {
-        keep(observer, out)?;
+        keep(shared, out)?;
     }
     let config = shared.plan.describe();
     let fingerprint = fingerprint(&config, &rows, &snapshot);
@@ -586,6 +609,7 @@ fn judge(shared: &Arc<Shared>, observer: &SqliteStore, settled_early: bool) -> R
         source: shared.cfg.scenario.source.clone(),
         seed: shared.cfg.seed,
         db: shared.cfg.db,
+        adapter: shared.cfg.adapter.as_ref().map(ToString::to_string),
         config,
         rows,
         violations,
@@ -605,9 +629,15 @@ fn world_name(shared: &Shared) -> String {
 /// path, never a SQLite URI (`file:x.db?mode=memory` names a file of that name); the copy is made
 /// in a temporary file beside it and renamed into place, so an existing file is never written
 /// into (replaced only with `overwrite`), and a directory or a symbolic link is refused.
-fn keep(observer: &fencesim_store::SqliteStore, out: &crate::files::Output) -> Result<(), HarnessError> {
+fn keep(shared: &Shared, out: &crate::files::Output) -> Result<(), HarnessError> {
     use rusqlite::OpenFlags;
     let fail = |reason: String| HarnessError::KeepDb { path: out.path.clone(), reason };
+    let Backing::Sqlite(db) = &shared.db else {
+        return Err(fail("a store adapter's data is the adapter's own; fencesim keeps only its own database".into()));
+    };
+    let observer = db
+        .open(Arc::new(SimClock::new(0)), i64::from(shared.plan.ttl_ms), StoreDefects::NONE)
+        .map_err(|e| fail(e.to_string()))?;
     crate::files::check_target(&out.path, out.overwrite).map_err(|e| fail(e.message))?;
     let tmp = tempfile::Builder::new()
         .prefix(".fencesim-keep-")

@@ -152,6 +152,44 @@ impl AdapterArgs {
     }
 }
 
+/// `--store cmd:COMMAND` for the subcommands that run worlds: a store adapter in place of
+/// fencesim's own store.
+#[derive(Clone, Debug, clap::Args)]
+pub struct WorldStoreArgs {
+    /// Run the worlds against a store adapter process speaking the store protocol
+    /// (docs/protocol.md) instead of fencesim's own store: cmd:COMMAND, split as a shell would.
+    #[arg(long = "store", value_name = "cmd:COMMAND", value_parser = parse_adapter, conflicts_with = "db")]
+    pub adapter: Option<fencesim_protocol::Spec>,
+    #[command(flatten)]
+    pub timeout: AdapterArgs,
+}
+
+impl WorldStoreArgs {
+    /// The adapter to run, with its timeout.
+    pub fn spec(&self) -> Option<fencesim_protocol::Spec> {
+        self.adapter.clone().map(|spec| self.timeout.apply(spec))
+    }
+
+    /// What a summary line calls the worlds' store: `memdb`, `file`, or the adapter's `cmd:...`.
+    pub fn describe(&self, db: fencesim_sim::stores::DbKind) -> String {
+        self.adapter.as_ref().map_or_else(|| db.as_str().to_owned(), ToString::to_string)
+    }
+
+    /// Store defects are planted in fencesim's own store, never in an adapter (which plants its
+    /// own): refused together.
+    pub fn check(&self, store_defects: fencesim_store::StoreDefects) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.adapter.is_none() || store_defects == fencesim_store::StoreDefects::NONE,
+            "store defects are planted in fencesim's own store, not in a store adapter (the reference adapter plants its own: FENCESIM_ADAPTER_DEFECT)"
+        );
+        Ok(())
+    }
+}
+
+fn parse_adapter(text: &str) -> Result<fencesim_protocol::Spec, String> {
+    fencesim_protocol::Spec::parse(text).map_err(|e| e.to_string())
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     #[default]

@@ -103,6 +103,7 @@ fn baseline(args: &Args, shard: fencesim::fleet::Shard, jobs: usize) -> anyhow::
                 store_defects: StoreDefects::NONE,
                 engine_defects: Default::default(),
                 keep_db: None,
+                adapter: None,
             };
             let outcome = world::run(&cfg)?;
             let probes = outcome.probes.iter().map(|(p, n)| (coverage::probe_event(*p), *n)).collect();

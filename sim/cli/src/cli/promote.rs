@@ -60,6 +60,7 @@ pub fn run(args: &Args) -> CmdResult {
         store_defects,
         engine_defects,
         keep_db: None,
+        adapter: None,
     })?;
     if !world.violations.iter().any(|v| v.checker.name() == checker) {
         let got =

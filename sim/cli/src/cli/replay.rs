@@ -37,6 +37,8 @@ pub struct Args {
     /// for each world).
     #[arg(long, default_value = "memdb", value_parser = super::parse_db)]
     db: DbKind,
+    #[command(flatten)]
+    store: super::WorldStoreArgs,
     /// Write a failure bundle per failing entry under DIR (see `fencesim run --bundle`).
     #[arg(long, value_name = "DIR")]
     bundle: Option<PathBuf>,
@@ -210,6 +212,10 @@ fn prepare(args: &Args, file: &str) -> anyhow::Result<(Vec<(usize, Entry)>, usiz
     let total = entries.len();
     // Each entry with its 0-based index in the corpus: its shard, and its place in a merge.
     let entries: Vec<(usize, Entry)> = entries.into_iter().enumerate().filter(|(i, _)| shard.owns(*i as u64)).collect();
+    for (_, entry) in &entries {
+        let (_, store_defects) = fencesim_sim::catalogue::Defect::split(&entry.defects);
+        args.store.check(store_defects).with_context(|| format!("{file}:{}", entry.line))?;
+    }
     if let Some(dir) = &args.bundle {
         fencesim::bundle::check_root(dir)?;
     }
@@ -248,6 +254,7 @@ fn run_one(args: &Args, entry: &Entry) -> Result<Reduced, world::WorldError> {
         store_defects,
         engine_defects,
         keep_db: None,
+        adapter: args.store.spec(),
     };
     let watch = Stopwatch::start();
     world::run(&cfg).map(|report| reduce(report, watch.seconds(), entry.scenario.world.ttl_ms))
@@ -274,7 +281,7 @@ fn replay_doc(
             "passed": passed,
             "failed": failed,
             "nondeterministic": nondeterministic,
-            "db": args.db.as_str(),
+            "db": args.store.describe(args.db),
             "jobs": jobs,
             "seconds": seconds,
         },
@@ -294,7 +301,7 @@ fn report_failure(
     let repro = report::repro(&first.report, &entry.defects);
     out.line(&format!("FAIL {name} ({file}:{}): {why}; repro: {repro}", entry.line));
     if let Some(dir) = args.bundle.as_ref().filter(|_| !first.report.passed()) {
-        match bundle(dir, entry, args.db, first.report.fingerprint) {
+        match bundle(dir, entry, (args.db, args.store.spec()), first.report.fingerprint) {
             Ok(path) => out.line(&format!("  bundle: {}", path.display())),
             Err(e) => out.line(&format!("  bundle not written: {e}")),
         }
@@ -479,7 +486,7 @@ pub fn expected(
 pub fn bundle(
     dir: &std::path::Path,
     entry: &Entry,
-    db: fencesim_sim::stores::DbKind,
+    (db, adapter): (fencesim_sim::stores::DbKind, Option<fencesim_protocol::Spec>),
     seen: u64,
 ) -> Result<std::path::PathBuf, fencesim::bundle::BundleError> {
     let (engine_defects, store_defects) = fencesim_sim::catalogue::Defect::split(&entry.defects);
@@ -490,6 +497,7 @@ pub fn bundle(
         store_defects,
         engine_defects,
         keep_db: None,
+        adapter,
     };
     fencesim::bundle::write(dir, &cfg, &entry.defects, seen)
 }
@@ -554,6 +562,7 @@ mod tests {
             source: "swarm".into(),
             seed: 3,
             db: DbKind::Memdb,
+            adapter: None,
             config: Vec::new(),
             rows: Vec::new(),
             violations: (0..violations)

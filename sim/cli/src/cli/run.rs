@@ -24,6 +24,8 @@ pub struct Args {
     /// each world).
     #[arg(long, default_value = "memdb", value_parser = super::parse_db)]
     db: DbKind,
+    #[command(flatten)]
+    store: super::WorldStoreArgs,
     /// Print the applied configuration and every history row, stamped with virtual time.
     #[arg(long)]
     trace: bool,
@@ -57,8 +59,14 @@ pub fn run(args: &Args) -> CmdResult {
     let (scenario, seed, defects) =
         super::plan::resolve(args.scenario.as_deref(), args.seed, args.plan.as_deref(), &args.defects)?;
     let (engine_defects, store_defects) = Defect::split(&defects);
+    args.store.check(store_defects)?;
+    anyhow::ensure!(
+        args.store.adapter.is_none() || args.keep_db.is_none(),
+        "--keep-db saves fencesim's own database; a store adapter's data is its own"
+    );
     let keep_db = args.keep_db.clone().map(|path| fencesim_sim::files::Output { path, overwrite: args.force });
-    let cfg = WorldConfig { scenario, seed, db: args.db, store_defects, engine_defects, keep_db };
+    let cfg =
+        WorldConfig { scenario, seed, db: args.db, store_defects, engine_defects, keep_db, adapter: args.store.spec() };
     // Refused before the world runs, so a refusal costs nothing.
     if let Some(out) = &cfg.keep_db {
         fencesim_sim::files::check_target(&out.path, out.overwrite).map_err(|e| anyhow::anyhow!("--keep-db {e}"))?;

@@ -36,6 +36,8 @@ pub struct Args {
     jobs: Option<usize>,
     #[arg(long, default_value = "memdb", value_parser = super::parse_db)]
     db: DbKind,
+    #[command(flatten)]
+    store: super::WorldStoreArgs,
     /// Plant a store or engine defect (repeatable).
     #[arg(long = "defect", value_name = "NAME", value_parser = Defect::parse)]
     defects: Vec<Defect>,
@@ -116,6 +118,7 @@ impl Tally {
                             store_defects,
                             engine_defects,
                             keep_db: None,
+                            adapter: args.store.spec(),
                         };
                         match fencesim::bundle::write(dir, &cfg, &args.defects, s.fingerprint) {
                             Ok(path) => println!("  bundle: {}", path.display()),
@@ -197,7 +200,7 @@ fn sweep_doc(
         "commit": super::replay::git_commit(),
         "scenario": scenario.name,
         "source": scenario.source,
-        "db": args.db.as_str(),
+        "db": args.store.describe(args.db),
         "defects": args.defects.iter().map(|d| d.name()).collect::<Vec<_>>(),
         "start": args.start,
         "seeds": args.seeds,
@@ -239,8 +242,15 @@ fn summarize(
     seed: u64,
     (store_defects, engine_defects): (fencesim_store::StoreDefects, fencesim_engine::EngineDefects),
 ) -> Result<Summary, WorldError> {
-    let cfg =
-        WorldConfig { scenario: scenario.clone(), seed, db: args.db, store_defects, engine_defects, keep_db: None };
+    let cfg = WorldConfig {
+        scenario: scenario.clone(),
+        seed,
+        db: args.db,
+        store_defects,
+        engine_defects,
+        keep_db: None,
+        adapter: args.store.spec(),
+    };
     world::run(&cfg).map(|outcome| Summary {
         seed,
         coverage: coverage::of_world(&outcome.rows, &outcome.probes, i64::from(scenario.world.ttl_ms)),
@@ -264,6 +274,7 @@ pub fn run(args: &Args) -> CmdResult {
     prepare_outputs(args)?;
     let mut tally = Tally::default();
     let (engine_defects, store_defects) = Defect::split(&args.defects);
+    args.store.check(store_defects)?;
     let clock = Stopwatch::start();
     let progress = Progress::new(format!("sweep {}", scenario.name), usize::try_from(count).unwrap_or(usize::MAX));
     par::stream(
@@ -287,7 +298,7 @@ pub fn run(args: &Args) -> CmdResult {
         "{}: {n} seeds ({}..={end}{which}) on {} with {jobs} job(s): {} passed, {failed} failed in {seconds:.2} s ({:.1} seeds/s, {:.0}x simulated time)",
         scenario.name,
         args.start,
-        args.db.as_str(),
+        args.store.describe(args.db),
         n - failed - errors,
         n as f64 / seconds.max(1e-9),
         tally.virtual_ms as f64 / 1000.0 / seconds.max(1e-9)
