@@ -17,6 +17,9 @@ use crate::spec::Spec;
 /// take fencesim's memory with it).
 const LINE_MAX_BYTES: usize = 64 << 20;
 
+/// How long the handshake may take at least, in ms: it includes the program's start.
+const START_TIMEOUT_MS: u32 = 30_000;
+
 /// How many of stderr's last lines an error quotes.
 const STDERR_LINES: usize = 5;
 
@@ -99,13 +102,16 @@ impl Process {
     /// adapter is killed.
     fn wait_readable(&mut self, request: &str) -> Result<(), AdapterError> {
         use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-        let timeout = PollTimeout::try_from(self.spec.timeout_ms).unwrap_or(PollTimeout::MAX);
+        // The handshake waits for the program to start too (an interpreter, a JVM): at least
+        // START_TIMEOUT_MS, whatever the per-call timeout.
+        let ms = if request == "hello" { self.spec.timeout_ms.max(START_TIMEOUT_MS) } else { self.spec.timeout_ms };
+        let timeout = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
         loop {
             let mut fds = [PollFd::new(self.stdout.as_fd(), PollFlags::POLLIN)];
             match poll(&mut fds, timeout) {
                 Ok(0) => {
                     self.kill();
-                    return Err(self.fail(request, Failure::Timeout(self.spec.timeout_ms)));
+                    return Err(self.fail(request, Failure::Timeout(ms)));
                 }
                 Ok(_) => return Ok(()),
                 Err(nix::errno::Errno::EINTR) => {}

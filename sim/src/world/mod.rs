@@ -531,13 +531,32 @@ async fn drive(
             && lock(&shared.restarts).is_empty()
             && lock(&shared.client).done()
         {
-            let planned = shared.plan.runs.iter().map(|r| r.id.clone());
-            if oracle::store_settled_or_waiting(observer, planned).map_err(HarnessError::ReadStore)? {
+            let planned: Vec<RunId> = shared.plan.runs.iter().map(|r| r.id.clone()).collect();
+            if patiently(|| oracle::store_settled_or_waiting(observer, planned.clone()))
+                .map_err(HarnessError::ReadStore)?
+            {
                 return Ok(true);
             }
         }
         if now >= deadline {
             return Ok(false);
+        }
+    }
+}
+
+/// How many times in a row the supervisor's read may be answered busy before it gives up.
+const PATIENCE: u32 = 1_000;
+
+/// A read of the supervisor's (outside the history), retried while the store answers busy: busy
+/// is a legal answer to any call (nothing happened), and a store adapter may give it where
+/// fencesim's own store would not. Nothing else is waiting: between two calls of a world no
+/// connection holds a transaction, so a store that stays busy [`PATIENCE`] times is broken.
+fn patiently<T>(mut read: impl FnMut() -> fencesim_store::StoreResult<T>) -> fencesim_store::StoreResult<T> {
+    let mut tries = 0;
+    loop {
+        match read() {
+            Err(e) if e.is_busy() && tries < PATIENCE => tries += 1,
+            other => return other,
         }
     }
 }
@@ -586,7 +605,8 @@ fn judge(shared: &Arc<Shared>, observer: &dyn Store, settled_early: bool) -> Res
     }
     let rows = shared.history.take_rows();
     let run_ids = rows.iter().filter_map(Row::call).map(|c| c.run.clone()).filter(|r| r.as_str() != "*");
-    let snapshot = Snapshot::read(observer, run_ids).map_err(HarnessError::ReadStore)?;
+    let run_ids: Vec<RunId> = run_ids.collect();
+    let snapshot = patiently(|| Snapshot::read(observer, run_ids.iter().cloned())).map_err(HarnessError::ReadStore)?;
     let planned = shared.plan.runs.iter().map(|r| r.id.clone()).collect();
     let violations = oracle::check(
         &rows,

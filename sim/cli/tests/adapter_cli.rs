@@ -1,0 +1,234 @@
+//! Stores in other languages, end to end (docs/protocol.md): the reference adapter
+//! (`adapters/python-sqlite/adapter.py`) passes the kit and runs worlds byte for byte like
+//! fencesim's own store; each of its planted defects fails the kit with the check of its contract;
+//! a nondeterministic adapter is named as such by `replay`; and every way an adapter can break the
+//! protocol (it does not start, dies mid-call, answers garbage, answers another request, speaks
+//! another version, hangs) exits 2 with one line naming the adapter, the request and what went
+//! wrong, leaving no process and no folder behind, a SIGKILL of fencesim included.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+mod cli;
+
+use cli::{assert_exit, fencesim, stderr, stdout};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `--store` for the reference adapter.
+fn reference() -> String {
+    format!("cmd:python3 {}", repo().join("adapters/python-sqlite/adapter.py").display())
+}
+
+/// `--store` for a test adapter of `sim/cli/tests/adapters/`.
+fn fixture(script: &str, args: &str) -> String {
+    format!(
+        "cmd:python3 {} {args}",
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/adapters").join(script).display()
+    )
+}
+
+/// `fencesim` with `args` and these environment variables, TMPDIR a fresh folder.
+fn fencesim_in(tmp: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_fencesim"));
+    command.args(args).env("TMPDIR", tmp).env_remove("FENCESIM_ADAPTER_DEFECT");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.output().expect("run fencesim")
+}
+
+fn kit(store: &str, env: &[(&str, &str)]) -> (i32, Value) {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = fencesim_in(tmp.path(), &["conformance", "--store", store, "--format", "json"], env);
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stderr(&out)));
+    assert_empty(tmp.path());
+    (out.status.code().expect("an exit code"), doc)
+}
+
+fn outcomes(doc: &Value, outcome: &str) -> Vec<String> {
+    let checks = doc["checks"].as_array().expect("checks");
+    checks.iter().filter(|c| c["outcome"] == outcome).map(|c| c["id"].as_str().expect("id").to_owned()).collect()
+}
+
+fn assert_empty(folder: &Path) {
+    let left: Vec<_> = std::fs::read_dir(folder).expect("tmp").map(|e| e.expect("entry").path()).collect();
+    assert!(left.is_empty(), "left behind {left:?}");
+}
+
+#[test]
+fn the_reference_adapter_passes_every_check_its_capabilities_allow() {
+    let (code, doc) = kit(&reference(), &[]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert!(doc["passed"].as_u64().expect("passed") >= 40, "{doc:#}");
+    // Only the checks of a SQLite file of fencesim's own are not the protocol's.
+    assert_eq!(outcomes(&doc, "skip"), ["B2", "B4", "B5"], "{doc:#}");
+}
+
+/// Each planted defect of the reference adapter, and a check of the contract it breaks.
+const CAUGHT_BY: [(&str, &str); 6] = [
+    ("unfenced-meta", "W1"),
+    ("check-outside-txn", "L9"),
+    ("epoch-reset-on-delete", "L4"),
+    ("expiry-inclusive", "L6"),
+    ("seq-guard-by-count", "J5"),
+    ("stale-release-clears", "L7"),
+];
+
+#[test]
+fn each_planted_adapter_defect_fails_the_kit_with_its_contract() {
+    let script = std::fs::read_to_string(repo().join("adapters/python-sqlite/adapter.py")).expect("adapter");
+    for (defect, check) in CAUGHT_BY {
+        assert!(script.contains(&format!("\"{defect}\"")), "{defect} is not a defect of the adapter");
+        let (code, doc) = kit(&reference(), &[("FENCESIM_ADAPTER_DEFECT", defect)]);
+        assert_eq!(code, 1, "{defect}: {doc:#}");
+        assert!(outcomes(&doc, "fail").iter().any(|id| id == check), "{defect}: {check} did not fail\n{doc:#}");
+    }
+}
+
+/// `fencesim run --trace` of one world, as text.
+fn trace(store: &[&str], seed: &str) -> String {
+    let mut args = vec!["run", "--scenario", "swarm", "--seed", seed, "--trace"];
+    args.extend(store);
+    let out = fencesim(&args);
+    assert_exit(&out, 0);
+    stdout(&out)
+}
+
+#[test]
+fn a_seed_against_the_adapter_replays_byte_for_byte_and_as_fencesims_own_store_runs_it() {
+    let store = reference();
+    for seed in ["3", "11"] {
+        let first = trace(&["--store", &store], seed);
+        assert_eq!(first, trace(&["--store", &store], seed), "seed {seed}: two processes differ");
+        // Differential: a correct adapter answers every call as fencesim's store does, so only
+        // the line naming the store differs.
+        let native = trace(&["--db", "file"], seed);
+        let differ: Vec<(&str, &str)> = first.lines().zip(native.lines()).filter(|(a, b)| a != b).collect();
+        assert_eq!(first.lines().count(), native.lines().count(), "seed {seed}");
+        assert!(
+            differ.len() <= 2 && differ.iter().all(|(a, _)| a.contains("adapter:python-sqlite") || a.contains("cmd:")),
+            "seed {seed}: {differ:#?}"
+        );
+    }
+}
+
+#[test]
+fn an_adapter_that_draws_its_own_randomness_is_named_nondeterministic_not_a_violation() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let corpus = tmp.path().join("corpus.txt");
+    std::fs::write(&corpus, "swarm 3\nswarm 5\n").expect("corpus");
+    let reports = tmp.path().join("reports");
+    let store = fixture("random_busy.py", "");
+    let out = fencesim(&[
+        "replay",
+        corpus.to_str().expect("utf-8"),
+        "--store",
+        &store,
+        "--report",
+        reports.to_str().expect("utf-8"),
+    ]);
+    let text = stdout(&out);
+    assert!(text.contains("0 failed") && !text.contains(" 0 nondeterministic"), "{text}\n{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(1), "{text}");
+}
+
+/// A broken adapter: exit 2, one line naming the adapter, the request and the failure, its stderr
+/// quoted; no process of it and no folder left.
+fn assert_harness_error(args: &[&str], mode: &str, says: &[&str]) {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pidfile = tempfile::tempdir().expect("pid folder");
+    let pid_path = pidfile.path().join("pid");
+    let store = fixture("bad.py", &format!("{mode} {}", pid_path.display()));
+    let mut all = args.to_vec();
+    all.extend(["--store", &store, "--adapter-timeout-ms", "500"]);
+    let out = fencesim_in(tmp.path(), &all, &[]);
+    assert_exit(&out, 2);
+    let err = stderr(&out);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{mode}: not one line: {err}");
+    for word in says.iter().chain(&["bad.py"]) {
+        assert!(lines[0].contains(word), "{mode}: `{word}` missing from: {}", lines[0]);
+    }
+    if let Ok(pid) = std::fs::read_to_string(&pid_path) {
+        assert!(!running(pid.trim().parse().expect("a pid")), "{mode}: the adapter outlived fencesim");
+    }
+    assert_empty(tmp.path());
+}
+
+fn running(pid: u32) -> bool {
+    !matches!(cli::proc_state(pid), None | Some('Z' | 'X'))
+}
+
+#[test]
+fn every_broken_adapter_is_a_harness_error_of_one_line() {
+    let conformance = ["conformance"];
+    assert_harness_error(&conformance, "exit", &["request: open", "exited mid-call", "giving up mid-call"]);
+    assert_harness_error(&conformance, "garbage", &["request: open", "answered garbage", "this is not json"]);
+    assert_harness_error(&conformance, "unasked", &["request: open", "a request it was not asked"]);
+    assert_harness_error(&conformance, "version", &["request: hello", "protocol version 99"]);
+    assert_harness_error(&conformance, "hang", &["request: open", "within 500 ms", "hanging"]);
+    // The worlds' path: a sweep and a run stop at the adapter's failure, not at a verdict.
+    let sweep = ["sweep", "--scenario", "swarm", "--seeds", "3"];
+    assert_harness_error(&sweep, "exit", &["request: open", "exited mid-call"]);
+    assert_harness_error(&["run", "--scenario", "swarm", "--seed", "1"], "hang", &["request: open", "within 500 ms"]);
+}
+
+#[test]
+fn an_adapter_that_does_not_start_is_a_harness_error_of_one_line() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    for args in [&["conformance"][..], &["sweep", "--seeds", "2"][..]] {
+        let mut all = args.to_vec();
+        all.extend(["--store", "cmd:/no/such/adapter --flag"]);
+        let out = fencesim_in(tmp.path(), &all, &[]);
+        assert_exit(&out, 2);
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("/no/such/adapter") && err.contains("did not start"), "{err}");
+    }
+    for bad in ["cmd:", "cmd:python3 'unclosed", "python3 adapter.py"] {
+        let out = fencesim_in(tmp.path(), &["conformance", "--store", bad], &[]);
+        assert_exit(&out, 2);
+    }
+    assert_empty(tmp.path());
+}
+
+/// SIGKILL of fencesim while its adapter hangs: the adapter dies with it (`PR_SET_PDEATHSIG`) and
+/// the janitor removes the temporary folder.
+#[test]
+#[allow(clippy::disallowed_methods, reason = "the test watches real processes in wall time")]
+fn an_adapter_dies_with_a_sigkilled_fencesim_and_leaves_no_folder() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let pids = tempfile::tempdir().expect("pid folder");
+    let pid_path = pids.path().join("pid");
+    let store = fixture("bad.py", &format!("hang {}", pid_path.display()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["conformance", "--store", &store, "--adapter-timeout-ms", "600000"])
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    // Readiness: the adapter wrote its pid (it is past its start, and fencesim waits on it).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let pid = loop {
+        if let Ok(pid) = std::fs::read_to_string(&pid_path) {
+            break pid.trim().parse::<u32>().expect("a pid");
+        }
+        assert!(Instant::now() < deadline, "the adapter never started");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(cli::signal_while_running(&mut child, nix::sys::signal::Signal::SIGKILL), "fencesim ended first");
+    child.wait().expect("reap");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (running(pid) || std::fs::read_dir(tmp.path()).expect("tmp").next().is_some()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!running(pid), "the adapter outlived a SIGKILLed fencesim");
+    assert_empty(tmp.path());
+}
