@@ -6,6 +6,10 @@
 //!   world, goal >= 1.0x), on two jobs, and simulated seconds per wall second (goal >= 2000x);
 //! - `boot-storm` on two jobs, and its ratio to `swarm` on two jobs (goal: within 3x);
 //! - `swarm --db file` on one job, and memdb's ratio to it (goal: within 3x);
+//! - `swarm --store cmd:python3 adapters/python-sqlite/adapter.py` (the reference store adapter,
+//!   issue 28) on one job, alternated with the same seeds on `--db file`: seeds/s, its ratio to
+//!   the file worlds (goal >= 0.1x), and the protocol's cost per store call (the adapter worlds'
+//!   extra time over their store calls);
 //! - a 1,000-entry corpus (100 seeds of each built-in scenario) replayed by `fencesim replay`, each
 //!   entry twice, on two jobs, as a child process: its wall time (goal < 60 s).
 //!
@@ -17,12 +21,12 @@
 //! fatal: the bench measures speed.
 //!
 //!     cargo bench -p fencesim --bench worlds [-- --rounds 5 --seeds 60 --boot-seeds 20
-//!         --file-seeds 12 --corpus 1000 --rss 1000,10000]
+//!         --file-seeds 12 --adapter-seeds 12 --corpus 1000 --rss 1000,10000]
 //!
 //! Then peak memory (issue 11): `fencesim sweep --scenario swarm --seeds N --jobs 2` as a child
 //! process for each N of `--rss` (comma-separated; `--rss 0` skips it), its peak resident set
 //! (`VmHWM`) sampled from `/proc` every 20 ms until it exits. Goal: flat in N, under 200 MB.
-//! `--corpus 0` skips the replay.
+//! `--corpus 0` skips the replay, `--adapter-seeds 0` the adapter.
 
 // A benchmark measures wall-clock time and runs worlds on threads; the simulator's bans on both
 // are for code inside a world.
@@ -81,6 +85,33 @@ fn world(scenario: &Scenario, db: DbKind, seed: u64) -> (f64, u64) {
         }
     }
     (seconds, u64::try_from(report.counters.virtual_ms).unwrap_or(0))
+}
+
+/// One swarm world against the reference store adapter: its wall seconds and store calls.
+fn adapter_world(scenario: &Scenario, adapter: &fencesim_protocol::Spec, seed: u64) -> (f64, u64) {
+    let cfg = WorldConfig {
+        scenario: scenario.clone(),
+        seed,
+        db: DbKind::Memdb,
+        store_defects: StoreDefects::NONE,
+        engine_defects: Default::default(),
+        keep_db: None,
+        adapter: Some(adapter.clone()),
+    };
+    let start = Instant::now();
+    let report = world::run(&cfg).expect("an adapter world runs");
+    let seconds = start.elapsed().as_secs_f64();
+    if let Some(v) = report.violations.first() {
+        FAILURES.lock().expect("failures").push(format!("{} seed {seed} adapter: {}", scenario.name, v.checker));
+    }
+    (seconds, report.counters.store_calls as u64)
+}
+
+/// The reference adapter, if this machine has a `python3`.
+fn reference_adapter() -> Option<fencesim_protocol::Spec> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../adapters/python-sqlite/adapter.py");
+    let found = std::process::Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
+    found.then(|| fencesim_protocol::Spec::parse(&format!("cmd:python3 {}", script.display())).expect("a command"))
 }
 
 /// Seeds from a shared counter, run on `jobs` threads; returns seeds/s.
@@ -147,6 +178,45 @@ fn timed(f: impl FnOnce()) -> f64 {
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     xs[xs.len() / 2]
+}
+
+/// The adapter's figures: per round, the same seeds against the reference adapter and on a file
+/// in alternation (one job); medians of the rounds.
+fn adapter_rounds(scenario: &Scenario, rounds: u64, seeds: u64) {
+    let Some(adapter) = reference_adapter() else {
+        println!("  store adapter: skipped (no python3 on this machine)");
+        return;
+    };
+    let (mut rate, mut ratio, mut per_call) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let first = 1 + round * seeds;
+        let mut calls = 0;
+        let (t_adapter, t_file) = alternate(
+            seeds,
+            |i| {
+                let (seconds, n) = adapter_world(scenario, &adapter, first + i);
+                calls += n;
+                seconds
+            },
+            |i| world(scenario, DbKind::File, first + i).0,
+        );
+        rate.push(seeds as f64 / t_adapter);
+        ratio.push(t_file / t_adapter);
+        per_call.push((t_adapter - t_file).max(0.0) / calls.max(1) as f64 * 1e6);
+        eprintln!(
+            "adapter round {}: {:.1} seeds/s ({:.3}x file), {:.0} us a call",
+            round + 1,
+            rate[rate.len() - 1],
+            ratio[ratio.len() - 1],
+            per_call[per_call.len() - 1]
+        );
+    }
+    println!(
+        "  swarm --store cmd:python3 adapters/python-sqlite/adapter.py, 1 job, {seeds} seeds a round: {:7.1} seeds/s ({:.3}x the same seeds on --db file; goal >= 0.1x), protocol cost {:.0} us a store call",
+        median(rate),
+        median(ratio),
+        median(per_call)
+    );
 }
 
 /// Peak RSS in MB of one `fencesim sweep` child, and its wall seconds.
@@ -218,6 +288,7 @@ fn main() {
     let boot_seeds = arg("--boot-seeds", 20);
     let file_seeds = arg("--file-seeds", 12);
     let corpus = arg("--corpus", 1000);
+    let adapter_seeds = arg("--adapter-seeds", 12);
     let scenario = swarm();
     let storm = catalogue::scenario("boot-storm").expect("the built-in boot-storm scenario");
     // File worlds on this thread reuse the last one's folder and connections, as on a worker
@@ -286,6 +357,13 @@ fn main() {
     println!(
         "  swarm --db file, 1 job, {file_seeds} seeds a round: {file:7.1} seeds/s (the same seeds on memdb are {r_file:.2}x it; goal <= 3x)"
     );
+    if adapter_seeds > 0 {
+        // On a thread of its own: an adapter pins the thread that starts it to one core, and the
+        // children this thread starts later (the RSS sweeps) would inherit that.
+        std::thread::scope(|s| {
+            s.spawn(|| adapter_rounds(&scenario, rounds, adapter_seeds));
+        });
+    }
     let failures = FAILURES.lock().expect("failures");
     if !failures.is_empty() {
         println!("  failing worlds (timed all the same): {}", failures.join("; "));

@@ -232,3 +232,63 @@ fn an_adapter_dies_with_a_sigkilled_fencesim_and_leaves_no_folder() {
     assert!(!running(pid), "the adapter outlived a SIGKILLed fencesim");
     assert_empty(tmp.path());
 }
+
+/// Every line of a real exchange, both ways (the kit and a swarm world against the reference
+/// adapter, copied by `tests/adapters/tee.py`), is what `reports/protocol.schema.json` says a line
+/// is; the exchange used every request, a fault point and its resume, and the schema can fail.
+/// (The protocol schema leaves entries and metas open: their other fields are kept verbatim.)
+#[test]
+fn the_exchange_with_the_reference_adapter_is_what_the_protocol_schema_describes() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let log = tmp.path().join("exchange.log");
+    let reference = repo().join("adapters/python-sqlite/adapter.py");
+    let store = fixture("tee.py", &format!("{} python3 {}", log.display(), reference.display()));
+    assert_exit(&fencesim(&["conformance", "--store", &store]), 0);
+    assert_exit(&fencesim(&["run", "--scenario", "mid-call-takeover", "--seed", "2", "--store", &store]), 0);
+    let text = std::fs::read_to_string(&log).expect("the exchange");
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo().join("reports/protocol.schema.json")).expect("schema"))
+            .expect("JSON");
+    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+    let mut seen = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        let (way, message) = line.split_at(2);
+        let value: Value = serde_json::from_str(message).unwrap_or_else(|e| panic!("{e}: {line}"));
+        let errors: Vec<String> =
+            validator.iter_errors(&value).map(|e| format!("{}: {e}", e.instance_path())).collect();
+        assert!(errors.is_empty(), "{line}\n{errors:#?}");
+        let kind =
+            ["fault", "op", "resume", "error", "ok"].into_iter().find(|k| value.get(k).is_some()).expect("a kind");
+        let detail = match kind {
+            "op" => value["op"].as_str().expect("op").to_owned(),
+            "error" => value["error"]["code"].as_str().expect("code").to_owned(),
+            "fault" => value["fault"].as_str().expect("fault").to_owned(),
+            _ => String::new(),
+        };
+        seen.insert(format!("{way}{kind} {detail}").trim().to_owned());
+    }
+    for op in fencesim_protocol::wire::OPS {
+        assert!(seen.contains(&format!("> op {op}")), "no {op} request in the exchange: {seen:?}");
+    }
+    for expected in [
+        "> op hello",
+        "> op open",
+        "> op close",
+        "< fault fence_checked",
+        "< fault acquire_checked",
+        "> resume",
+        "< ok",
+    ] {
+        assert!(seen.contains(expected), "no `{expected}` in the exchange: {seen:?}");
+    }
+    for code in ["lease_held", "journal_order_violation", "busy", "config"] {
+        assert!(seen.contains(&format!("< error {code}")), "no {code} error in the exchange: {seen:?}");
+    }
+    // And the schema can fail: an unknown op, an answer with a made-up error code.
+    for bad in [
+        serde_json::json!({"id": 1, "op": "vacuum", "conn": 1, "now_ms": 0}),
+        serde_json::json!({"id": 1, "error": {"code": "oops"}}),
+    ] {
+        assert!(!validator.is_valid(&bad), "{bad}");
+    }
+}
