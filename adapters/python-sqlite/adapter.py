@@ -8,11 +8,13 @@ stdout; this program logs to stderr only.
 
     fencesim conformance --store cmd:'python3 adapters/python-sqlite/adapter.py'
 
-Time is the caller's: every request carries `now_ms`, and lease expiry is computed from it and
-from nothing else. The fence check and the mutation share one BEGIN IMMEDIATE transaction and one
-reading of `now_ms`. Between them, when the request says `"faults": true`, the adapter stops at
-the fault point and waits for fencesim's `resume`, serving any request that arrives meanwhile
-(a takeover attempted from another connection).
+Time is the caller's: a call that needs it carries `now_ms`, or `now_ms: null`, and then the
+adapter asks fencesim for the time at the point it would read a clock, inside its transaction
+(`Server.now`). Lease expiry is computed from that and from nothing else. The fence check and the
+mutation share one BEGIN IMMEDIATE transaction and one reading of the time. Between them, when the
+request says `"faults": true`, the adapter stops at the fault point and waits for fencesim's
+`resume`, serving any request that arrives meanwhile (a takeover attempted from another
+connection).
 
 Planted defects, for proving that fencesim catches a foreign store's bugs: set
 FENCESIM_ADAPTER_DEFECT to a comma-separated list of names from DEFECTS below.
@@ -150,28 +152,30 @@ class Connection:
         if lease["run"] != target:
             raise StoreError({"code": "lease_held", "op": op, "lease": lease,
                               "rejection": {"kind": "run_mismatch", "target": target}})
-        now = req["now_ms"]
         if "check-outside-txn" in ACTIVE:
+            now = self.server.now(req)
             try:
                 self.check_lease(op, lease, now)
             except sqlite3.Error as e:
                 raise sql_error(op, target, e)
             self.server.fault_point(req, "fence_checked", op, lease["run"])
-            return self.write_txn(op, target, mutate)
+            return self.write_txn(op, target, lambda: mutate(now))
 
         def body():
+            now = self.server.now(req)
             self.check_lease(op, lease, now)
             self.server.fault_point(req, "fence_checked", op, lease["run"])
-            return mutate()
+            return mutate(now)
 
         return self.write_txn(op, target, body)
 
     def maybe_fenced(self, req, op, target, lease, mutate, txn=False):
+        """`mutate(now)` under the lease, or unfenced (then `now` is None: no time is needed)."""
         if lease is None:
             if txn:
-                return self.write_txn(op, target, mutate)
+                return self.write_txn(op, target, lambda: mutate(None))
             try:
-                return mutate()
+                return mutate(None)
             except sqlite3.Error as e:
                 raise sql_error(op, target, e)
         return self.fenced(req, op, target, lease, mutate)
@@ -183,7 +187,7 @@ class Connection:
         seq = entry["seq"]
         payload = json.dumps(entry, separators=(",", ":"))
 
-        def insert():
+        def insert(_now):
             if "seq-guard-by-count" in ACTIVE:
                 guard = "SELECT ?1, ?2, ?3 WHERE ?2 > (SELECT count(*) FROM entries WHERE run_id = ?1)"
             else:
@@ -205,7 +209,7 @@ class Connection:
         run = meta["run_id"]
         payload = json.dumps(meta, separators=(",", ":"))
 
-        def upsert():
+        def upsert(_now):
             self.db.execute(
                 "INSERT INTO meta (run_id, status, name, payload) VALUES (?, ?, ?, ?) ON CONFLICT (run_id) "
                 "DO UPDATE SET status = excluded.status, name = excluded.name, payload = excluded.payload",
@@ -239,7 +243,7 @@ class Connection:
     def delete(self, req):
         run, lease = req["run"], req.get("lease")
 
-        def remove():
+        def remove(_now):
             for table in ("entries", "meta", "leases"):
                 self.db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run,))
             if "epoch-reset-on-delete" in ACTIVE:
@@ -250,9 +254,10 @@ class Connection:
     # -- leases ---------------------------------------------------------------------------------
 
     def acquire(self, req):
-        run, owner, now = req["run"], req["owner"], req["now_ms"]
+        run, owner = req["run"], req["owner"]
 
         def take():
+            now = self.server.now(req)
             row = self.db.execute("SELECT owner, epoch FROM leases WHERE run_id = ? AND expires_at > ?",
                                   (run, now)).fetchone()
             if row is not None:
@@ -281,9 +286,9 @@ class Connection:
     def renew(self, req):
         lease = req["lease"]
 
-        def extend():
+        def extend(now):
             cur = self.db.execute("UPDATE leases SET expires_at = ? WHERE run_id = ? AND owner = ? AND epoch = ?",
-                                  (req["now_ms"] + self.ttl_ms, lease["run"], lease["owner"], lease["epoch"]))
+                                  (now + self.ttl_ms, lease["run"], lease["owner"], lease["epoch"]))
             self.pinned("renew", lease, cur.rowcount)
 
         return self.fenced(req, "renew", lease["run"], lease, extend)
@@ -295,7 +300,7 @@ class Connection:
                 self.db.execute("DELETE FROM leases WHERE run_id = ?", (lease["run"],))
             return self.write_txn("release", lease["run"], clear)
 
-        def drop():
+        def drop(_now):
             cur = self.db.execute("DELETE FROM leases WHERE run_id = ? AND owner = ? AND epoch = ?",
                                   (lease["run"], lease["owner"], lease["epoch"]))
             self.pinned("release", lease, cur.rowcount)
@@ -308,7 +313,7 @@ class Connection:
         ref = req["ref"]
         data = bytes.fromhex(req["hex"])
 
-        def put():
+        def put(_now):
             self.db.execute("INSERT INTO blobs (ref, run_id, data) VALUES (?, ?, ?) "
                             "ON CONFLICT (ref) DO UPDATE SET data = excluded.data", (ref, run_of_ref(ref), data))
 
@@ -326,7 +331,7 @@ class Connection:
     def delete_blob(self, req):
         ref = req["ref"]
 
-        def remove():
+        def remove(_now):
             self.db.execute("DELETE FROM blobs WHERE ref = ?", (ref,))
 
         return self.maybe_fenced(req, "delete_blob", run_of_ref(ref), req.get("lease"), remove)
@@ -410,13 +415,23 @@ class Server:
     def fault_point(self, req, point, op, run):
         """Stop at a fault point when asked to: tell fencesim, serve what it sends meanwhile, and
         go on at its `resume`."""
-        if not req.get("faults"):
-            return
-        self.write({"id": req["id"], "fault": point, "op": op, "run": run})
+        if req.get("faults"):
+            self.write({"id": req["id"], "fault": point, "op": op, "run": run})
+            self.wait_for(req["id"], "resume")
+
+    def now(self, req):
+        """The request's time; when it came as null, fencesim's clock read now (in-lock)."""
+        if req.get("now_ms") is not None:
+            return req["now_ms"]
+        self.write({"id": req["id"], "time": True})
+        return self.wait_for(req["id"], "now_ms")
+
+    def wait_for(self, request_id, key):
+        """Serve what fencesim sends until the message for this request carrying `key`."""
         while True:
             message = self.read()
-            if message.get("resume") and message.get("id") == req["id"]:
-                return
+            if "op" not in message and message.get("id") == request_id and key in message:
+                return message[key]
             self.handle(message)
 
 

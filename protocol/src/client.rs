@@ -2,8 +2,12 @@
 //! handshake; [`Adapter::open`] gives a [`CmdStore`], one connection of it over a location, which
 //! implements the store SPI, so everything in fencesim that takes a store takes an adapter.
 //!
-//! Time comes from the caller: every request carries the connection's clock reading as `now_ms`,
-//! so an adapter never reads a clock of its own and a simulated world stays deterministic. A fault
+//! Time comes from the caller: a request whose call needs time (an acquire, a renew, a release, a
+//! write under a lease) carries the connection's clock reading as `now_ms`, so an adapter never
+//! reads a clock of its own and a simulated world stays deterministic. With
+//! [`CmdStore::time_in_lock`] (the real-process soak, where the instant matters) it carries
+//! `now_ms: null` instead, and the adapter asks for the time at the point it would read a clock,
+//! inside its transaction: fencesim reads the clock then, as its own store does. A fault
 //! hook is honoured through callbacks: a request sent while a hook is installed says
 //! `"faults": true`, the adapter stops at each fault point with a `fault` line, and fencesim runs
 //! the hook (which may call the same adapter on another connection; the adapter serves those
@@ -110,13 +114,8 @@ impl Adapter {
     /// Open a connection over `location` (a folder the harness made for the adapter's files) with
     /// this raw lease ttl, which the adapter validates (contracts B1). Its calls read `clock`.
     pub fn open(&self, location: &Path, ttl_ms: i64, clock: Arc<dyn Clock>) -> StoreResult<CmdStore> {
-        let request = json!({
-            "op": "open",
-            "location": location.to_string_lossy(),
-            "ttl_ms": ttl_ms,
-            "now_ms": clock.now_ms(),
-        });
-        let ok = self.call(Op::Boot, request, None).map_err(|e| self.store_error(Op::Boot, e))?;
+        let request = json!({ "op": "open", "location": location.to_string_lossy(), "ttl_ms": ttl_ms });
+        let ok = self.call(Op::Boot, request, None, None).map_err(|e| self.store_error(Op::Boot, e))?;
         let (Some(conn), Some(ttl)) =
             (ok.get("conn").and_then(Value::as_u64), ok.get("ttl_ms").and_then(Value::as_u64))
         else {
@@ -126,12 +125,19 @@ impl Adapter {
             );
         };
         let ttl_ms = u32::try_from(ttl).unwrap_or(u32::MAX);
-        Ok(CmdStore { adapter: self.clone(), conn, ttl_ms, clock, hook: RefCell::new(None) })
+        Ok(CmdStore { adapter: self.clone(), conn, ttl_ms, clock, hook: RefCell::new(None), time_in_lock: false })
     }
 
-    /// One request and its answer: the `ok` value, or the typed error. Fault callbacks are
-    /// answered on the way; the process lock is not held while a hook runs.
-    fn call(&self, op: Op, mut request: Value, hook: Option<&RefCell<Option<FaultHook>>>) -> Result<Value, CallError> {
+    /// One request and its answer: the `ok` value, or the typed error. Fault callbacks and asks
+    /// for the time (read from `clock`) are answered on the way; the process lock is not held
+    /// while a hook runs.
+    fn call(
+        &self,
+        op: Op,
+        mut request: Value,
+        hook: Option<&RefCell<Option<FaultHook>>>,
+        clock: Option<&dyn Clock>,
+    ) -> Result<Value, CallError> {
         let name = op_name(op, &request);
         if let Some(broken) = self.broken() {
             return Err(CallError::Adapter(self.0.spec.error(
@@ -168,6 +174,17 @@ impl Adapter {
                             .adapter_failure(&name, Failure::Garbage { line, why: "an unknown error object".into() }))
                     }
                 };
+            }
+            if answer.get("time") == Some(&Value::Bool(true)) && answer.get("fault").is_none() {
+                let Some(clock) = clock.filter(|_| request.get("now_ms") == Some(&Value::Null)) else {
+                    return Err(self.adapter_failure(
+                        &name,
+                        Failure::Garbage { line, why: "asked for a time it was given".into() },
+                    ));
+                };
+                let now = json!({ "id": id, "now_ms": clock.now_ms() });
+                self.with_process(|p| p.send(&name, &now.to_string()))?;
+                continue;
             }
             let fault = answer.get("fault").and_then(Value::as_str);
             let point = match fault {
@@ -252,6 +269,7 @@ pub struct CmdStore {
     ttl_ms: u32,
     clock: Arc<dyn Clock>,
     hook: RefCell<Option<FaultHook>>,
+    time_in_lock: bool,
 }
 
 impl CmdStore {
@@ -259,13 +277,27 @@ impl CmdStore {
         &self.adapter
     }
 
-    /// One SPI call on this connection, at this connection's clock reading.
-    fn call(&self, op: Op, args: Value) -> StoreResult<Value> {
-        let mut request = json!({ "op": op.as_str(), "conn": self.conn, "now_ms": self.clock.now_ms() });
+    /// Have the adapter ask for the time inside its transaction instead of sending it with the
+    /// request (`now_ms: null`): the clock is read at the instant the store decides, as fencesim's
+    /// own store reads it, which is what a judge of real processes orders calls by. One more
+    /// round trip per timed call; in a simulated world, where no time passes during a call, the
+    /// two are the same.
+    pub fn time_in_lock(mut self) -> Self {
+        self.time_in_lock = true;
+        self
+    }
+
+    /// One SPI call on this connection; `timed` calls carry the time (or ask for it in-lock).
+    fn call(&self, op: Op, timed: bool, args: Value) -> StoreResult<Value> {
+        let mut request = json!({ "op": op.as_str(), "conn": self.conn });
+        if timed {
+            request["now_ms"] = if self.time_in_lock { Value::Null } else { self.clock.now_ms().into() };
+        }
         if let (Value::Object(request), Value::Object(args)) = (&mut request, args) {
             request.extend(args);
         }
-        self.adapter.call(op, request, Some(&self.hook)).map_err(|e| self.adapter.store_error(op, e))
+        let clock: &dyn Clock = self.clock.as_ref();
+        self.adapter.call(op, request, Some(&self.hook), Some(clock)).map_err(|e| self.adapter.store_error(op, e))
     }
 
     /// An answer of the wrong shape breaks the adapter.
@@ -278,8 +310,9 @@ impl CmdStore {
         }
     }
 
-    fn unit(&self, op: Op, args: Value) -> StoreResult<()> {
-        let value = self.call(op, args)?;
+    /// A write answered `null`; timed when it is fenced (or a lease call).
+    fn unit(&self, op: Op, timed: bool, args: Value) -> StoreResult<()> {
+        let value = self.call(op, timed, args)?;
         self.decode(op, value, |v| v.is_null().then_some(()))
     }
 }
@@ -287,38 +320,42 @@ impl CmdStore {
 impl Drop for CmdStore {
     fn drop(&mut self) {
         let request = json!({ "op": "close", "conn": self.conn });
-        let _ = self.adapter.call(Op::Boot, request, None);
+        let _ = self.adapter.call(Op::Boot, request, None, None);
     }
 }
 
 impl JournalStore for CmdStore {
     fn append(&self, run: &RunId, entry: &JournalEntry, lease: Option<&Lease>) -> StoreResult<()> {
         entry.check_fields(run)?;
-        self.unit(Op::Append, json!({ "run": run.as_str(), "entry": entry, "lease": wire::lease_or_null(lease) }))
+        self.unit(
+            Op::Append,
+            lease.is_some(),
+            json!({ "run": run.as_str(), "entry": entry, "lease": wire::lease_or_null(lease) }),
+        )
     }
 
     fn load(&self, run: &RunId) -> StoreResult<Vec<JournalEntry>> {
-        let value = self.call(Op::Load, json!({ "run": run.as_str() }))?;
+        let value = self.call(Op::Load, false, json!({ "run": run.as_str() }))?;
         self.decode(Op::Load, value, |v| serde_json::from_value(v.clone()).ok())
     }
 
     fn put_meta(&self, meta: &RunMeta, lease: Option<&Lease>) -> StoreResult<()> {
         meta.check_fields()?;
-        self.unit(Op::PutMeta, json!({ "meta": meta, "lease": wire::lease_or_null(lease) }))
+        self.unit(Op::PutMeta, lease.is_some(), json!({ "meta": meta, "lease": wire::lease_or_null(lease) }))
     }
 
     fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<RunMeta>> {
-        let value = self.call(Op::ListRuns, json!({ "filter": wire::filter(filter) }))?;
+        let value = self.call(Op::ListRuns, false, json!({ "filter": wire::filter(filter) }))?;
         self.decode(Op::ListRuns, value, |v| serde_json::from_value(v.clone()).ok())
     }
 
     fn get_meta(&self, run: &RunId) -> StoreResult<Option<RunMeta>> {
-        let value = self.call(Op::GetMeta, json!({ "run": run.as_str() }))?;
+        let value = self.call(Op::GetMeta, false, json!({ "run": run.as_str() }))?;
         self.decode(Op::GetMeta, value, |v| serde_json::from_value(v.clone()).ok())
     }
 
     fn delete(&self, run: &RunId, lease: Option<&Lease>) -> StoreResult<()> {
-        self.unit(Op::Delete, json!({ "run": run.as_str(), "lease": wire::lease_or_null(lease) }))
+        self.unit(Op::Delete, lease.is_some(), json!({ "run": run.as_str(), "lease": wire::lease_or_null(lease) }))
     }
 
     fn fenced_writes(&self) -> bool {
@@ -328,16 +365,16 @@ impl JournalStore for CmdStore {
 
 impl LeasableStore for CmdStore {
     fn acquire(&self, run: &RunId, owner: &str) -> StoreResult<Lease> {
-        let value = self.call(Op::Acquire, json!({ "run": run.as_str(), "owner": owner }))?;
+        let value = self.call(Op::Acquire, true, json!({ "run": run.as_str(), "owner": owner }))?;
         self.decode(Op::Acquire, value, wire::parse_lease)
     }
 
     fn renew(&self, lease: &Lease) -> StoreResult<()> {
-        self.unit(Op::Renew, json!({ "lease": wire::lease(lease) }))
+        self.unit(Op::Renew, true, json!({ "lease": wire::lease(lease) }))
     }
 
     fn release(&self, lease: &Lease) -> StoreResult<()> {
-        self.unit(Op::Release, json!({ "lease": wire::lease(lease) }))
+        self.unit(Op::Release, true, json!({ "lease": wire::lease(lease) }))
     }
 
     fn lease_ttl_ms(&self) -> u32 {
@@ -348,11 +385,11 @@ impl LeasableStore for CmdStore {
 impl TranscriptStore for CmdStore {
     fn put_blob(&self, blob_ref: &str, bytes: &[u8], lease: Option<&Lease>) -> StoreResult<()> {
         let args = json!({ "ref": blob_ref, "hex": wire::hex(bytes), "lease": wire::lease_or_null(lease) });
-        self.unit(Op::PutBlob, args)
+        self.unit(Op::PutBlob, lease.is_some(), args)
     }
 
     fn get_blob(&self, blob_ref: &str) -> StoreResult<Option<Vec<u8>>> {
-        let value = self.call(Op::GetBlob, json!({ "ref": blob_ref }))?;
+        let value = self.call(Op::GetBlob, false, json!({ "ref": blob_ref }))?;
         self.decode(Op::GetBlob, value, |v| match v {
             Value::Null => Some(None),
             Value::String(text) => wire::unhex(text).map(Some),
@@ -361,12 +398,12 @@ impl TranscriptStore for CmdStore {
     }
 
     fn list_blobs(&self, run: &RunId) -> StoreResult<Vec<String>> {
-        let value = self.call(Op::ListBlobs, json!({ "run": run.as_str() }))?;
+        let value = self.call(Op::ListBlobs, false, json!({ "run": run.as_str() }))?;
         self.decode(Op::ListBlobs, value, |v| serde_json::from_value(v.clone()).ok())
     }
 
     fn delete_blob(&self, blob_ref: &str, lease: Option<&Lease>) -> StoreResult<()> {
-        self.unit(Op::DeleteBlob, json!({ "ref": blob_ref, "lease": wire::lease_or_null(lease) }))
+        self.unit(Op::DeleteBlob, lease.is_some(), json!({ "ref": blob_ref, "lease": wire::lease_or_null(lease) }))
     }
 
     fn fenced_blob_writes(&self) -> bool {

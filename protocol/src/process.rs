@@ -199,7 +199,9 @@ fn share_a_core() {
     if cores.len() < 2 {
         return;
     }
-    let core = cores[STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % cores.len()];
+    // Offset by the pid: processes that each start one adapter (the soak's writers) spread too.
+    let turn = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + std::process::id() as usize;
+    let core = cores[turn % cores.len()];
     let mut one = CpuSet::new();
     // The child inherits the thread's affinity at fork.
     if one.set(core).is_ok() {

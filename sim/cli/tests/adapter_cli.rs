@@ -4,7 +4,8 @@
 //! a nondeterministic adapter is named as such by `replay`; and every way an adapter can break the
 //! protocol (it does not start, dies mid-call, answers garbage, answers another request, speaks
 //! another version, hangs) exits 2 with one line naming the adapter, the request and what went
-//! wrong, leaving no process and no folder behind, a SIGKILL of fencesim included.
+//! wrong, leaving no process and no folder behind, a SIGKILL of fencesim included. The soak storms
+//! it from real processes: clean, it passes; with a planted defect, it fails.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -245,6 +246,8 @@ fn the_exchange_with_the_reference_adapter_is_what_the_protocol_schema_describes
     let store = fixture("tee.py", &format!("{} python3 {}", log.display(), reference.display()));
     assert_exit(&fencesim(&["conformance", "--store", &store]), 0);
     assert_exit(&fencesim(&["run", "--scenario", "mid-call-takeover", "--seed", "2", "--store", &store]), 0);
+    // The soak's writers ask for the time in-lock (`now_ms: null`, `time`).
+    assert_exit(&fencesim(&["soak", "--level", "store", "--seed", "1", "--store", &store]), 0);
     let text = std::fs::read_to_string(&log).expect("the exchange");
     let schema: Value =
         serde_json::from_str(&std::fs::read_to_string(repo().join("reports/protocol.schema.json")).expect("schema"))
@@ -257,8 +260,10 @@ fn the_exchange_with_the_reference_adapter_is_what_the_protocol_schema_describes
         let errors: Vec<String> =
             validator.iter_errors(&value).map(|e| format!("{}: {e}", e.instance_path())).collect();
         assert!(errors.is_empty(), "{line}\n{errors:#?}");
-        let kind =
-            ["fault", "op", "resume", "error", "ok"].into_iter().find(|k| value.get(k).is_some()).expect("a kind");
+        let kind = ["fault", "op", "resume", "time", "now_ms", "error", "ok"]
+            .into_iter()
+            .find(|k| value.get(k).is_some())
+            .expect("a kind");
         let detail = match kind {
             "op" => value["op"].as_str().expect("op").to_owned(),
             "error" => value["error"]["code"].as_str().expect("code").to_owned(),
@@ -277,6 +282,8 @@ fn the_exchange_with_the_reference_adapter_is_what_the_protocol_schema_describes
         "< fault fence_checked",
         "< fault acquire_checked",
         "> resume",
+        "< time",
+        "> now_ms",
         "< ok",
     ] {
         assert!(seen.contains(expected), "no `{expected}` in the exchange: {seen:?}");
@@ -291,4 +298,30 @@ fn the_exchange_with_the_reference_adapter_is_what_the_protocol_schema_describes
     ] {
         assert!(!validator.is_valid(&bad), "{bad}");
     }
+}
+
+/// The store-level soak against the reference adapter: each writer drives an adapter process of
+/// its own over one folder, and the referee's SIGKILL and SIGSTOP reach it. Clean, the default
+/// quorum passes; with a planted defect the same storm fails; either way no adapter is left.
+#[test]
+fn the_soak_storms_the_adapter_and_catches_its_planted_defect() {
+    for (defect, code) in [("", 0), ("unfenced-meta", 1)] {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let out = fencesim_in(
+            tmp.path(),
+            &["soak", "--level", "store", "--seed", "2", "--store", &reference()],
+            &[("FENCESIM_ADAPTER_DEFECT", defect)],
+        );
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(code), "{defect}: {text}\n{}", stderr(&out));
+        assert!(text.contains("quorum default") && text.contains(": met"), "{defect}: {text}");
+        if code == 1 {
+            assert!(text.contains("VIOLATION"), "{text}");
+        }
+        assert_empty(tmp.path());
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = fencesim_in(tmp.path(), &["soak", "--level", "engine", "--store", &reference()], &[]);
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("--store applies only at --level store"), "{}", stderr(&out));
 }

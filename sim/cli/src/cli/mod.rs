@@ -186,7 +186,7 @@ impl WorldStoreArgs {
     }
 }
 
-fn parse_adapter(text: &str) -> Result<fencesim_protocol::Spec, String> {
+pub(super) fn parse_adapter(text: &str) -> Result<fencesim_protocol::Spec, String> {
     fencesim_protocol::Spec::parse(text).map_err(|e| e.to_string())
 }
 

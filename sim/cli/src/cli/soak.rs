@@ -81,6 +81,12 @@ pub struct Args {
     /// [default: 10].
     #[arg(long)]
     exit_deadline_s: Option<u64>,
+    /// Store level only: storm a store adapter (cmd:COMMAND, docs/protocol.md) instead of
+    /// fencesim's own store; every writer drives an adapter process of its own.
+    #[arg(long = "store", value_name = "cmd:COMMAND", value_parser = super::parse_adapter)]
+    adapter: Option<fencesim_protocol::Spec>,
+    #[command(flatten)]
+    timeout: super::AdapterArgs,
 }
 
 /// The store level's defaults of its own flags.
@@ -96,7 +102,11 @@ impl Args {
             Level::Store => ("engine", &[("--runs", self.runs.is_some())]),
             Level::Engine => (
                 "store",
-                &[("--skew-ms", self.skew_ms.is_some()), ("--exit-deadline-s", self.exit_deadline_s.is_some())],
+                &[
+                    ("--skew-ms", self.skew_ms.is_some()),
+                    ("--exit-deadline-s", self.exit_deadline_s.is_some()),
+                    ("--store", self.adapter.is_some()),
+                ],
             ),
         };
         match foreign.iter().find(|(_, given)| *given) {
@@ -157,7 +167,12 @@ pub fn run(args: &Args) -> CmdResult {
         exit_deadline_ms: args.exit_deadline_s().saturating_mul(1000),
         exe,
         progress: true,
+        adapter: args.adapter.clone().map(|spec| args.timeout.apply(spec)),
     };
+    anyhow::ensure!(
+        opts.adapter.is_none() || opts.defects.is_empty(),
+        "store defects are planted in fencesim's own store, not in a store adapter (the reference adapter plants its own: FENCESIM_ADAPTER_DEFECT)"
+    );
     // Every bound before anything is created or started.
     opts.validate()?;
     quorum.check_reachable(args.writers, None)?;
@@ -328,6 +343,11 @@ pub struct WriterArgs {
     owe_mid_call: bool,
     #[arg(long = "defect", value_name = "NAME", value_parser = super::parse_defect)]
     defects: Vec<StoreDefect>,
+    /// Drive this store adapter over the folder `--db` names.
+    #[arg(long = "store", value_parser = super::parse_adapter)]
+    adapter: Option<fencesim_protocol::Spec>,
+    #[command(flatten)]
+    timeout: super::AdapterArgs,
 }
 
 /// A writer dies with its referee: the parent-death signal first, then the parent check that
@@ -354,6 +374,7 @@ pub fn writer(args: &WriterArgs) -> CmdResult {
         start_at_ms: args.start_at_ms,
         owe_mid_call: args.owe_mid_call,
         checkpoint_every: 8,
+        adapter: args.adapter.clone().map(|spec| args.timeout.apply(spec)),
     };
     match writer::run(cfg) {
         Ok(()) => Ok(Verdict::Pass),

@@ -54,6 +54,10 @@ pub struct SoakMeta {
     pub ttl_ms: i64,
     pub writers: usize,
     pub defects: Vec<String>,
+    /// The store adapter the storm ran against (`cmd:...`), if not fencesim's own store: the
+    /// judge reads the final state through it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<String>,
     /// CLOCK_MONOTONIC at the storm's start: rows are stamped in ms since.
     pub start_mono_ns: u64,
     pub accounts: Vec<WriterAccount>,
@@ -414,6 +418,29 @@ fn cap_per_checker(findings: Vec<Finding>) -> Vec<Finding> {
     kept
 }
 
+/// What the judgement says of integrity for a store adapter's data, which only the adapter reads.
+pub const ADAPTER_INTEGRITY: &str = "not checked (a store adapter's own files)";
+
+/// The storm's final state, read only, and its integrity: fencesim's file through a read-only
+/// store and `PRAGMA integrity_check`; an adapter's location through a connection of a fresh
+/// adapter process, which the judge only reads from.
+fn final_store(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Box<dyn fencesim_store::Store>, String)> {
+    match &meta.adapter {
+        None => {
+            let store = open_read_only(&layout.db())?;
+            let integrity = integrity_check(&store)?;
+            Ok((Box::new(store), integrity))
+        }
+        Some(spec) => {
+            let spec = fencesim_protocol::Spec::parse(spec)
+                .map_err(|e| SoakError::Record(format!("{META_FILE}: adapter: {e}")))?;
+            let adapter = fencesim_protocol::Adapter::start(&spec)?;
+            let store = adapter.open(&layout.adapter_dir(), meta.ttl_ms, Arc::new(SystemClock))?;
+            Ok((Box::new(store), ADAPTER_INTEGRITY.to_owned()))
+        }
+    }
+}
+
 /// Judge a finished soak folder.
 pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row>)> {
     meta.check()?;
@@ -421,13 +448,12 @@ pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row
     match_accounts(&files.keys().map(String::as_str).collect(), layout, meta)?;
     let (merged, torn) = merge_files(&files, meta.start_mono_ns)?;
     let rows = merged.rows;
-    let store = open_read_only(&layout.db())?;
-    let integrity = integrity_check(&store)?;
+    let (store, integrity) = final_store(layout, meta)?;
     let mut named: BTreeSet<RunId> = rows.iter().filter_map(Row::call).map(|c| c.run.clone()).collect();
     named.insert(RunId::new(RUN));
     named.insert(RunId::new(OTHER));
     named.remove(&RunId::new("*"));
-    let snapshot = Snapshot::read(&store, named)?;
+    let snapshot = Snapshot::read(store.as_ref(), named)?;
     let cfg = OracleConfig { ttl_ms: meta.ttl_ms, planned: vec![], scope: Scope::Store, scripts: Vec::new() };
     let mut findings: Vec<Finding> = check(&rows, &snapshot, &cfg)
         .into_iter()
@@ -436,7 +462,7 @@ pub fn judge(layout: &Layout, meta: &SoakMeta) -> SoakResult<(Judgement, Vec<Row
     let killed = writers_accounted(meta, &mut findings);
     protocol_findings(&merged.events, &mut findings);
     logs_complete(&merged.open_calls, &merged.orphan_ends, &killed, &mut findings);
-    if integrity != "ok" {
+    if integrity != "ok" && integrity != ADAPTER_INTEGRITY {
         push(&mut findings, Checker::Integrity, format!("PRAGMA integrity_check: {integrity}"), None);
     }
     // A victim's leftovers and the side run's are the serial history's (`serial-history`,

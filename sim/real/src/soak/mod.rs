@@ -69,6 +69,8 @@ pub const OTHER_BLOB: &str = "soak-other/blob";
 /// Inside a soak folder: the database, the stop file, the referee's record.
 pub const DB_FILE: &str = "soak.db";
 pub const STOP_FILE: &str = "soak-stop";
+/// Inside a soak folder: a store adapter's location, instead of the database.
+pub const ADAPTER_DIR: &str = "adapter-store";
 pub const META_FILE: &str = "soak-meta.json";
 /// The environment variable naming the referee's pid to its writers.
 pub const PARENT_ENV: &str = "FENCESIM_SOAK_PARENT";
@@ -114,6 +116,9 @@ pub enum SoakError {
     },
     #[error(transparent)]
     Store(#[from] fencesim_store::StoreError),
+    /// The store adapter failed the protocol: the storm proves nothing about its store.
+    #[error(transparent)]
+    Adapter(#[from] fencesim_protocol::AdapterError),
     #[error("sqlite: {what}")]
     Sqlite {
         what: String,
@@ -190,6 +195,11 @@ impl Layout {
 
     pub fn db(&self) -> PathBuf {
         self.dir.join(DB_FILE)
+    }
+
+    /// A store adapter's location (`--store cmd:...`): a folder its writers share.
+    pub fn adapter_dir(&self) -> PathBuf {
+        self.dir.join(ADAPTER_DIR)
     }
 
     pub fn wal(&self) -> PathBuf {

@@ -65,6 +65,11 @@ pub struct SoakOptions {
     pub exe: PathBuf,
     /// Draw a progress line (only ever on a terminal).
     pub progress: bool,
+    /// Storm this store adapter (`--store cmd:...`) instead of fencesim's own store: each writer
+    /// drives an adapter process of its own over one shared folder, and every signal the referee
+    /// sends a writer reaches its adapter too (they share a process group): that is where a real
+    /// transaction dies.
+    pub adapter: Option<fencesim_protocol::Spec>,
 }
 
 impl SoakOptions {
@@ -136,6 +141,8 @@ struct Proc {
     index: usize,
     generation: u32,
     child: Child,
+    /// It leads a process group with its store adapter: signals go to the group.
+    group: bool,
     tail: Tail,
     /// The soak-run epoch it holds (granted, not yet released, stalled or kicked).
     holding: Option<i64>,
@@ -179,7 +186,7 @@ struct Storm {
 impl Drop for Storm {
     fn drop(&mut self) {
         for p in &mut self.procs {
-            let _ = kill(Pid::from_raw(p.child.id() as i32), Signal::SIGKILL);
+            Self::signal(p, Signal::SIGKILL);
             let _ = p.child.wait();
         }
     }
@@ -231,9 +238,10 @@ impl Storm {
         // ended: the judge refuses a folder that lacks one.
         LogFile::open(&self.layout.log(index, generation))?;
         let mut cmd = Command::new(&self.opts.exe);
+        let location = if self.opts.adapter.is_some() { self.layout.adapter_dir() } else { self.layout.db() };
         cmd.arg("soak-writer")
             .arg("--db")
-            .arg(self.layout.db())
+            .arg(location)
             .arg("--log")
             .arg(self.layout.log(index, generation))
             .arg("--stop")
@@ -249,6 +257,11 @@ impl Storm {
         }
         for d in &self.opts.defects {
             cmd.args(["--defect", d.name()]);
+        }
+        if let Some(spec) = &self.opts.adapter {
+            cmd.arg(format!("--store={spec}")).arg(format!("--adapter-timeout-ms={}", spec.timeout_ms));
+            // The writer leads a process group of its own, which its adapter joins.
+            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         }
         cmd.env(PARENT_ENV, std::process::id().to_string())
             .stdin(Stdio::null())
@@ -266,6 +279,7 @@ impl Storm {
             zombie: None,
             open: BTreeMap::new(),
             replacement,
+            group: self.opts.adapter.is_some(),
             booted: false,
             signals: Vec::new(),
             rss_kib: 0,
@@ -277,7 +291,10 @@ impl Storm {
     }
 
     fn signal(p: &mut Proc, sig: Signal) {
-        if kill(Pid::from_raw(p.child.id() as i32), sig).is_ok() {
+        // A writer with an adapter leads its own process group: the signal reaches both.
+        let pid = p.child.id() as i32;
+        let target = if p.group { -pid } else { pid };
+        if kill(Pid::from_raw(target), sig).is_ok() {
             p.signals.push(sig.as_str().to_owned());
         }
     }
@@ -549,6 +566,9 @@ impl Storm {
     /// writer, and with rusqlite's default 5 s timeout a reader stopped inside its transaction
     /// held the whole storm, the referee's ticks included, for up to 5 s.
     fn wal(&mut self) {
+        if self.opts.adapter.is_some() {
+            return;
+        }
         let size = std::fs::metadata(self.layout.wal()).map_or(0, |m| m.len());
         self.wal_peak = self.wal_peak.max(size);
         let now = self.clock.elapsed_ms();
@@ -636,6 +656,7 @@ impl SoakMeta {
             ttl_ms: opts.ttl_ms,
             writers: opts.writers,
             defects: opts.defects.iter().map(|d| d.name().to_owned()).collect(),
+            adapter: opts.adapter.as_ref().map(ToString::to_string),
             start_mono_ns,
             accounts,
         }
@@ -683,6 +704,10 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
 
     let (temp, dir) = storm_dir(&opts)?;
     let layout = Layout::new(&dir);
+    if opts.adapter.is_some() {
+        let location = layout.adapter_dir();
+        std::fs::create_dir(&location).map_err(SoakError::io(format!("cannot create {}", location.display())))?;
+    }
     let start_mono_ns = mono_ns();
     let mut storm = Storm::new(layout.clone(), &opts);
     // Every first-generation writer opens the fresh file at the same instant.

@@ -20,7 +20,7 @@ use serde_json::json;
 
 use super::log::{Begin, End, Ev, EvKind, Line, LogFile, LogOutcome, LogPayload, Probe, to_hex};
 use super::wall::{mono_ns, sleep_ms, unix_ms};
-use super::{OTHER_BLOB, RUN, SoakError, SoakResult, owner_name};
+use super::{OTHER_BLOB, RUN, SoakResult, owner_name};
 use fencesim_oracle::history::Surface;
 use fencesim_sim::rng::Stream;
 
@@ -87,9 +87,37 @@ fn outcome_of<T>(result: &StoreResult<T>) -> LogOutcome {
     }
 }
 
+/// The store a writer drives: fencesim's own, or a connection of a store adapter
+/// (`--store cmd:...`, docs/protocol.md).
+pub enum Inner {
+    Sqlite(SqliteStore),
+    Adapter(fencesim_protocol::CmdStore),
+}
+
+impl Inner {
+    fn store(&self) -> &dyn Store {
+        match self {
+            Inner::Sqlite(store) => store,
+            Inner::Adapter(store) => store,
+        }
+    }
+
+    /// The lease capability (a soak's adapter must declare it: checked at open).
+    fn leases(&self) -> StoreResult<&dyn LeasableStore> {
+        self.store().leases().ok_or_else(|| StoreError::Config("the store has no leases".to_owned()))
+    }
+
+    /// Checkpoint fencesim's own WAL (PASSIVE); an adapter keeps its own files.
+    fn checkpoint(&self) {
+        if let Inner::Sqlite(store) = self {
+            let _ = store.raw_connection().execute_batch("PRAGMA wal_checkpoint(PASSIVE)");
+        }
+    }
+}
+
 /// A store connection that logs a `begin` line before and an `end` line after every call.
 pub struct LoggedStore {
-    inner: SqliteStore,
+    inner: Inner,
     clock: Arc<StampClock>,
     log: Arc<LogFile>,
     node: String,
@@ -97,7 +125,7 @@ pub struct LoggedStore {
 }
 
 impl LoggedStore {
-    pub fn new(inner: SqliteStore, clock: Arc<StampClock>, log: Arc<LogFile>, node: String) -> Self {
+    pub fn new(inner: Inner, clock: Arc<StampClock>, log: Arc<LogFile>, node: String) -> Self {
         Self { inner, clock, log, node, next_id: AtomicU64::new(1) }
     }
 
@@ -169,34 +197,36 @@ impl LoggedStore {
 impl JournalStore for LoggedStore {
     fn append(&self, run: &RunId, entry: &JournalEntry, lease: Option<&Lease>) -> StoreResult<()> {
         self.plain(Surface::Append, run, None, lease, LogPayload::Entry(entry.clone()), || {
-            self.inner.append(run, entry, lease)
+            self.inner.store().append(run, entry, lease)
         })
     }
 
     fn load(&self, run: &RunId) -> StoreResult<Vec<JournalEntry>> {
-        self.plain(Surface::Load, run, None, None, LogPayload::None, || self.inner.load(run))
+        self.plain(Surface::Load, run, None, None, LogPayload::None, || self.inner.store().load(run))
     }
 
     fn put_meta(&self, meta: &RunMeta, lease: Option<&Lease>) -> StoreResult<()> {
         self.plain(Surface::PutMeta, &meta.run_id, None, lease, LogPayload::Meta(meta.clone()), || {
-            self.inner.put_meta(meta, lease)
+            self.inner.store().put_meta(meta, lease)
         })
     }
 
     fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<RunMeta>> {
-        self.plain(Surface::ListRuns, &RunId::new("*"), None, None, LogPayload::None, || self.inner.list_runs(filter))
+        self.plain(Surface::ListRuns, &RunId::new("*"), None, None, LogPayload::None, || {
+            self.inner.store().list_runs(filter)
+        })
     }
 
     fn get_meta(&self, run: &RunId) -> StoreResult<Option<RunMeta>> {
-        self.plain(Surface::GetMeta, run, None, None, LogPayload::None, || self.inner.get_meta(run))
+        self.plain(Surface::GetMeta, run, None, None, LogPayload::None, || self.inner.store().get_meta(run))
     }
 
     fn delete(&self, run: &RunId, lease: Option<&Lease>) -> StoreResult<()> {
-        self.plain(Surface::Delete, run, None, lease, LogPayload::None, || self.inner.delete(run, lease))
+        self.plain(Surface::Delete, run, None, lease, LogPayload::None, || self.inner.store().delete(run, lease))
     }
 
     fn fenced_writes(&self) -> bool {
-        self.inner.fenced_writes()
+        self.inner.store().fenced_writes()
     }
 }
 
@@ -209,21 +239,25 @@ impl LeasableStore for LoggedStore {
             None,
             Some(owner),
             LogPayload::None,
-            || self.inner.acquire(run, owner),
+            || self.inner.leases()?.acquire(run, owner),
             |l| Some(l.clone()),
         )
     }
 
     fn renew(&self, lease: &Lease) -> StoreResult<()> {
-        self.plain(Surface::Renew, &lease.run, None, Some(lease), LogPayload::None, || self.inner.renew(lease))
+        self.plain(Surface::Renew, &lease.run, None, Some(lease), LogPayload::None, || {
+            self.inner.leases()?.renew(lease)
+        })
     }
 
     fn release(&self, lease: &Lease) -> StoreResult<()> {
-        self.plain(Surface::Release, &lease.run, None, Some(lease), LogPayload::None, || self.inner.release(lease))
+        self.plain(Surface::Release, &lease.run, None, Some(lease), LogPayload::None, || {
+            self.inner.leases()?.release(lease)
+        })
     }
 
     fn lease_ttl_ms(&self) -> u32 {
-        self.inner.lease_ttl_ms()
+        self.inner.store().leases().map_or(0, LeasableStore::lease_ttl_ms)
     }
 }
 
@@ -231,28 +265,30 @@ impl TranscriptStore for LoggedStore {
     fn put_blob(&self, blob_ref: &str, bytes: &[u8], lease: Option<&Lease>) -> StoreResult<()> {
         let run = RunId::of_ref(blob_ref);
         self.plain(Surface::PutBlob, &run, Some(blob_ref), lease, LogPayload::Blob(to_hex(bytes)), || {
-            self.inner.put_blob(blob_ref, bytes, lease)
+            self.inner.store().put_blob(blob_ref, bytes, lease)
         })
     }
 
     fn get_blob(&self, blob_ref: &str) -> StoreResult<Option<Vec<u8>>> {
         let run = RunId::of_ref(blob_ref);
-        self.plain(Surface::GetBlob, &run, Some(blob_ref), None, LogPayload::None, || self.inner.get_blob(blob_ref))
+        self.plain(Surface::GetBlob, &run, Some(blob_ref), None, LogPayload::None, || {
+            self.inner.store().get_blob(blob_ref)
+        })
     }
 
     fn list_blobs(&self, run: &RunId) -> StoreResult<Vec<String>> {
-        self.plain(Surface::ListBlobs, run, None, None, LogPayload::None, || self.inner.list_blobs(run))
+        self.plain(Surface::ListBlobs, run, None, None, LogPayload::None, || self.inner.store().list_blobs(run))
     }
 
     fn delete_blob(&self, blob_ref: &str, lease: Option<&Lease>) -> StoreResult<()> {
         let run = RunId::of_ref(blob_ref);
         self.plain(Surface::DeleteBlob, &run, Some(blob_ref), lease, LogPayload::None, || {
-            self.inner.delete_blob(blob_ref, lease)
+            self.inner.store().delete_blob(blob_ref, lease)
         })
     }
 
     fn fenced_blob_writes(&self) -> bool {
-        self.inner.fenced_blob_writes()
+        self.inner.store().fenced_blob_writes()
     }
 }
 
@@ -262,7 +298,7 @@ impl Store for LoggedStore {
     }
 
     fn set_fault_hook(&self, hook: Option<FaultHook>) -> bool {
-        self.inner.set_fault_hook(hook)
+        self.inner.store().set_fault_hook(hook)
     }
 }
 
@@ -285,6 +321,29 @@ pub struct WriterConfig {
     pub owe_mid_call: bool,
     /// Checkpoint the WAL (PASSIVE) every this many tenures; 0 never.
     pub checkpoint_every: u32,
+    /// Drive this store adapter's location (`db` is then its folder) instead of fencesim's store.
+    pub adapter: Option<fencesim_protocol::Spec>,
+}
+
+/// The writer's store: fencesim's own over the soak's file, or the adapter's connection over its
+/// folder (which must keep leases and fence its writes: the storm is about nothing else).
+fn open_inner(cfg: &WriterConfig, clock: &Arc<StampClock>) -> SoakResult<Inner> {
+    let clock: Arc<dyn fencesim_store::Clock> = clock.clone();
+    match &cfg.adapter {
+        None => {
+            let options =
+                SqliteOptions::file(&cfg.db, clock).lease_ttl_ms(cfg.ttl_ms).defects(cfg.defects).without_fsync();
+            Ok(Inner::Sqlite(SqliteStore::open(options)?))
+        }
+        Some(spec) => {
+            let adapter = fencesim_protocol::Adapter::start(spec)?;
+            // The time of a timed call is read in-lock, so the judge orders the calls by the
+            // instants the store decided them (as fencesim's own store reads its clock).
+            let store = adapter.open(&cfg.db, cfg.ttl_ms, clock)?.time_in_lock();
+            store.assert_fenced_writes()?;
+            Ok(Inner::Adapter(store))
+        }
+    }
 }
 
 /// Busy retries per call before the writer gives up on it (1-3 ms each: several seconds, longer
@@ -354,21 +413,19 @@ pub fn run(cfg: WriterConfig) -> SoakResult<()> {
     // (SIGKILL), which a committed write survives in the OS's cache, never a power loss; with a
     // sync per commit (5 ms on the development machine, under the write lock) the release storm's
     // few thousand commits were paced by the disk.
-    let options =
-        SqliteOptions::file(&cfg.db, clock.clone()).lease_ttl_ms(cfg.ttl_ms).defects(cfg.defects).without_fsync();
-    let inner = match SqliteStore::open(options) {
+    let inner = match open_inner(&cfg, &clock) {
         Ok(store) => store,
         Err(e) => {
             let fatal = Ev { probe: Some(Probe::Boot), detail: Some(e.to_string()), ..ev(EvKind::Fatal) };
             log.put(&Line::Ev(fatal))?;
-            return Err(SoakError::Store(e));
+            return Err(e);
         }
     };
     log.put(&Line::Ev(ev(EvKind::Booted)))?;
     let (mid_call, stalled) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
     let (armed, fired) = (mid_call.clone(), stalled.clone());
     let stall_ms = stall_ms(cfg.ttl_ms);
-    inner.set_fault_hook(Some(Box::new(move |site| {
+    inner.store().set_fault_hook(Some(Box::new(move |site| {
         if site.point == FaultPoint::FenceChecked && armed.swap(false, Ordering::SeqCst) {
             sleep_ms(stall_ms);
             fired.store(true, Ordering::SeqCst);
@@ -383,7 +440,7 @@ pub fn run(cfg: WriterConfig) -> SoakResult<()> {
         tenures += 1;
         if writer.cfg.checkpoint_every > 0 && tenures.is_multiple_of(writer.cfg.checkpoint_every) {
             // Best effort: a busy or failed passive checkpoint is retried at a later tenure.
-            let _ = writer.store.inner.raw_connection().execute_batch("PRAGMA wal_checkpoint(PASSIVE)");
+            writer.store.inner.checkpoint();
         }
     }
     writer.event(EvKind::Done, |e| e)?;
