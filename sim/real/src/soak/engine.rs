@@ -166,7 +166,7 @@ fn open_logged(
     let inner = SqliteStore::open(options)?;
     let folder = effects.parent().unwrap_or(Path::new("."));
     let log = Arc::new(LogFile::open(&folder.join(format!("writer-{node}.jsonl")))?);
-    Ok(Rc::new(LoggedStore::new(super::writer::Inner::Sqlite(inner), clock, log, node.to_owned())))
+    Ok(Rc::new(LoggedStore::new(super::writer::Inner::Sqlite(Box::new(inner)), clock, log, node.to_owned())))
 }
 
 /// The run ids and workflows of a soak: deterministic from the seed.

@@ -631,9 +631,10 @@ pub fn prepare_keep(dir: &Path) -> SoakResult<()> {
     std::fs::create_dir_all(dir).map_err(SoakError::io(format!("cannot create {}", dir.display())))
 }
 
-/// The storm's folder: `--keep`'s (prepared), or a temporary one in the binary's process root.
+/// The storm's folder: `--keep`'s (prepared), or a temporary one in the binary's process root;
+/// with a store adapter, its location inside.
 fn storm_dir(opts: &SoakOptions) -> SoakResult<(Option<tempfile::TempDir>, PathBuf)> {
-    Ok(match &opts.keep {
+    let (temp, dir) = match &opts.keep {
         Some(dir) => {
             prepare_keep(dir)?;
             (None, dir.clone())
@@ -644,7 +645,9 @@ fn storm_dir(opts: &SoakOptions) -> SoakResult<(Option<tempfile::TempDir>, PathB
             let dir = temp.path().to_owned();
             (Some(temp), dir)
         }
-    })
+    };
+    adapter_location(&Layout::new(&dir), opts)?;
+    Ok((temp, dir))
 }
 
 impl SoakMeta {
@@ -695,6 +698,15 @@ impl Storm {
 }
 
 /// Run one storm and judge it.
+/// A store adapter's location, the folder its writers share (none for fencesim's own store).
+fn adapter_location(layout: &Layout, opts: &SoakOptions) -> SoakResult<()> {
+    if opts.adapter.is_none() {
+        return Ok(());
+    }
+    let location = layout.adapter_dir();
+    std::fs::create_dir(&location).map_err(SoakError::io(format!("cannot create {}", location.display())))
+}
+
 pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
     opts.validate()?;
     // A termination signal is an event of the storm's loop instead of the end of the referee
@@ -704,10 +716,6 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
 
     let (temp, dir) = storm_dir(&opts)?;
     let layout = Layout::new(&dir);
-    if opts.adapter.is_some() {
-        let location = layout.adapter_dir();
-        std::fs::create_dir(&location).map_err(SoakError::io(format!("cannot create {}", location.display())))?;
-    }
     let start_mono_ns = mono_ns();
     let mut storm = Storm::new(layout.clone(), &opts);
     // Every first-generation writer opens the fresh file at the same instant.

@@ -90,14 +90,14 @@ fn outcome_of<T>(result: &StoreResult<T>) -> LogOutcome {
 /// The store a writer drives: fencesim's own, or a connection of a store adapter
 /// (`--store cmd:...`, docs/protocol.md).
 pub enum Inner {
-    Sqlite(SqliteStore),
+    Sqlite(Box<SqliteStore>),
     Adapter(fencesim_protocol::CmdStore),
 }
 
 impl Inner {
     fn store(&self) -> &dyn Store {
         match self {
-            Inner::Sqlite(store) => store,
+            Inner::Sqlite(store) => store.as_ref(),
             Inner::Adapter(store) => store,
         }
     }
@@ -333,7 +333,7 @@ fn open_inner(cfg: &WriterConfig, clock: &Arc<StampClock>) -> SoakResult<Inner> 
         None => {
             let options =
                 SqliteOptions::file(&cfg.db, clock).lease_ttl_ms(cfg.ttl_ms).defects(cfg.defects).without_fsync();
-            Ok(Inner::Sqlite(SqliteStore::open(options)?))
+            Ok(Inner::Sqlite(Box::new(SqliteStore::open(options)?)))
         }
         Some(spec) => {
             let adapter = fencesim_protocol::Adapter::start(spec)?;
