@@ -325,3 +325,22 @@ fn the_soak_storms_the_adapter_and_catches_its_planted_defect() {
     assert_exit(&out, 2);
     assert!(stderr(&out).contains("--store applies only at --level store"), "{}", stderr(&out));
 }
+
+/// An adapter without fault points: the kit skips the checks that need them, saying so, and a
+/// sweep names what its worlds cannot exercise; neither fails.
+#[test]
+fn an_adapter_without_fault_points_is_told_what_was_not_exercised() {
+    let store = fixture("no_faults.py", "");
+    let (code, doc) = kit(&store, &[]);
+    assert_eq!(code, 0, "{doc:#}");
+    let skipped = outcomes(&doc, "skip");
+    for id in ["L9", "W4"] {
+        assert!(skipped.iter().any(|s| s == id), "{id} not skipped: {skipped:?}");
+    }
+    let reasons: Vec<&str> =
+        doc["checks"].as_array().expect("checks").iter().filter_map(|c| c["reason"].as_str()).collect();
+    assert!(reasons.iter().any(|r| r.contains("no fault points")), "{reasons:?}");
+    let out = fencesim(&["sweep", "--scenario", "mid-call-takeover", "--seeds", "2", "--store", &store]);
+    assert_exit(&out, 0);
+    assert!(stderr(&out).contains("declares no fault points"), "{}", stderr(&out));
+}

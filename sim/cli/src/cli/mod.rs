@@ -184,6 +184,26 @@ impl WorldStoreArgs {
         );
         Ok(())
     }
+
+    /// The adapter's handshake, once, before any world: an adapter that does not start is one
+    /// error line, not one per world, and one without fault points is named with what its worlds
+    /// therefore cannot exercise.
+    pub fn handshake(&self) -> anyhow::Result<()> {
+        let Some(spec) = self.spec() else { return Ok(()) };
+        // On a thread of its own: an adapter pins the thread that starts it to one core, and the
+        // worker threads this one starts next would inherit that.
+        let hello = std::thread::scope(|s| {
+            s.spawn(|| fencesim_protocol::Adapter::start(&spec).map(|a| a.hello().clone())).join()
+        })
+        .map_err(|_| anyhow::anyhow!("the adapter's handshake panicked"))??;
+        if !hello.fault_points {
+            eprintln!(
+                "note: adapter {} declares no fault points: no takeover lands between its fence check and its write (takeover-mid-* never fires)",
+                hello.name
+            );
+        }
+        Ok(())
+    }
 }
 
 pub(super) fn parse_adapter(text: &str) -> Result<fencesim_protocol::Spec, String> {

@@ -216,6 +216,7 @@ fn prepare(args: &Args, file: &str) -> anyhow::Result<(Vec<(usize, Entry)>, usiz
         let (_, store_defects) = fencesim_sim::catalogue::Defect::split(&entry.defects);
         args.store.check(store_defects).with_context(|| format!("{file}:{}", entry.line))?;
     }
+    args.store.handshake()?;
     if let Some(dir) = &args.bundle {
         fencesim::bundle::check_root(dir)?;
     }

@@ -60,6 +60,7 @@ pub fn run(args: &Args) -> CmdResult {
         super::plan::resolve(args.scenario.as_deref(), args.seed, args.plan.as_deref(), &args.defects)?;
     let (engine_defects, store_defects) = Defect::split(&defects);
     args.store.check(store_defects)?;
+    args.store.handshake()?;
     anyhow::ensure!(
         args.store.adapter.is_none() || args.keep_db.is_none(),
         "--keep-db saves fencesim's own database; a store adapter's data is its own"

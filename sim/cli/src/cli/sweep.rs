@@ -275,6 +275,7 @@ pub fn run(args: &Args) -> CmdResult {
     let mut tally = Tally::default();
     let (engine_defects, store_defects) = Defect::split(&args.defects);
     args.store.check(store_defects)?;
+    args.store.handshake()?;
     let clock = Stopwatch::start();
     let progress = Progress::new(format!("sweep {}", scenario.name), usize::try_from(count).unwrap_or(usize::MAX));
     par::stream(
