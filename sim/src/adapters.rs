@@ -72,8 +72,3 @@ impl AdapterDb {
         self.folder.take()
     }
 }
-
-/// Drop this thread's adapter process (it is killed once no world holds it).
-pub fn release_thread_adapter() {
-    let _ = ADAPTER.try_with(|slot| slot.borrow_mut().take());
-}

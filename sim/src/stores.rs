@@ -94,10 +94,10 @@ impl Backing {
     }
 
     /// The guard of the world's folder (see [`Db::detach_folder`]).
-    pub fn detach_folder(&mut self) -> Option<Box<dyn std::any::Any>> {
+    pub fn detach_folder(&mut self) -> Option<FolderGuard> {
         match self {
-            Backing::Sqlite(db) => db.detach_folder().map(|f| Box::new(f) as Box<dyn std::any::Any>),
-            Backing::Adapter(adapter) => adapter.detach_folder().map(|f| Box::new(f) as Box<dyn std::any::Any>),
+            Backing::Sqlite(db) => db.detach_folder().map(FolderGuard::Sqlite),
+            Backing::Adapter(adapter) => adapter.detach_folder().map(FolderGuard::Adapter),
         }
     }
 
@@ -116,6 +116,13 @@ impl Backing {
             Backing::Adapter(adapter) => adapter.broken(),
         }
     }
+}
+
+/// A world's folder, removed when dropped (a file world's, or a store adapter's location).
+#[derive(Debug)]
+pub enum FolderGuard {
+    Sqlite(Folder),
+    Adapter(TempDir),
 }
 
 /// A maker of temporary folders: `(prefix, keep)` to a new folder named `<prefix>XXXXXX` that is
