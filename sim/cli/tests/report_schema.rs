@@ -163,8 +163,10 @@ fn the_schemas_enums_and_versions_match_the_code() {
     let defects: Vec<String> = Defect::all().iter().map(|d| d.name().to_owned()).collect();
     assert_eq!(enum_of(&world, "/properties/defects/items/enum"), defects);
     let dbs: Vec<String> = [DbKind::Memdb, DbKind::File].iter().map(|d| d.as_str().to_owned()).collect();
-    assert_eq!(enum_of(&world, "/properties/db/enum"), dbs);
-    assert_eq!(enum_of(&replay, "/properties/summary/properties/db/enum"), dbs);
+    // fencesim's own stores by name; a store adapter by its `cmd:` command (the second branch).
+    assert_eq!(enum_of(&world, "/properties/db/anyOf/0/enum"), dbs);
+    assert_eq!(enum_of(&replay, "/properties/summary/properties/db/anyOf/0/enum"), dbs);
+    assert_eq!(world.pointer("/properties/db/anyOf/1/pattern"), Some(&json!("^cmd:")));
     for s in [&world, &replay] {
         assert_eq!(s["$schema"], "https://json-schema.org/draft/2020-12/schema");
     }
@@ -244,4 +246,16 @@ fn every_object_schema_is_closed() {
         &mut planted,
     );
     assert_eq!(planted, ["/properties/a"], "the lint finds an open object");
+}
+
+/// A world run against a store adapter (`--store cmd:...`) reports the adapter as its store, and
+/// the report still matches the closed world schema.
+#[test]
+fn a_world_against_a_store_adapter_matches_the_schema() {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../adapters/python-sqlite/adapter.py");
+    let spec = fencesim_protocol::Spec::parse(&format!("cmd:python3 {}", script.display())).expect("a command");
+    let cfg = WorldConfig { adapter: Some(spec.clone()), ..world_config("swarm", 2, &[]) };
+    let doc = report::world_json(&world::run(&cfg).expect("runs"), &[]);
+    assert_eq!(doc["db"], json!(spec.to_string()));
+    assert_eq!(check(WORLD_CLOSED, &doc), Vec::<String>::new(), "{doc}");
 }
