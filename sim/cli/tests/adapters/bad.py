@@ -35,7 +35,7 @@ while True:
         break
     request = json.loads(line)
     if request["op"] == "hello":
-        capabilities = {"leases": True, "fenced_writes": True, "fault_points": False}
+        capabilities = {"leases": True, "fenced_writes": True, "fault_points": True}
         answer({"id": request["id"], "ok": {"protocol": 99 if mode == "version" else 1, "name": "bad",
                                              "capabilities": capabilities}})
     elif mode == "exit":
