@@ -58,6 +58,37 @@ struct Shared {
     broken: Mutex<Option<AdapterError>>,
 }
 
+/// One line an adapter sent while a call was in flight, by what it is.
+enum Answer<'a> {
+    /// The call's result.
+    Ok(&'a Value),
+    /// The call's typed error (`None`: not an error object of the protocol).
+    Error(Option<StoreError>),
+    /// It asks for the time, in-lock.
+    Time,
+    /// It stopped at a fault point and waits for `resume`.
+    Fault(FaultPoint, RunId),
+    Unknown,
+}
+
+impl<'a> Answer<'a> {
+    fn of(line: &'a Value) -> Self {
+        if let Some(ok) = line.get("ok") {
+            return Answer::Ok(ok);
+        }
+        if let Some(error) = line.get("error") {
+            return Answer::Error(wire::parse_error(error));
+        }
+        let run = || RunId::new(line.get("run").and_then(Value::as_str).unwrap_or_default());
+        match (line.get("fault").and_then(Value::as_str), line.get("time")) {
+            (Some("fence_checked"), _) => Answer::Fault(FaultPoint::FenceChecked, run()),
+            (Some("acquire_checked"), _) => Answer::Fault(FaultPoint::AcquireChecked, run()),
+            (None, Some(Value::Bool(true))) => Answer::Time,
+            _ => Answer::Unknown,
+        }
+    }
+}
+
 /// A call's failure: the store's typed answer, or the adapter's own failure.
 enum CallError {
     Store(StoreError),
@@ -152,52 +183,33 @@ impl Adapter {
             request["faults"] = true.into();
         }
         self.with_process(|p| p.send(&name, &request.to_string()))?;
+        let given_time = request.get("now_ms") != Some(&Value::Null);
         loop {
             let line = self.with_process(|p| p.recv(&name))?;
-            let answer = match parse_line(&line) {
-                Some(answer) => answer,
-                None => {
-                    return Err(self.adapter_failure(&name, Failure::Garbage { line, why: "not a JSON object".into() }));
-                }
+            let garbage = |why: &str| Failure::Garbage { line: line.clone(), why: why.to_owned() };
+            let Some(answer) = parse_line(&line) else {
+                return Err(self.adapter_failure(&name, garbage("not a JSON object")));
             };
             if answer.get("id") != Some(&json!(id)) {
                 return Err(self.adapter_failure(&name, Failure::Unasked { line }));
             }
-            if let Some(ok) = answer.get("ok") {
-                return Ok(ok.clone());
-            }
-            if let Some(error) = answer.get("error") {
-                return match wire::parse_error(error) {
-                    Some(error) => Err(CallError::Store(error)),
-                    None => {
-                        Err(self
-                            .adapter_failure(&name, Failure::Garbage { line, why: "an unknown error object".into() }))
-                    }
-                };
-            }
-            if answer.get("time") == Some(&Value::Bool(true)) && answer.get("fault").is_none() {
-                let Some(clock) = clock.filter(|_| request.get("now_ms") == Some(&Value::Null)) else {
-                    return Err(self.adapter_failure(
-                        &name,
-                        Failure::Garbage { line, why: "asked for a time it was given".into() },
-                    ));
-                };
-                let now = json!({ "id": id, "now_ms": clock.now_ms() });
-                self.with_process(|p| p.send(&name, &now.to_string()))?;
-                continue;
-            }
-            let fault = answer.get("fault").and_then(Value::as_str);
-            let point = match fault {
-                Some("fence_checked") => FaultPoint::FenceChecked,
-                Some("acquire_checked") => FaultPoint::AcquireChecked,
-                _ => {
-                    return Err(self
-                        .adapter_failure(&name, Failure::Garbage { line, why: "neither ok, error nor fault".into() }));
+            let reply = match Answer::of(&answer) {
+                Answer::Ok(ok) => return Ok(ok.clone()),
+                Answer::Error(Some(error)) => return Err(CallError::Store(error)),
+                Answer::Error(None) => return Err(self.adapter_failure(&name, garbage("an unknown error object"))),
+                Answer::Unknown => {
+                    return Err(self.adapter_failure(&name, garbage("neither ok, error, fault nor time")));
+                }
+                Answer::Time => match clock.filter(|_| !given_time) {
+                    Some(clock) => json!({ "id": id, "now_ms": clock.now_ms() }),
+                    None => return Err(self.adapter_failure(&name, garbage("asked for a time it was given"))),
+                },
+                Answer::Fault(point, run) => {
+                    fire(hook, &FaultSite { point, op, run: &run });
+                    json!({ "id": id, "resume": true })
                 }
             };
-            let run = RunId::new(answer.get("run").and_then(Value::as_str).unwrap_or_default());
-            fire(hook, &FaultSite { point, op, run: &run });
-            self.with_process(|p| p.send(&name, &json!({ "id": id, "resume": true }).to_string()))?;
+            self.with_process(|p| p.send(&name, &reply.to_string()))?;
         }
     }
 
