@@ -58,6 +58,8 @@ pub enum Checker {
     SeqContiguous,
     /// `typed-rejections`
     TypedRejections,
+    /// `linearizable-reads`
+    LinearizableReads,
     /// `clean-boot` (the store soak's judge)
     CleanBoot,
     /// `typed-refusals` (the store soak's judge)
@@ -78,7 +80,7 @@ pub enum Checker {
 
 impl Checker {
     /// The oracle's checkers, in the order [`crate::check`] runs and reports them.
-    pub const ORACLE: [Checker; 24] = [
+    pub const ORACLE: [Checker; 25] = [
         Checker::NoStaleAcceptance,
         Checker::EpochsIncreasing,
         Checker::OneLiveLease,
@@ -103,6 +105,7 @@ impl Checker {
         Checker::WorkerCandidacy,
         Checker::SeqContiguous,
         Checker::TypedRejections,
+        Checker::LinearizableReads,
     ];
 
     /// The real-process judges' own checks over their processes and files, beside the oracle's:
@@ -144,6 +147,7 @@ impl Checker {
             Checker::DeleteFinished => "delete-finished",
             Checker::WorkerCandidacy => "worker-candidacy",
             Checker::TypedRejections => "typed-rejections",
+            Checker::LinearizableReads => "linearizable-reads",
             Checker::CleanBoot => "clean-boot",
             Checker::TypedRefusals => "typed-refusals",
             Checker::LogComplete => "log-complete",
@@ -224,6 +228,9 @@ impl Checker {
             }
             Checker::TypedRejections => {
                 "a rejected acquire is held-by; a fenced call is never rejected for the live holder's lease, and otherwise run-mismatch for another run's lease, else stale; the fence is checked before the seq guard (2.7.7)"
+            }
+            Checker::LinearizableReads => {
+                "every journal load and meta read saw the writes recorded before it, each whole: some choice of taking each cut call as done or not explains every read (2.1, S6)"
             }
             Checker::CleanBoot => "every writer opens the store at the concurrent boot of all writers (4.5, B2)",
             Checker::TypedRefusals => {

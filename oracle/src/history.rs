@@ -244,6 +244,18 @@ pub struct Call {
     pub blob_ref: Option<String>,
     pub payload: Payload,
     pub outcome: CallOutcome,
+    /// What a read returned, where the recorder kept it (a world's: its calls are serialized, so
+    /// a read sees exactly the writes recorded before it).
+    pub read: Option<Read>,
+}
+
+/// What a read returned, as `linearizable-reads` compares it with the writes before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Read {
+    /// `load`: how many entries the journal had.
+    Journal(usize),
+    /// `get_meta`: the meta's status, or none.
+    Meta(Option<RunStatus>),
 }
 
 impl Call {
@@ -541,6 +553,9 @@ struct Inner {
     counters: BTreeMap<String, BTreeMap<(RunId, Epoch), u64>>,
     /// Leases granted so far, in grant order: what [`History::grants`] answers without a scan.
     grants: Vec<Lease>,
+    /// Nodes killed inside synchronous code (a store call the simulator cut): what they would
+    /// push before their task stops at its next await is dropped, as a dead process does nothing.
+    silenced: BTreeSet<String>,
 }
 
 /// Where a history's time comes from: milliseconds on the recorder's timeline (virtual time since
@@ -579,10 +594,18 @@ impl History {
         lock(&self.inner)
     }
 
+    /// Drop every row `node` pushes from now on: it is dead (see `Inner::silenced`).
+    pub fn silence(&self, node: &str) {
+        self.lock().silenced.insert(node.to_owned());
+    }
+
     /// Append an event stamped with the recorder's current time.
     pub fn push(&self, node: &str, event: Event) {
         let at_ms = (self.now_ms)();
         let mut inner = self.lock();
+        if !inner.silenced.is_empty() && inner.silenced.contains(node) {
+            return;
+        }
         let index = inner.rows.len();
         // A history is a timeline: a row's time never precedes the row before it.
         assert!(
@@ -603,6 +626,9 @@ impl History {
             && call.surface != Surface::Acquire
         {
             let mut inner = self.lock();
+            if inner.silenced.contains(node) {
+                return;
+            }
             // Keyed by node first, so that a call finds its node's counters without a new key.
             if !inner.counters.contains_key(node) {
                 inner.counters.insert(node.to_owned(), BTreeMap::new());

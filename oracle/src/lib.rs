@@ -35,6 +35,7 @@ mod leases;
 mod model;
 mod monotonic;
 mod outcomes;
+mod reads;
 mod requests;
 mod script;
 mod serial;
@@ -79,6 +80,7 @@ pub const STORE_CHECKERS: &[Checker] = &[
     journal::JOURNAL_SEQ_ORDER,
     contiguous::SEQ_CONTIGUOUS,
     leases::TYPED_REJECTIONS,
+    reads::LINEARIZABLE_READS,
 ];
 
 /// What every checker reads: the world's history, its final snapshot and config, and the views of
@@ -191,6 +193,7 @@ pub fn check(rows: &[Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Viola
         candidacy::worker_candidacy,
         contiguous::seq_contiguous,
         leases::typed_rejections,
+        reads::linearizable_reads,
     ];
     checkers
         .into_iter()

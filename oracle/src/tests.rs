@@ -110,6 +110,7 @@ impl H {
             blob_ref: blob.then(|| target.to_owned()),
             payload,
             outcome,
+            read: None,
         };
         self.push(node, Event::Call(call))
     }
@@ -1486,6 +1487,7 @@ fn grants_are_the_accepted_acquires_in_order() {
         blob_ref: None,
         payload: Payload::None,
         outcome,
+        read: None,
     };
     history.push_call("w1", call(Surface::Acquire, Some(a1()), CallOutcome::Ok));
     history.push_call("w2", call(Surface::Acquire, None, CallOutcome::HeldBy { owner: "w1".into(), epoch: Epoch(1) }));

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use fencesim_store::{
-    Clock, FaultHook, FaultPoint, FaultSite, JournalEntry, JournalStore, LeasableStore, Lease, Op, RunFilter, RunId,
+    Clock, FaultAction, FaultHook, FaultPoint, FaultSite, JournalEntry, JournalStore, LeasableStore, Lease, Op, RunFilter, RunId,
     RunMeta, Store, StoreError, StoreResult, TranscriptStore,
 };
 use serde_json::{Value, json};
@@ -184,6 +184,9 @@ impl Adapter {
         }
         self.with_process(|p| p.send(&name, &request.to_string()))?;
         let given_time = request.get("now_ms") != Some(&Value::Null);
+        // Where a hook cut the call (the caller died there), if one did: the adapter, another
+        // process, finishes the call all the same, and its answer is discarded.
+        let mut cut: Option<FaultPoint> = None;
         loop {
             let line = self.with_process(|p| p.recv(&name))?;
             let garbage = |why: &str| Failure::Garbage { line: line.clone(), why: why.to_owned() };
@@ -194,6 +197,12 @@ impl Adapter {
                 return Err(self.adapter_failure(&name, Failure::Unasked { line }));
             }
             let reply = match Answer::of(&answer) {
+                Answer::Ok(_) | Answer::Error(Some(_)) if let Some(point) = cut => {
+                    return Err(CallError::Store(StoreError::storage(
+                        op,
+                        format!("cut at {}: the caller died", point.as_str()),
+                    )));
+                }
                 Answer::Ok(ok) => return Ok(ok.clone()),
                 Answer::Error(Some(error)) => return Err(CallError::Store(error)),
                 Answer::Error(None) => return Err(self.adapter_failure(&name, garbage("an unknown error object"))),
@@ -205,7 +214,9 @@ impl Adapter {
                     None => return Err(self.adapter_failure(&name, garbage("asked for a time it was given"))),
                 },
                 Answer::Fault(point, run) => {
-                    fire(hook, &FaultSite { point, op, run: &run });
+                    if fire(hook, &FaultSite { point, op, run: &run }) == FaultAction::Crash {
+                        cut.get_or_insert(point);
+                    }
                     json!({ "id": id, "resume": true })
                 }
             };
@@ -257,16 +268,15 @@ fn garbage(process: &mut Process, request: &str, line: &str, why: &str) -> Adapt
 }
 
 /// Run the hook, taken out of its slot while it runs (as `SqliteStore` does).
-fn fire(hook: Option<&RefCell<Option<FaultHook>>>, site: &FaultSite<'_>) {
-    let Some(slot) = hook else { return };
-    let taken = slot.borrow_mut().take();
-    if let Some(mut run) = taken {
-        run(site);
-        let mut slot = slot.borrow_mut();
-        if slot.is_none() {
-            *slot = Some(run);
-        }
+fn fire(hook: Option<&RefCell<Option<FaultHook>>>, site: &FaultSite<'_>) -> FaultAction {
+    let Some(slot) = hook else { return FaultAction::Resume };
+    let Some(mut run) = slot.borrow_mut().take() else { return FaultAction::Resume };
+    let action = run(site);
+    let mut slot = slot.borrow_mut();
+    if slot.is_none() {
+        *slot = Some(run);
     }
+    action
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

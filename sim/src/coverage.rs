@@ -35,7 +35,7 @@ fn role(node: Node) -> Option<&'static str> {
 }
 
 /// Fault-point classes a crash can hit.
-const CRASH_SITES: [SiteClass; 10] = SiteClass::ALL;
+const CRASH_SITES: [SiteClass; 12] = SiteClass::ALL;
 
 /// Every event name, in a fixed order.
 pub fn events() -> Vec<String> {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -72,6 +72,10 @@ pub struct SimEnv {
     /// The world's count of the engine's branches taken (`fencesim_engine::probe`), shared by
     /// its nodes; `None` counts nothing.
     probes: Rc<RefCell<Option<Probes>>>,
+    /// Raised when a crash cut the node inside a store call ([`crate::history::Cut`]): the node
+    /// runs on to its next await, where madsim stops it; until then it reaches no fault point,
+    /// pays nothing and takes no branch worth counting.
+    dead: Arc<AtomicBool>,
 }
 
 /// Hits per engine branch, shared by a world's nodes.
@@ -91,7 +95,17 @@ impl SimEnv {
             on_paid: Rc::default(),
             paused_until: Rc::default(),
             probes: Rc::default(),
+            dead: Arc::default(),
         }
+    }
+
+    /// The flag that says the node is dead, for its store connection to raise.
+    pub fn dead_flag(&self) -> Arc<AtomicBool> {
+        self.dead.clone()
+    }
+
+    fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::SeqCst)
     }
 
     /// Stall the whole node (a GC pause, SIGSTOP) for `ms`: every sleep of this env, the lease
@@ -150,22 +164,30 @@ impl Env for SimEnv {
     fn fault(&self, point: &Point<'_>) -> impl Future<Output = Fault> {
         // The script runs synchronously here; the borrow ends before its future is awaited, so
         // that future may drive engines that hit this same env's fault points.
-        let answer = self.script.borrow_mut().as_mut().map(|script| script(point));
+        let dead = self.is_dead();
+        let answer = if dead { None } else { self.script.borrow_mut().as_mut().map(|script| script(point)) };
         async move {
             match answer {
                 Some(answer) => answer.await,
+                None if dead => std::future::pending().await,
                 None => Fault::Continue,
             }
         }
     }
 
     fn paid(&self, point: &Point<'_>) {
+        if self.is_dead() {
+            return;
+        }
         if let Some(hook) = self.on_paid.borrow_mut().as_mut() {
             hook(point);
         }
     }
 
     fn probe(&self, probe: Probe) {
+        if self.is_dead() {
+            return;
+        }
         if let Some(probes) = self.probes.borrow().as_ref() {
             *probes.lock().unwrap_or_else(PoisonError::into_inner).entry(probe).or_default() += 1;
         }

@@ -1,7 +1,8 @@
 //! A world's side of the history: the [`Recorder`] that wraps a node's store connection and
 //! appends one row per call, in the order the calls returned, which is their serialization order
 //! (every store call is synchronous, so no two interleave except through a fault hook, whose
-//! nested call returns and is recorded first), and the [`BusyInjector`] that fails calls busy.
+//! nested call returns and is recorded first), the [`BusyInjector`] that fails calls busy, and
+//! the [`Cut`] that kills a node inside a store write or just after one returned.
 //! Rows are stamped with madsim's virtual time ([`new_history`]). The data types and the oracle
 //! that judges them live in the `fencesim-oracle` crate, re-exported here.
 
@@ -9,14 +10,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use fencesim_store::{
-    Clock, Epoch, FaultHook, JournalEntry, JournalStore, LeasableStore, Lease, RunFilter, RunId, RunMeta, Store,
-    StoreError, StoreResult, TranscriptStore,
+    Clock, Epoch, FaultAction, FaultHook, JournalEntry, JournalStore, LeasableStore, Lease, Op, RunFilter, RunId,
+    RunMeta, Store, StoreError, StoreResult, TranscriptStore,
 };
 
 pub use fencesim_oracle::history::*;
 
 use crate::env::{elapsed_ms, virtual_ms};
 use crate::rng::Stream;
+use crate::site::SiteClass;
 
 /// A world's history: rows stamped with virtual milliseconds since the world started, with room
 /// for a typical swarm world's rows.
@@ -32,6 +34,17 @@ pub struct Recorder {
     history: History,
     busy: Option<BusyInjector>,
     failures: Option<FailInjector>,
+    cut: Option<Arc<dyn Cut>>,
+    /// Set when a cut killed the node: its later calls never reach the store and leave no row.
+    dead: Arc<AtomicBool>,
+}
+
+/// Whether a crash kills the node at a point of the store's calls: inside a write, between two of
+/// its statements ([`SiteClass::MidCall`]), or just after a write returned, before the caller
+/// sees the answer ([`SiteClass::AfterCall`]). One that fires has recorded the crash and killed
+/// the node; the [`Recorder`] then records the cut call and silences the node.
+pub trait Cut: Send + Sync {
+    fn fires(&self, at: SiteClass, op: Op, run: &RunId) -> bool;
 }
 
 /// Fails a share of store calls with [`StoreError::Busy`] before they run (nothing committed),
@@ -93,7 +106,24 @@ impl FailInjector {
 impl Recorder {
     /// `clock` must be the clock `inner` reads, so the row shows what the store compared.
     pub fn new(inner: Box<dyn Store>, node: impl Into<String>, clock: Arc<dyn Clock>, history: History) -> Self {
-        Self { inner, node: node.into(), clock, history, busy: None, failures: None }
+        Self {
+            inner,
+            node: node.into(),
+            clock,
+            history,
+            busy: None,
+            failures: None,
+            cut: None,
+            dead: Arc::default(),
+        }
+    }
+
+    /// Let `cut` kill the node inside and after its store writes; `dead` is raised when it does.
+    pub fn with_cut(mut self, cut: Arc<dyn Cut>, dead: Arc<AtomicBool>) -> Self {
+        self.cut = Some(cut);
+        self.dead = dead;
+        self.set_fault_hook(None);
+        self
     }
 
     /// Fail a share of this connection's calls with a storage error.
@@ -109,7 +139,8 @@ impl Recorder {
     }
 
     /// Run one store call and record it. `lease` is what the call carried; an acquire records
-    /// the lease it was granted instead (`granted`), and who asked (`owner`).
+    /// the lease it was granted instead (`granted`), and who asked (`owner`); a read what it
+    /// returned (`seen`).
     #[allow(clippy::too_many_arguments, reason = "one row's fields, named at every call site")]
     fn record<T>(
         &self,
@@ -120,17 +151,24 @@ impl Recorder {
         payload: Payload,
         call: impl FnOnce() -> StoreResult<T>,
         granted: impl FnOnce(&T) -> Option<Lease>,
+        seen: impl FnOnce(&T) -> Option<Read>,
     ) -> StoreResult<T> {
+        let op = surface.op();
+        if self.dead.load(Ordering::SeqCst) {
+            return Err(StoreError::storage(op, "the caller is dead"));
+        }
         let clock_ms = self.clock.now_ms();
         let busy = self.busy.as_ref().is_some_and(BusyInjector::fires);
         let injected = !busy && self.failures.as_ref().is_some_and(FailInjector::fires);
         let result = if busy {
-            Err(StoreError::Busy { op: surface.op(), run: Some(run.clone()) })
+            Err(StoreError::Busy { op, run: Some(run.clone()) })
         } else if injected {
-            Err(StoreError::storage(surface.op(), "injected: the disk refused the write"))
+            Err(StoreError::storage(op, "injected: the disk refused the write"))
         } else {
             call()
         };
+        // Cut inside the call: the caller died there and never learned what it did.
+        let cut_inside = self.dead.load(Ordering::SeqCst);
         let (lease, owner) = match surface {
             Surface::Acquire => (result.as_ref().ok().and_then(granted), lease.map(|l| l.owner.clone())),
             _ => (lease.cloned(), None),
@@ -144,9 +182,24 @@ impl Recorder {
             run: run.clone(),
             blob_ref: blob_ref.map(str::to_owned),
             payload,
-            outcome: if injected { CallOutcome::Injected } else { CallOutcome::of(&result) },
+            read: result.as_ref().ok().filter(|_| !cut_inside).and_then(seen),
+            outcome: match () {
+                () if injected => CallOutcome::Injected,
+                () if cut_inside => CallOutcome::Indeterminate,
+                () => CallOutcome::of(&result),
+            },
         };
         self.history.push_call(&self.node, row);
+        let reached = !busy && !injected;
+        let cut_after = !cut_inside
+            && reached
+            && surface.is_mutation()
+            && self.cut.as_ref().is_some_and(|cut| cut.fires(SiteClass::AfterCall, op, run));
+        if cut_inside || cut_after {
+            self.dead.store(true, Ordering::SeqCst);
+            self.history.silence(&self.node);
+            return Err(StoreError::storage(op, "cut: the caller died"));
+        }
         result
     }
 
@@ -160,7 +213,7 @@ impl Recorder {
         payload: Payload,
         call: impl FnOnce() -> StoreResult<T>,
     ) -> StoreResult<T> {
-        self.record(surface, run, blob_ref, lease, payload, call, |_| None)
+        self.record(surface, run, blob_ref, lease, payload, call, |_| None, |_| None)
     }
 
     fn leasable(&self) -> StoreResult<&dyn LeasableStore> {
@@ -176,7 +229,8 @@ impl JournalStore for Recorder {
     }
 
     fn load(&self, run: &RunId) -> StoreResult<Vec<JournalEntry>> {
-        self.plain(Surface::Load, run, None, None, Payload::None, || self.inner.load(run))
+        let load = || self.inner.load(run);
+        self.record(Surface::Load, run, None, None, Payload::None, load, |_| None, |j| Some(Read::Journal(j.len())))
     }
 
     fn put_meta(&self, meta: &RunMeta, lease: Option<&Lease>) -> StoreResult<()> {
@@ -190,7 +244,9 @@ impl JournalStore for Recorder {
     }
 
     fn get_meta(&self, run: &RunId) -> StoreResult<Option<RunMeta>> {
-        self.plain(Surface::GetMeta, run, None, None, Payload::None, || self.inner.get_meta(run))
+        let get = || self.inner.get_meta(run);
+        let seen = |meta: &Option<RunMeta>| Some(Read::Meta(meta.as_ref().map(|m| m.status)));
+        self.record(Surface::GetMeta, run, None, None, Payload::None, get, |_| None, seen)
     }
 
     fn delete(&self, run: &RunId, lease: Option<&Lease>) -> StoreResult<()> {
@@ -215,6 +271,7 @@ impl LeasableStore for Recorder {
             Payload::None,
             || leases.acquire(run, owner),
             |granted| Some(granted.clone()),
+            |_| None,
         )
     }
 
@@ -267,7 +324,18 @@ impl Store for Recorder {
         self.inner.leases().map(|_| self as &dyn LeasableStore)
     }
 
+    /// With a [`Cut`], `hook` (if any) runs first at each of the store's fault points, and then
+    /// the cut may kill the node there (mid-call).
     fn set_fault_hook(&self, hook: Option<FaultHook>) -> bool {
-        self.inner.set_fault_hook(hook)
+        let Some(cut) = self.cut.clone() else { return self.inner.set_fault_hook(hook) };
+        let (dead, mut hook) = (self.dead.clone(), hook);
+        self.inner.set_fault_hook(Some(Box::new(move |site| {
+            let action = hook.as_mut().map_or(FaultAction::Resume, |hook| hook(site));
+            if action == FaultAction::Crash || cut.fires(SiteClass::MidCall, site.op, site.run) {
+                dead.store(true, Ordering::SeqCst);
+                return FaultAction::Crash;
+            }
+            FaultAction::Resume
+        })))
     }
 }

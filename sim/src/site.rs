@@ -1,11 +1,14 @@
-//! The classes of engine fault points a scenario's faults aim at and coverage counts crashes by:
-//! a leaf both stand on.
+//! The classes of fault points a scenario's faults aim at and coverage counts crashes by: the
+//! engine's, and the two a crash alone may name inside the store's calls (a leaf both stand on).
 
 use std::fmt;
 
-/// The class of an engine fault point (`fencesim_engine::Site`), what a fault kind's `sites` aim
-/// at: about to take the lease, lease just taken, a model call, a tool, a journal write (running
-/// entry, terminal entry, settle), a meta write, a checkpoint blob, a delete.
+/// The class of a fault point, what a fault kind's `sites` aim at. The engine's
+/// (`fencesim_engine::Site`): about to take the lease, lease just taken, a model call, a tool, a
+/// journal write (running entry, terminal entry, settle), a meta write, a checkpoint blob, a
+/// delete. And the store's, where only a crash lands: inside a write call between its statements
+/// (`mid-call`: its transaction is cut before it commits), and just after a write call returned,
+/// before the caller saw the answer (`after-call`: between two steps of every cascade).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SiteClass {
     Acquire,
@@ -18,10 +21,12 @@ pub enum SiteClass {
     Meta,
     Checkpoint,
     Delete,
+    MidCall,
+    AfterCall,
 }
 
 impl SiteClass {
-    pub const ALL: [SiteClass; 10] = [
+    pub const ALL: [SiteClass; 12] = [
         SiteClass::Acquire,
         SiteClass::Owned,
         SiteClass::Call,
@@ -32,6 +37,8 @@ impl SiteClass {
         SiteClass::Meta,
         SiteClass::Checkpoint,
         SiteClass::Delete,
+        SiteClass::MidCall,
+        SiteClass::AfterCall,
     ];
 
     /// Its name in `sites`, in traces (`... at settle`) and in coverage events (`crash-at-settle`).
@@ -47,7 +54,15 @@ impl SiteClass {
             SiteClass::Meta => "meta",
             SiteClass::Checkpoint => "checkpoint",
             SiteClass::Delete => "delete",
+            SiteClass::MidCall => "mid-call",
+            SiteClass::AfterCall => "after-call",
         }
+    }
+
+    /// A point inside or between the store's calls rather than the engine's: `any` does not
+    /// cover it, and only a crash may name it.
+    pub fn in_store(self) -> bool {
+        matches!(self, SiteClass::MidCall | SiteClass::AfterCall)
     }
 }
 

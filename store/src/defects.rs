@@ -40,10 +40,14 @@ pub enum StoreDefect {
     /// S6 broken: the unleased (administrative) delete also erases the epoch high-water mark; the
     /// fenced delete keeps it.
     AdminDeleteDropsTombstone,
+    /// S6/J7 broken: `delete` commits table by table (to hold the write lock for less time), so a
+    /// crash between two of its statements leaves a run half deleted: its journal gone, its meta
+    /// or its lease still there.
+    DeleteInPieces,
 }
 
 impl StoreDefect {
-    pub const ALL: [StoreDefect; 14] = [
+    pub const ALL: [StoreDefect; 15] = [
         StoreDefect::NonAtomicFence,
         StoreDefect::EpochResetOnDelete,
         StoreDefect::NoRunMatch,
@@ -58,6 +62,7 @@ impl StoreDefect {
         StoreDefect::BlobDeleteNoRunMatch,
         StoreDefect::ExpiryInstantLive,
         StoreDefect::AdminDeleteDropsTombstone,
+        StoreDefect::DeleteInPieces,
     ];
 
     pub fn name(self) -> &'static str {
@@ -76,6 +81,7 @@ impl StoreDefect {
             StoreDefect::BlobDeleteNoRunMatch => "blob-delete-no-run-match",
             StoreDefect::ExpiryInstantLive => "expiry-instant-live",
             StoreDefect::AdminDeleteDropsTombstone => "admin-delete-drops-tombstone",
+            StoreDefect::DeleteInPieces => "delete-in-pieces",
         }
     }
 
@@ -96,6 +102,7 @@ impl StoreDefect {
             StoreDefect::BlobDeleteNoRunMatch => "T4: cross-run blob delete accepted",
             StoreDefect::ExpiryInstantLive => "9.1: lease live at its expiry millisecond",
             StoreDefect::AdminDeleteDropsTombstone => "S6: unleased delete drops the epoch tombstone",
+            StoreDefect::DeleteInPieces => "S6: delete committed table by table, cut in half by a crash",
         }
     }
 

@@ -24,7 +24,7 @@ mod wall;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use defects::{Defect, DefectSet, StoreDefect, StoreDefects};
 pub use error::{LeaseHeld, LeaseRejection, Op, StoreError, StoreResult};
-pub use fault::{FaultHook, FaultPoint, FaultSite};
+pub use fault::{FaultAction, FaultHook, FaultPoint, FaultSite};
 pub use memory::MemoryStore;
 pub use mix::Mix;
 pub use spi::{JournalStore, LeasableStore, Store, TranscriptStore};

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use fencesim_store::conformance::{self, CheckReport, Fixture, Outcome, Target, TtlIntake};
 use fencesim_store::sqlite::validate_ttl;
 use fencesim_store::{
-    Clock, Epoch, FaultHook, FaultPoint, FaultSite, JournalEntry, JournalStore, LeasableStore, Lease, LeaseRejection,
+    Clock, Epoch, FaultAction, FaultHook, FaultPoint, FaultSite, JournalEntry, JournalStore, LeasableStore, Lease, LeaseRejection,
     ManualClock, Op, RunFilter, RunId, RunMeta, SqliteOptions, SqliteStore, Store, StoreError, StoreResult,
     TranscriptStore,
 };
@@ -158,7 +158,8 @@ impl MutantStore {
 
     fn fire(&self, point: FaultPoint, op: Op, run: &RunId) {
         if let Some(hook) = lock(&self.hook).as_mut() {
-            hook(&FaultSite { point, op, run });
+            // The kit's hooks take a connection over; none cuts a call.
+            let _ = hook(&FaultSite { point, op, run });
         }
     }
 
@@ -433,10 +434,9 @@ impl Store for MutantStore {
         }
         let forward = hook.is_some().then(|| {
             let slot = Arc::clone(&self.hook);
-            Box::new(move |site: &FaultSite<'_>| {
-                if let Some(hook) = lock(&slot).as_mut() {
-                    hook(site);
-                }
+            Box::new(move |site: &FaultSite<'_>| match lock(&slot).as_mut() {
+                Some(hook) => hook(site),
+                None => FaultAction::Resume,
             }) as FaultHook
         });
         *lock(&self.hook) = hook;

@@ -388,10 +388,11 @@ impl SiteTarget {
             .ok_or_else(|| format!("unknown site '{name}' (known: {})", SiteTarget::names().join(", ")))
     }
 
-    /// Whether it aims at a fault point of class `class`.
+    /// Whether it aims at a fault point of class `class`. `any` is every engine fault point;
+    /// the store's (`mid-call`, `after-call`) are aimed at by name.
     pub fn covers(self, class: SiteClass) -> bool {
         match self {
-            SiteTarget::Any => true,
+            SiteTarget::Any => !class.in_store(),
             SiteTarget::Class(c) => c == class,
         }
     }
@@ -685,6 +686,11 @@ impl Scenario {
             if !kind.aims_at_sites() && !f.sites.iter().all(|s| *s == SiteTarget::Any) {
                 return fault("sites", format!("{kind} faults do not fire at engine fault points; remove it"));
             }
+            if let Some(store) = f.sites.iter().find(|s| matches!(s, SiteTarget::Class(c) if c.in_store()))
+                && kind != FaultKind::Crash
+            {
+                return fault("sites", format!("'{store}' is inside the store's calls, where only a crash lands"));
+            }
             if kind.is_timed() && !f.nodes.iter().all(|n| *n == NodeTarget::Any) {
                 return fault("nodes", format!("{kind} events choose their own nodes; remove it"));
             }
@@ -826,10 +832,12 @@ mod tests {
             SiteClass::Meta => 7,
             SiteClass::Checkpoint => 8,
             SiteClass::Delete => 9,
+            SiteClass::MidCall => 10,
+            SiteClass::AfterCall => 11,
         };
         // The lengths are the number of arms above.
         assert_eq!(FaultKind::ALL.len(), 8);
-        assert_eq!(SiteClass::ALL.len(), 10);
+        assert_eq!(SiteClass::ALL.len(), 12);
         assert!(FaultKind::ALL.iter().enumerate().all(|(i, k)| kind(*k) == i));
         assert!(SiteClass::ALL.iter().enumerate().all(|(i, s)| site(*s) == i));
     }

@@ -7,6 +7,7 @@
 //! Everything the world does is a function of the scenario, the seed, the database kind and the
 //! planted defects: the same inputs give the same rows, the same trace and the same fingerprint.
 
+mod cuts;
 mod nodes;
 
 use std::collections::{BTreeMap, BTreeSet};

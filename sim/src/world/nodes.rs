@@ -17,11 +17,12 @@ use fencesim_engine::{
     RunOptions, Site, Worker, WorkerOptions, Workflow, Write,
 };
 use fencesim_store::{
-    Epoch, FaultPoint, FaultSite, JournalStore, LeasableStore, Lease, LeaseRejection, RunFilter, RunId, RunStatus,
+    Epoch, FaultAction, FaultPoint, FaultSite, JournalStore, LeasableStore, Lease, LeaseRejection, RunFilter, RunId, RunStatus,
     Store, StoreError, TranscriptStore,
 };
 use serde_json::json;
 
+use super::cuts::StoreCut;
 use super::{HarnessError, Shared, sleep_ms, zombie_entry, zombie_meta};
 use crate::env::{SimClock, SimEnv, elapsed_ms};
 use crate::history::{
@@ -83,11 +84,16 @@ impl Ctx {
             let rng = shared.root.fork(&format!("error/{label}"));
             recorder = recorder.with_failures(FailInjector::new(rng, error.rate, shared.quiet.clone()));
         }
+        let env = SimEnv::new(clock.clone());
+        if let Some(cut) = shared.plan.fault(FaultKind::Crash).filter(|f| f.hits(node)).and_then(|crash| {
+            StoreCut::aimed(shared, name, &label, crash)
+        }) {
+            recorder = recorder.with_cut(cut, env.dead_flag());
+        }
         if let Some(takeover) = shared.plan.fault(FaultKind::Takeover).filter(|f| f.hits(node)) {
             install_takeover(shared, &recorder, &label, &clock, takeover);
         }
         let store: Rc<dyn Store> = Rc::new(recorder);
-        let env = SimEnv::new(clock);
         env.count_probes(shared.probes.clone());
         env.set_script(Some(fault_script(shared.clone(), node, label.clone(), env.clone())));
         let (history, paid_by) = (shared.history.clone(), label.clone());
@@ -538,11 +544,11 @@ fn install_takeover(shared: &Arc<Shared>, recorder: &Recorder, label: &str, cloc
     let ttl = i64::from(shared.plan.ttl_ms);
     let hook = Box::new(move |site: &FaultSite<'_>| {
         if site.point != FaultPoint::FenceChecked || shared.quiet.load(Ordering::SeqCst) || !rng.chance(rate) {
-            return;
+            return FaultAction::Resume;
         }
         let aimed = (aim > 0.0 && rng.chance(aim)).then(|| holder_expiry(&shared, &label, site.run)).flatten();
         let usurper = lock(&shared.usurper);
-        let Some((store, clock)) = usurper.as_ref() else { return };
+        let Some((store, clock)) = usurper.as_ref() else { return FaultAction::Resume };
         let detail = match aimed {
             Some(expires_at) => {
                 clock.set_skew_ms(expires_at - crate::env::virtual_ms());
@@ -557,6 +563,7 @@ fn install_takeover(shared: &Arc<Shared>, recorder: &Recorder, label: &str, cloc
         let usurper = Node::Usurper.to_string();
         shared.history.push(&usurper, event);
         let _ = store.acquire(site.run, &usurper);
+        FaultAction::Resume
     });
     recorder.set_fault_hook(Some(hook));
 }

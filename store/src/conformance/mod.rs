@@ -280,7 +280,7 @@ pub const MAIN_TTL_MS: u32 = 600_000;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::LeaseRejection;
-use crate::fault::{FaultPoint, FaultSite};
+use crate::fault::{FaultAction, FaultPoint, FaultSite};
 use crate::types::{Epoch, JournalEntry, Lease, RunId, RunMeta, RunStatus};
 
 /// The run the fenced suites write (the reference kit's name).
@@ -415,6 +415,7 @@ pub(crate) fn hook_once<R: Send + 'static>(
         {
             *record.lock().unwrap_or_else(PoisonError::into_inner) = Some(attempt());
         }
+        FaultAction::Resume
     };
     if store.set_fault_hook(Some(Box::new(hook))) {
         Ok(HookSlot(slot))

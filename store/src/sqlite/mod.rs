@@ -39,7 +39,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::clock::Clock;
 use crate::defects::{StoreDefect, StoreDefects};
 use crate::error::{LeaseRejection, Op, StoreError, StoreResult};
-use crate::fault::{FaultHook, FaultPoint, FaultSite};
+use crate::fault::{FaultAction, FaultHook, FaultPoint, FaultSite};
 use crate::spi::{JournalStore, LeasableStore, Store, TranscriptStore};
 use crate::types::{Epoch, JournalEntry, Lease, RunFilter, RunId, RunMeta, Seq};
 
@@ -300,16 +300,28 @@ impl SqliteStore {
     }
 
     /// Call the fault hook, if any. It is taken out while it runs, so a hook that (against the
-    /// rules) calls back into this store finds none instead of a borrowed cell.
-    fn fire(&self, point: FaultPoint, op: Op, run: &RunId) {
+    /// rules) calls back into this store finds none instead of a borrowed cell. A hook that
+    /// answers [`FaultAction::Crash`] cuts the call here: the error returns through every `?`,
+    /// and the open transaction, if any, rolls back as the caller's death would leave it.
+    fn fire(&self, point: FaultPoint, op: Op, run: &RunId) -> StoreResult<()> {
         let taken = self.hook.borrow_mut().take();
-        if let Some(mut hook) = taken {
-            hook(&FaultSite { point, op, run });
-            let mut slot = self.hook.borrow_mut();
-            if slot.is_none() {
-                *slot = Some(hook);
-            }
+        let Some(mut hook) = taken else { return Ok(()) };
+        let action = hook(&FaultSite { point, op, run });
+        let mut slot = self.hook.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(hook);
         }
+        match action {
+            FaultAction::Resume => Ok(()),
+            FaultAction::Crash => Err(StoreError::storage(op, format!("cut at {}: the caller died", point.as_str()))),
+        }
+    }
+
+    /// One write statement of a call, then the [`FaultPoint::Statement`] after it.
+    fn write(&self, op: Op, run: &RunId, sql: &str, args: impl rusqlite::Params) -> StoreResult<usize> {
+        let changed = self.exec(op, run, sql, args)?;
+        self.fire(FaultPoint::Statement, op, run)?;
+        Ok(changed)
     }
 
     fn exec(&self, op: Op, run: &RunId, sql: &str, args: impl rusqlite::Params) -> StoreResult<usize> {
@@ -404,7 +416,7 @@ impl SqliteStore {
         if self.defects.has(StoreDefect::NonAtomicFence) {
             // D3: the check is one autocommit read and the mutation runs after it, unguarded.
             self.check_lease(op, lease, self.now_ms())?;
-            self.fire(FaultPoint::FenceChecked, op, &lease.run);
+            self.fire(FaultPoint::FenceChecked, op, &lease.run)?;
             return mutate(self.now_ms());
         }
         let reads_before = self.clock_reads.get();
@@ -419,7 +431,7 @@ impl SqliteStore {
             );
             let now = self.now_ms();
             self.check_lease(op, lease, now)?;
-            self.fire(FaultPoint::FenceChecked, op, &lease.run);
+            self.fire(FaultPoint::FenceChecked, op, &lease.run)?;
             let value = mutate(now);
             debug_assert!(!self.conn.is_autocommit(), "fenced {op:?}: the mutation left the transaction");
             value
@@ -458,7 +470,7 @@ impl SqliteStore {
             "INSERT INTO entries (run_id, seq, payload) SELECT ?1, ?2, ?3
              WHERE NOT EXISTS (SELECT 1 FROM entries WHERE run_id = ?1 AND seq >= ?2)"
         };
-        if self.exec(Op::Append, run, sql, params![run.as_str(), entry.seq.0, payload])? == 1 {
+        if self.write(Op::Append, run, sql, params![run.as_str(), entry.seq.0, payload])? == 1 {
             return Ok(());
         }
         // The tail is for the message only: a failed read must not change the error's class.
@@ -472,7 +484,7 @@ impl SqliteStore {
     }
 
     fn upsert_meta(&self, meta: &RunMeta, payload: &str) -> StoreResult<()> {
-        self.exec(
+        self.write(
             Op::PutMeta,
             &meta.run_id,
             "INSERT INTO meta (run_id, status, name, payload) VALUES (?1, ?2, ?3, ?4)
@@ -483,17 +495,23 @@ impl SqliteStore {
     }
 
     fn delete_rows(&self, run: &RunId, leased: bool) -> StoreResult<()> {
-        for sql in [
+        let statements = [
             "DELETE FROM entries WHERE run_id = ?1",
             "DELETE FROM meta WHERE run_id = ?1",
             "DELETE FROM leases WHERE run_id = ?1",
-        ] {
-            self.exec(Op::Delete, run, sql, [run.as_str()])?;
+        ];
+        for (i, sql) in statements.into_iter().enumerate() {
+            if i > 0 && self.defects.has(StoreDefect::DeleteInPieces) {
+                // The planted defect: what the statements before deleted is committed now.
+                self.exec(Op::Delete, run, "COMMIT", [])?;
+                self.exec(Op::Delete, run, "BEGIN IMMEDIATE", [])?;
+            }
+            self.write(Op::Delete, run, sql, [run.as_str()])?;
         }
         if self.defects.has(StoreDefect::EpochResetOnDelete)
             || (!leased && self.defects.has(StoreDefect::AdminDeleteDropsTombstone))
         {
-            self.exec(Op::Delete, run, "DELETE FROM epochs WHERE run_id = ?1", [run.as_str()])?;
+            self.write(Op::Delete, run, "DELETE FROM epochs WHERE run_id = ?1", [run.as_str()])?;
         }
         Ok(())
     }
@@ -622,7 +640,7 @@ impl LeasableStore for SqliteStore {
                     LeaseRejection::HeldBy { owner: holder, epoch: Epoch(epoch) },
                 ));
             }
-            self.fire(FaultPoint::AcquireChecked, Op::Acquire, run);
+            self.fire(FaultPoint::AcquireChecked, Op::Acquire, run)?;
             let high = self.query_opt(
                 Op::Acquire,
                 run,
@@ -633,13 +651,13 @@ impl LeasableStore for SqliteStore {
             let epoch = high.unwrap_or(0).checked_add(1).filter(|e| *e > 0).ok_or_else(|| {
                 StoreError::Overflow { op: Op::Acquire, run: run.clone(), what: format!("epoch {}", high.unwrap_or(0)) }
             })?;
-            self.exec(
+            self.write(
                 Op::Acquire,
                 run,
                 "INSERT INTO epochs (run_id, epoch) VALUES (?1, ?2) ON CONFLICT (run_id) DO UPDATE SET epoch = excluded.epoch",
                 params![run.as_str(), epoch],
             )?;
-            self.exec(
+            self.write(
                 Op::Acquire,
                 run,
                 "INSERT INTO leases (run_id, owner, epoch, expires_at) VALUES (?1, ?2, ?3, ?4)
@@ -655,11 +673,11 @@ impl LeasableStore for SqliteStore {
             let (run, expires_at) = (lease.run.as_str(), self.expiry_after(now));
             let changed = if self.defects.has(StoreDefect::NonAtomicFence) {
                 let sql = "UPDATE leases SET expires_at = ?2 WHERE run_id = ?1";
-                self.exec(Op::Renew, &lease.run, sql, params![run, expires_at])?
+                self.write(Op::Renew, &lease.run, sql, params![run, expires_at])?
             } else {
                 // S3: owner and epoch pinned, so even a drifted check only touches our own row.
                 let sql = "UPDATE leases SET expires_at = ?4 WHERE run_id = ?1 AND owner = ?2 AND epoch = ?3";
-                self.exec(Op::Renew, &lease.run, sql, params![run, lease.owner, lease.epoch.0, expires_at])?
+                self.write(Op::Renew, &lease.run, sql, params![run, lease.owner, lease.epoch.0, expires_at])?
             };
             pinned_row_changed(Op::Renew, lease, changed)
         })
@@ -669,10 +687,10 @@ impl LeasableStore for SqliteStore {
         let released = self.fenced(Op::Release, &lease.run, lease, |_| {
             let run = lease.run.as_str();
             let changed = if self.defects.has(StoreDefect::NonAtomicFence) {
-                self.exec(Op::Release, &lease.run, "DELETE FROM leases WHERE run_id = ?1", [run])?
+                self.write(Op::Release, &lease.run, "DELETE FROM leases WHERE run_id = ?1", [run])?
             } else {
                 let sql = "DELETE FROM leases WHERE run_id = ?1 AND owner = ?2 AND epoch = ?3";
-                self.exec(Op::Release, &lease.run, sql, params![run, lease.owner, lease.epoch.0])?
+                self.write(Op::Release, &lease.run, sql, params![run, lease.owner, lease.epoch.0])?
             };
             pinned_row_changed(Op::Release, lease, changed)
         });
@@ -703,7 +721,7 @@ impl TranscriptStore for SqliteStore {
         let put = |_| {
             let sql = "INSERT INTO blobs (ref, run_id, data) VALUES (?1, ?2, ?3)
                        ON CONFLICT (ref) DO UPDATE SET data = excluded.data";
-            self.exec(Op::PutBlob, &run, sql, params![blob_ref, run.as_str(), bytes]).map(drop)
+            self.write(Op::PutBlob, &run, sql, params![blob_ref, run.as_str(), bytes]).map(drop)
         };
         match self.effective(lease, StoreDefect::UnfencedBlobs) {
             None => put(0),
@@ -723,7 +741,7 @@ impl TranscriptStore for SqliteStore {
 
     fn delete_blob(&self, blob_ref: &str, lease: Option<&Lease>) -> StoreResult<()> {
         let run = RunId::of_ref(blob_ref);
-        let delete = |_| self.exec(Op::DeleteBlob, &run, "DELETE FROM blobs WHERE ref = ?1", [blob_ref]).map(drop);
+        let delete = |_| self.write(Op::DeleteBlob, &run, "DELETE FROM blobs WHERE ref = ?1", [blob_ref]).map(drop);
         match self.effective(lease, StoreDefect::UnfencedBlobs) {
             None => delete(0),
             Some(lease) => self.fenced(Op::DeleteBlob, &run, lease, delete),

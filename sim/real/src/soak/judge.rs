@@ -378,6 +378,7 @@ fn call_of(begin: Begin, end: Option<End>) -> Option<(String, Call)> {
         blob_ref: begin.blob_ref,
         payload,
         outcome,
+        read: None,
     };
     Some((begin.node, call))
 }

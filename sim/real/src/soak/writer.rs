@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 use fencesim_store::{
-    Clock, FaultHook, FaultPoint, JournalEntry, JournalStore, LeasableStore, Lease, LeaseRejection, RunFilter, RunId,
+    Clock, FaultAction, FaultHook, FaultPoint, JournalEntry, JournalStore, LeasableStore, Lease, LeaseRejection, RunFilter, RunId,
     RunMeta, RunStatus, SqliteOptions, SqliteStore, Store, StoreDefects, StoreError, StoreResult, TranscriptStore,
 };
 use serde_json::json;
@@ -430,6 +430,7 @@ pub fn run(cfg: WriterConfig) -> SoakResult<()> {
             sleep_ms(stall_ms);
             fired.store(true, Ordering::SeqCst);
         }
+        FaultAction::Resume
     })));
     let rng = Stream::new(cfg.seed).fork(&format!("writer/{}/{}", cfg.index, cfg.generation));
     let store = LoggedStore::new(inner, clock, log.clone(), owner.clone());
