@@ -22,8 +22,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use fencesim_store::{
-    Clock, FaultAction, FaultHook, FaultPoint, FaultSite, JournalEntry, JournalStore, LeasableStore, Lease, Op, RunFilter, RunId,
-    RunMeta, Store, StoreError, StoreResult, TranscriptStore,
+    Clock, FaultAction, FaultHook, FaultPoint, FaultSite, JournalEntry, JournalStore, LeasableStore, Lease, Op,
+    RunFilter, RunId, RunMeta, Store, StoreError, StoreResult, TranscriptStore,
 };
 use serde_json::{Value, json};
 

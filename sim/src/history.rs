@@ -106,16 +106,7 @@ impl FailInjector {
 impl Recorder {
     /// `clock` must be the clock `inner` reads, so the row shows what the store compared.
     pub fn new(inner: Box<dyn Store>, node: impl Into<String>, clock: Arc<dyn Clock>, history: History) -> Self {
-        Self {
-            inner,
-            node: node.into(),
-            clock,
-            history,
-            busy: None,
-            failures: None,
-            cut: None,
-            dead: Arc::default(),
-        }
+        Self { inner, node: node.into(), clock, history, busy: None, failures: None, cut: None, dead: Arc::default() }
     }
 
     /// Let `cut` kill the node inside and after its store writes; `dead` is raised when it does.

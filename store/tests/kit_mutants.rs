@@ -15,9 +15,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use fencesim_store::conformance::{self, CheckReport, Fixture, Outcome, Target, TtlIntake};
 use fencesim_store::sqlite::validate_ttl;
 use fencesim_store::{
-    Clock, Epoch, FaultAction, FaultHook, FaultPoint, FaultSite, JournalEntry, JournalStore, LeasableStore, Lease, LeaseRejection,
-    ManualClock, Op, RunFilter, RunId, RunMeta, SqliteOptions, SqliteStore, Store, StoreError, StoreResult,
-    TranscriptStore,
+    Clock, Epoch, FaultAction, FaultHook, FaultPoint, FaultSite, JournalEntry, JournalStore, LeasableStore, Lease,
+    LeaseRejection, ManualClock, Op, RunFilter, RunId, RunMeta, SqliteOptions, SqliteStore, Store, StoreError,
+    StoreResult, TranscriptStore,
 };
 use fencesim_store::{LEASE_TTL_MS_DEFAULT, TIMER_MS_MAX};
 use rusqlite::{OptionalExtension, params};

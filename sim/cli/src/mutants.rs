@@ -55,7 +55,7 @@ pub fn aimed_at(defect: Defect) -> &'static str {
         Defect::Engine(E::TerminalMetaSkipped) => "justified-repair",
         Defect::Engine(E::StragglersAfterSettle) => "one-settle-per-segment",
         Defect::Engine(E::SupersededGreen) => "honest-outcome",
-        Defect::Store(S::DeleteInPieces) => "serial-history",
+        Defect::Store(S::DeleteInPieces) => "linearizable-reads",
         Defect::Store(
             S::NonAtomicFence
             | S::NoRunMatch

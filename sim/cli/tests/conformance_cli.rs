@@ -57,7 +57,7 @@ fn memory_passes_its_applicable_subset() {
 }
 
 /// Each planted defect, and the contract whose check must catch it.
-const CAUGHT_BY: [(&str, &str); 14] = [
+const CAUGHT_BY: [(&str, &str); 15] = [
     ("non-atomic-fence", "L9"),
     ("epoch-reset-on-delete", "L4"),
     ("no-run-match", "W3"),
@@ -72,6 +72,7 @@ const CAUGHT_BY: [(&str, &str); 14] = [
     ("blob-delete-no-run-match", "T4"),
     ("expiry-instant-live", "L6"),
     ("admin-delete-drops-tombstone", "L4"),
+    ("delete-in-pieces", "J7"),
 ];
 
 fn assert_caught(defect: &str) {
@@ -104,6 +105,7 @@ defect_tests! {
     catches_blob_delete_no_run_match => "blob-delete-no-run-match",
     catches_expiry_instant_live => "expiry-instant-live",
     catches_admin_delete_drops_tombstone => "admin-delete-drops-tombstone",
+    catches_delete_in_pieces => "delete-in-pieces",
 }
 
 #[test]

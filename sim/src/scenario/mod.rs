@@ -245,6 +245,11 @@ impl FaultSpec {
         if self.factor.1 > LIMITS.stall_factor {
             return Err(("factor", format!("at most {} ttls, got {}", LIMITS.stall_factor, self.factor.1)));
         }
+        if let Some(store) = self.sites.iter().find(|s| matches!(s, SiteTarget::Class(c) if c.in_store()))
+            && kind != FaultKind::Crash
+        {
+            return Err(("sites", format!("'{store}' is inside the store's calls, where only a crash lands")));
+        }
         if on && kind == FaultKind::Stall && self.factor.0 <= 0.0 {
             return Err(("factor", format!("must be above 0 (a stall of 0 ttls never stalls), got {}", self.factor.0)));
         }
@@ -686,11 +691,6 @@ impl Scenario {
             if !kind.aims_at_sites() && !f.sites.iter().all(|s| *s == SiteTarget::Any) {
                 return fault("sites", format!("{kind} faults do not fire at engine fault points; remove it"));
             }
-            if let Some(store) = f.sites.iter().find(|s| matches!(s, SiteTarget::Class(c) if c.in_store()))
-                && kind != FaultKind::Crash
-            {
-                return fault("sites", format!("'{store}' is inside the store's calls, where only a crash lands"));
-            }
             if kind.is_timed() && !f.nodes.iter().all(|n| *n == NodeTarget::Any) {
                 return fault("nodes", format!("{kind} events choose their own nodes; remove it"));
             }
@@ -902,6 +902,19 @@ mod tests {
         assert_eq!(SiteTarget::names().len(), 1 + SiteClass::ALL.len());
         let e = SiteTarget::parse("Settle").expect_err("names are exact");
         assert_eq!(e, format!("unknown site 'Settle' (known: {})", SiteTarget::names().join(", ")));
+    }
+
+    /// `mid-call` and `after-call` are the store's points: a crash may name them, nothing else
+    /// may, and `any` (the engine's points) does not cover them, so no existing draw moves.
+    #[test]
+    fn only_a_crash_lands_inside_the_stores_calls() {
+        let e = parse("description = \"x\"\n[faults.stall]\non = 1.0\nrate = 0.1\nsites = [\"mid-call\"]\n")
+            .expect_err("a stall inside a call");
+        assert!(e.to_string().contains("faults.stall.sites: 'mid-call' is inside the store's calls"), "{e}");
+        parse("description = \"x\"\n[faults.crash]\non = 1.0\nrate = 0.1\nsites = [\"mid-call\", \"after-call\"]\n")
+            .expect("a crash may land there");
+        assert!(SiteClass::ALL.iter().filter(|c| c.in_store()).all(|c| !SiteTarget::Any.covers(*c)));
+        assert!(SiteClass::ALL.iter().filter(|c| !c.in_store()).all(|c| SiteTarget::Any.covers(*c)));
     }
 
     #[test]

@@ -17,8 +17,8 @@ use fencesim_engine::{
     RunOptions, Site, Worker, WorkerOptions, Workflow, Write,
 };
 use fencesim_store::{
-    Epoch, FaultAction, FaultPoint, FaultSite, JournalStore, LeasableStore, Lease, LeaseRejection, RunFilter, RunId, RunStatus,
-    Store, StoreError, TranscriptStore,
+    Epoch, FaultAction, FaultPoint, FaultSite, JournalStore, LeasableStore, Lease, LeaseRejection, RunFilter, RunId,
+    RunStatus, Store, StoreError, TranscriptStore,
 };
 use serde_json::json;
 
@@ -85,9 +85,12 @@ impl Ctx {
             recorder = recorder.with_failures(FailInjector::new(rng, error.rate, shared.quiet.clone()));
         }
         let env = SimEnv::new(clock.clone());
-        if let Some(cut) = shared.plan.fault(FaultKind::Crash).filter(|f| f.hits(node)).and_then(|crash| {
-            StoreCut::aimed(shared, name, &label, crash)
-        }) {
+        if let Some(cut) = shared
+            .plan
+            .fault(FaultKind::Crash)
+            .filter(|f| f.hits(node))
+            .and_then(|crash| StoreCut::aimed(shared, name, &label, crash))
+        {
             recorder = recorder.with_cut(cut, env.dead_flag());
         }
         if let Some(takeover) = shared.plan.fault(FaultKind::Takeover).filter(|f| f.hits(node)) {

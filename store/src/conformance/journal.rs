@@ -6,6 +6,7 @@
 //! location, so a per-connection cache cannot hide a missing guard.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -15,6 +16,7 @@ use super::{
     expect_meta, expect_ok, fail, markers, seqs,
 };
 use crate::error::StoreError;
+use crate::fault::{FaultAction, FaultPoint, FaultSite};
 use crate::spi::Store;
 use crate::types::{JournalEntry, RunFilter, RunId, RunMeta, RunStatus};
 
@@ -29,6 +31,7 @@ pub(super) fn checks() -> Vec<Check> {
         check("J5", "a5-stale-tail-race", stale_tail_race),
         check("J6", "meta-separation", meta_separation),
         check("J7", "delete-removes-run", delete_removes_run),
+        check("J7", "delete-cut-whole-or-nothing", delete_cut_whole_or_nothing),
     ]
 }
 
@@ -523,4 +526,54 @@ fn delete_removes_run(t: &dyn Target) -> CheckResult {
     let seen = b.load(&run)?;
     ensure!(seen == [reborn], "journal of the recreated run: expected [recreated], got {:?} run={run}", markers(&seen));
     Ok(())
+}
+
+/// A delete is one transaction (S6): the caller dying between any two of its statements leaves
+/// the run whole, and a delete nobody cuts removes it all. Cut at its first statement point, then
+/// its second, and so on until one runs through; each cut is a fresh run. Needs a store with
+/// statement fault points (a hook answering `Crash` there); one without is skipped.
+fn delete_cut_whole_or_nothing(t: &dyn Target) -> CheckResult {
+    let fx = t.fresh(MAIN_TTL_MS)?;
+    let (a, reader) = (fx.connect()?, fx.connect()?);
+    for n in 1..=16u32 {
+        let run = RunId::from(format!("delete-cut-{n}").as_str());
+        a.append(&run, &entry(1, "before-delete"), None)?;
+        a.append(&run, &entry(2, "before-delete"), None)?;
+        a.put_meta(&RunMeta::new(run.clone(), RunStatus::Running), None)?;
+        let seen = Arc::new(Mutex::new(0u32));
+        let count = Arc::clone(&seen);
+        let hook = move |site: &FaultSite<'_>| {
+            let mut statements = count.lock().unwrap_or_else(PoisonError::into_inner);
+            *statements += u32::from(site.point == FaultPoint::Statement);
+            if site.point == FaultPoint::Statement && *statements == n {
+                FaultAction::Crash
+            } else {
+                FaultAction::Resume
+            }
+        };
+        if !a.set_fault_hook(Some(Box::new(hook))) {
+            return Err(Verdict::Skip("store has no fault points".to_owned()));
+        }
+        let result = a.delete(&run, None);
+        a.set_fault_hook(None);
+        let statements = *seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if n == 1 && statements == 0 {
+            return Err(Verdict::Skip("store has no statement fault points".to_owned()));
+        }
+        let (journal, meta) = (reader.load(&run)?, reader.get_meta(&run)?);
+        if statements < n {
+            result?;
+            ensure!(journal.is_empty() && meta.is_none(), "an uncut delete left {} entries run={run}", journal.len());
+            return Ok(());
+        }
+        let whole = journal.len() == 2 && meta.is_some();
+        let gone = journal.is_empty() && meta.is_none();
+        ensure!(
+            whole || gone,
+            "delete cut at its statement {n} left half a run: {} of 2 entries, meta {} run={run}",
+            journal.len(),
+            if meta.is_some() { "kept" } else { "gone" }
+        );
+    }
+    fail!("a delete with more than 16 statement points: the check gave up")
 }

@@ -781,6 +781,64 @@ mod tests {
     use crate::clock::ManualClock;
     use crate::types::{JournalEntry, RunFilter, RunId};
 
+    /// A store whose fault hook crashes a call at its `n`-th statement point (from 1), and a
+    /// leased run of three entries and a meta to cut a delete of.
+    fn cut_at_statement(name: &str, n: u32, defects: &[StoreDefect]) -> (SqliteStore, Lease) {
+        use crate::{JournalStore as _, LeasableStore as _, RunMeta, RunStatus};
+        let clock = Arc::new(ManualClock::new(1_000));
+        let mut options = SqliteOptions::memdb(name, clock);
+        options.defects = StoreDefects::of(defects);
+        let store = SqliteStore::open(options).expect("opens");
+        let run = RunId::new("r");
+        let lease = store.acquire(&run, "w1").expect("acquire");
+        for seq in 1..=3 {
+            store.append(&run, &JournalEntry::new(seq, "step", "ok"), Some(&lease)).expect("append");
+        }
+        store.put_meta(&RunMeta::new("r", RunStatus::Ok), Some(&lease)).expect("meta");
+        let mut seen = 0;
+        store.set_fault_hook(Some(Box::new(move |site| {
+            seen += u32::from(site.point == FaultPoint::Statement);
+            if site.point == FaultPoint::Statement && seen == n { FaultAction::Crash } else { FaultAction::Resume }
+        })));
+        (store, lease)
+    }
+
+    /// What of the run is left: entries, whether a meta, whether a lease row.
+    fn left(store: &SqliteStore) -> (usize, bool, bool) {
+        use crate::JournalStore as _;
+        let run = RunId::new("r");
+        let leases: i64 =
+            store.raw_connection().query_row("SELECT count(*) FROM leases", [], |r| r.get(0)).expect("leases");
+        (store.load(&run).expect("load").len(), store.get_meta(&run).expect("meta").is_some(), leases == 1)
+    }
+
+    /// A crash at any statement of a delete leaves the run whole (S6: one transaction), and the
+    /// delete's own statement points are the three of its tables.
+    #[test]
+    fn a_delete_cut_at_any_statement_leaves_the_run_whole() {
+        use crate::JournalStore as _;
+        for n in 1..=3 {
+            let (store, lease) = cut_at_statement(&format!("cut-{n}"), n, &[]);
+            let cut = store.delete(&lease.run, Some(&lease)).expect_err("cut");
+            assert!(cut.to_string().contains("cut at statement"), "{cut}");
+            assert_eq!(left(&store), (3, true, true), "cut at statement {n}");
+        }
+        let (store, lease) = cut_at_statement("cut-none", 4, &[]);
+        store.delete(&lease.run, Some(&lease)).expect("a delete has three statement points");
+        assert_eq!(left(&store), (0, false, false));
+    }
+
+    /// The planted `delete-in-pieces` commits table by table: cut after its second statement, the
+    /// journal is gone and the meta stays (what `linearizable-reads` sees in a world).
+    #[cfg(feature = "defects")]
+    #[test]
+    fn delete_in_pieces_cut_half_way_leaves_half_a_run() {
+        use crate::JournalStore as _;
+        let (store, lease) = cut_at_statement("pieces", 2, &[StoreDefect::DeleteInPieces]);
+        store.delete(&lease.run, Some(&lease)).expect_err("cut");
+        assert_eq!(left(&store), (0, true, true));
+    }
+
     #[test]
     fn borrowed_text_reads_as_an_owned_string_would() {
         let conn = Connection::open_in_memory().expect("db");

@@ -13,8 +13,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 use fencesim_store::{
-    Clock, FaultAction, FaultHook, FaultPoint, JournalEntry, JournalStore, LeasableStore, Lease, LeaseRejection, RunFilter, RunId,
-    RunMeta, RunStatus, SqliteOptions, SqliteStore, Store, StoreDefects, StoreError, StoreResult, TranscriptStore,
+    Clock, FaultAction, FaultHook, FaultPoint, JournalEntry, JournalStore, LeasableStore, Lease, LeaseRejection,
+    RunFilter, RunId, RunMeta, RunStatus, SqliteOptions, SqliteStore, Store, StoreDefects, StoreError, StoreResult,
+    TranscriptStore,
 };
 use serde_json::json;
 
