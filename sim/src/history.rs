@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use fencesim_store::{
-    Clock, Epoch, FaultAction, FaultHook, JournalEntry, JournalStore, LeasableStore, Lease, Op, RunFilter, RunId,
-    RunMeta, Store, StoreError, StoreResult, TranscriptStore,
+    Clock, Epoch, FaultAction, FaultHook, FaultPoint, JournalEntry, JournalStore, LeasableStore, Lease, Op, RunFilter,
+    RunId, RunMeta, Store, StoreError, StoreResult, TranscriptStore,
 };
 
 pub use fencesim_oracle::history::*;
@@ -39,8 +39,9 @@ pub struct Recorder {
     dead: Arc<AtomicBool>,
 }
 
-/// Whether a crash kills the node at a point of the store's calls: inside a write, between two of
-/// its statements ([`SiteClass::MidCall`]), or just after a write returned, before the caller
+/// Whether a crash kills the node at a point of the store's calls: inside a write, after one of
+/// its statements ([`SiteClass::MidCall`], the store's `Statement` fault point), or just after a
+/// write returned, before the caller
 /// sees the answer ([`SiteClass::AfterCall`]). One that fires has recorded the crash and killed
 /// the node; the [`Recorder`] then records the cut call and silences the node.
 pub trait Cut: Send + Sync {
@@ -322,7 +323,8 @@ impl Store for Recorder {
         let (dead, mut hook) = (self.dead.clone(), hook);
         self.inner.set_fault_hook(Some(Box::new(move |site| {
             let action = hook.as_mut().map_or(FaultAction::Resume, |hook| hook(site));
-            if action == FaultAction::Crash || cut.fires(SiteClass::MidCall, site.op, site.run) {
+            let between = site.point == FaultPoint::Statement;
+            if action == FaultAction::Crash || (between && cut.fires(SiteClass::MidCall, site.op, site.run)) {
                 dead.store(true, Ordering::SeqCst);
                 return FaultAction::Crash;
             }

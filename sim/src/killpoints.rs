@@ -1,5 +1,6 @@
-//! The kill-point suite (contracts 5.13): crash a run at exactly one durable write, before or
-//! after it, then resume it from a second engine instance over its own connection to the same
+//! The kill-point suite (contracts 5.13): crash a run at exactly one durable write, before it,
+//! inside it (between its statements: the store's `Statement` fault point) or after it, then
+//! resume it from a second engine instance over its own connection to the same
 //! database, and check the documented recovery semantics: what each side paid, the recovered
 //! value, contiguous seqs, exactly one `run_settle` with status ok, meta ok, a consistent audit,
 //! and that the crash residue never has meta ahead of the journal.
@@ -10,6 +11,8 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use fencesim_engine::audit::{self, AuditVerdict};
 use fencesim_engine::entries::{self, kind, status};
@@ -18,7 +21,7 @@ use fencesim_engine::{
     Workflow, Write,
 };
 use fencesim_oracle::Checker;
-use fencesim_store::{JournalEntry, RunId, RunStatus, Store, StoreDefects, StoreError};
+use fencesim_store::{FaultAction, FaultPoint, JournalEntry, RunId, RunStatus, Store, StoreDefects, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -76,6 +79,35 @@ impl Matcher {
     }
 }
 
+/// Where around its target write a point crashes: at the engine's fault point before it, inside
+/// the store call (at its first `Statement` fault point: the statement ran, the transaction is not
+/// committed), or at the engine's fault point after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KillPhase {
+    Before,
+    Inside,
+    After,
+}
+
+impl KillPhase {
+    pub const ALL: [KillPhase; 3] = [KillPhase::Before, KillPhase::Inside, KillPhase::After];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KillPhase::Before => "before",
+            KillPhase::Inside => "inside",
+            KillPhase::After => "after",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<KillPhase, String> {
+        KillPhase::ALL
+            .into_iter()
+            .find(|p| p.as_str() == text)
+            .ok_or_else(|| format!("invalid phase '{text}' (valid: before, inside, after)"))
+    }
+}
+
 /// Which write a point crashes at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
@@ -98,14 +130,14 @@ pub struct KillPoint {
     pub id: String,
     pub workflow: Workflow,
     pub target: Target,
-    pub phase: Phase,
+    pub phase: KillPhase,
     pub expected: Option<Expected>,
 }
 
 /// The ten scenarios of contracts 5.13 with their documented counts.
 pub fn table() -> Vec<KillPoint> {
+    use KillPhase::*;
     use Matcher::*;
-    use Phase::*;
     let row = |id: &str, workflow: Workflow, matcher, occurrence, phase, child, resume, limit_terminals| KillPoint {
         id: id.to_owned(),
         workflow,
@@ -128,13 +160,13 @@ pub fn table() -> Vec<KillPoint> {
     ]
 }
 
-/// Every durable write of a clean run of `workflow`, in order, crashed before and after.
+/// Every durable write of a clean run of `workflow`, in order, crashed before, inside and after.
 pub fn enumerate(workflow: &Workflow, config: &Config) -> Result<Vec<KillPoint>, KillPointError> {
     let writes = clean_writes(workflow, config)?;
     Ok((0..writes.len())
         .flat_map(|i| {
             let index = u32::try_from(i).unwrap_or(u32::MAX);
-            [Phase::Before, Phase::After].map(|phase| KillPoint {
+            KillPhase::ALL.map(|phase| KillPoint {
                 id: format!("{}-w{index}-{}", workflow.name, phase.as_str()),
                 workflow: workflow.clone(),
                 target: Target::Index(index),
@@ -274,12 +306,19 @@ pub fn run_point(point: &KillPoint, config: &Config, clean: Paid) -> Result<Poin
             let trigger = trigger.clone();
             child_env.on_fault(move |p| trigger.borrow_mut().decide(p));
         }
+        let cut = Arc::new(AtomicBool::new(false));
+        if point.phase == KillPhase::Inside {
+            install_cut(&*child_store, trigger.borrow().armed.clone(), cut.clone());
+        }
         let child_ledger = Ledger::new();
         // The referee's connection opens first, so a memdb outlives the child's.
         let (referee_store, referee_env) = open(&db, REFEREE_TTL_MS, config)?;
         let child = engine(child_store, child_env, child_ledger.clone(), "kp-child", config);
         match child.run(&run, &point.workflow, RunOptions::default()).await {
             Err(EngineError::Crashed) => {}
+            // Cut inside its target write, the child saw the call fail and stopped before it
+            // reached another fault point: it died there all the same.
+            Err(_) if cut.load(Ordering::SeqCst) => {}
             Ok(_) => violations.push(finding(
                 Checker::KillPointReached,
                 "the child ran to completion: the kill point was never reached",
@@ -296,27 +335,50 @@ pub fn run_point(point: &KillPoint, config: &Config, clean: Paid) -> Result<Poin
     })
 }
 
+/// The simulated child's store hook for an `Inside` point: the first `Statement` fault point after
+/// the trigger armed it cuts the call (its transaction rolls back, as the process's death would
+/// leave it), and every fault point after that cuts too: a dead child writes nothing more.
+fn install_cut(store: &dyn Store, armed: Arc<AtomicBool>, cut: Arc<AtomicBool>) {
+    store.set_fault_hook(Some(Box::new(move |site| {
+        if cut.load(Ordering::SeqCst) || (site.point == FaultPoint::Statement && armed.swap(false, Ordering::SeqCst)) {
+            cut.store(true, Ordering::SeqCst);
+            FaultAction::Crash
+        } else {
+            FaultAction::Resume
+        }
+    })));
+}
+
 /// Decides, write by write, whether the child dies here: at the `Before` point of the target
-/// write, or at the `After` point that follows it. Shared by the simulated and the real child.
+/// write, inside it (arming the store's hook), or at the `After` point that follows it. Shared by
+/// the simulated and the real child.
 #[derive(Clone, Debug)]
 pub struct Trigger {
     target: Target,
-    phase: Phase,
+    phase: KillPhase,
     matched: u32,
     /// The target write, once reached: its index and what it was.
     pub killed: Option<(u32, String)>,
+    /// For [`KillPhase::Inside`], raised once the target write is reached: the child dies at the
+    /// store's next `Statement` fault point (the child's store hook reads it).
+    pub armed: Arc<AtomicBool>,
 }
 
 impl Trigger {
-    pub fn new(target: Target, phase: Phase) -> Self {
-        Self { target, phase, matched: 0, killed: None }
+    pub fn new(target: Target, phase: KillPhase) -> Self {
+        Self { target, phase, matched: 0, killed: None, armed: Arc::default() }
     }
 
     /// `Crash` where the child must die; records the target write when it is reached.
     pub fn decide(&mut self, point: &Point<'_>) -> Fault {
         let Site::Write { index, phase, write } = point.site else { return Fault::Continue };
         if self.killed.is_some() {
-            return if phase == Phase::After && self.phase == Phase::After { Fault::Crash } else { Fault::Continue };
+            return match self.phase {
+                KillPhase::After if phase == Phase::After => Fault::Crash,
+                // Cut inside the target write, the child is dead: nothing after it goes ahead.
+                KillPhase::Inside => Fault::Crash,
+                KillPhase::Before | KillPhase::After => Fault::Continue,
+            };
         }
         let hit = phase == Phase::Before
             && match self.target {
@@ -332,7 +394,8 @@ impl Trigger {
             return Fault::Continue;
         }
         self.killed = Some((index, write.to_string()));
-        if self.phase == Phase::Before { Fault::Crash } else { Fault::Continue }
+        self.armed.store(self.phase == KillPhase::Inside, Ordering::SeqCst);
+        if self.phase == KillPhase::Before { Fault::Crash } else { Fault::Continue }
     }
 }
 

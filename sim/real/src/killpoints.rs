@@ -40,11 +40,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fencesim_engine::{
-    EngineDefect, EngineDefects, EngineOptions, Env, Fault, Ledger, Paid, Phase, Point, RealEnv, RunOptions, Site,
-    Workflow,
+    EngineDefect, EngineDefects, EngineOptions, Env, Fault, Ledger, Paid, Point, RealEnv, RunOptions, Site, Workflow,
 };
 use fencesim_store::{
-    Epoch, RunId, Seq, SqliteOptions, SqliteStore, StoreDefect, StoreDefects, StoreError, SystemClock,
+    Epoch, FaultAction, FaultPoint, RunId, Seq, SqliteOptions, SqliteStore, Store as _, StoreDefect, StoreDefects,
+    StoreError, SystemClock,
 };
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
@@ -53,7 +53,7 @@ use crate::proc::signals::Deferral;
 use fencesim_oracle::Checker;
 use fencesim_oracle::history::{Effect, EffectKind};
 use fencesim_sim::killpoints::{
-    self, Config, Crashed, KillPoint, Matcher, PointReport, RefereeReport, Target, Trigger, finding,
+    self, Config, Crashed, KillPhase, KillPoint, Matcher, PointReport, RefereeReport, Target, Trigger, finding,
 };
 
 /// The real child's lease ttl: short, so the resume waits at most about this long after a kill.
@@ -159,7 +159,7 @@ pub struct ChildSpec {
     pub run: RunId,
     pub workflow: Workflow,
     pub target: Target,
-    pub phase: Phase,
+    pub phase: KillPhase,
     pub ttl_ms: u32,
     pub engine_defects: EngineDefects,
     pub store_defects: StoreDefects,
@@ -205,11 +205,8 @@ pub fn parse_target(text: &str) -> Result<Target, String> {
     Ok(Target::Matched { matcher, occurrence })
 }
 
-pub fn parse_phase(text: &str) -> Result<Phase, String> {
-    [Phase::Before, Phase::After]
-        .into_iter()
-        .find(|p| p.as_str() == text)
-        .ok_or_else(|| format!("invalid phase '{text}' (valid: before, after)"))
+pub fn parse_phase(text: &str) -> Result<KillPhase, String> {
+    KillPhase::parse(text)
 }
 
 /// A kill-point workflow by name.
@@ -371,8 +368,19 @@ pub fn run_child(spec: &ChildSpec) -> Result<ChildEnd, RealError> {
     guard_parent()?;
     let log = OpenOptions::new().create(true).append(true).open(&spec.effects).map_err(io("open the effects log"))?;
     let store = open_store(&spec.db, spec.ttl_ms, spec.store_defects)?;
-    let env =
-        KillEnv { log, trigger: RefCell::new(Trigger::new(spec.target, spec.phase)), log_error: RefCell::default() };
+    let trigger = Trigger::new(spec.target, spec.phase);
+    if spec.phase == KillPhase::Inside {
+        // Armed at the target write: a real `SIGKILL` between its statements, its transaction
+        // open (SQLite rolls it back when the next connection opens the file).
+        let armed = trigger.armed.clone();
+        store.set_fault_hook(Some(Box::new(move |site| {
+            if site.point == FaultPoint::Statement && armed.load(std::sync::atomic::Ordering::SeqCst) {
+                let _ = nix::sys::signal::kill(nix::unistd::getpid(), Signal::SIGKILL);
+            }
+            FaultAction::Resume
+        })));
+    }
+    let env = KillEnv { log, trigger: RefCell::new(trigger), log_error: RefCell::default() };
     let opts = EngineOptions { owner: "kp-child".into(), defects: spec.engine_defects, ..EngineOptions::default() };
     let ledger = Ledger::new();
     let engine = fencesim_engine::Engine::new(store, env, ledger, opts)

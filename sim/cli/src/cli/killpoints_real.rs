@@ -5,10 +5,10 @@
 
 use std::path::PathBuf;
 
-use fencesim_engine::{Phase, Workflow};
+use fencesim_engine::Workflow;
 use fencesim_real::killpoints::{self as killpoints_real, ChildEnd, ChildSpec, ResumeSpec};
 use fencesim_sim::catalogue::Defect;
-use fencesim_sim::killpoints::Target;
+use fencesim_sim::killpoints::{KillPhase, Target};
 use fencesim_store::RunId;
 
 use super::{CmdResult, Verdict};
@@ -26,7 +26,7 @@ pub struct ChildArgs {
     #[arg(long, value_parser = killpoints_real::parse_target)]
     target: Target,
     #[arg(long, value_parser = killpoints_real::parse_phase)]
-    phase: Phase,
+    phase: KillPhase,
     #[arg(long)]
     ttl_ms: u32,
     #[arg(long = "defect", value_name = "NAME", value_parser = Defect::parse)]
