@@ -7,6 +7,7 @@ use std::fmt;
 
 use fencesim_store::{JournalEntry, JournalStore, Lease, RunFilter, RunId, RunMeta, RunStatus, Seq, StoreError};
 
+use crate::defects::{EngineDefect, EngineDefects};
 use crate::entries::{self, Settle};
 
 /// What the auditor concluded about one run.
@@ -104,6 +105,17 @@ impl fmt::Display for RunAudit {
 
 /// The decision table of contracts 4.2, evaluated top-down over one run's meta and journal.
 pub fn audit_entries(run: &RunId, meta: Option<&RunMeta>, entries: &[JournalEntry]) -> RunAudit {
+    audit_entries_planted(run, meta, entries, EngineDefects::NONE)
+}
+
+/// [`audit_entries`] with the engine's planted defects (the operator's audit in a world):
+/// `audit-settled-dangling` counts the dangling dispatches before the settle too.
+pub fn audit_entries_planted(
+    run: &RunId,
+    meta: Option<&RunMeta>,
+    entries: &[JournalEntry],
+    defects: EngineDefects,
+) -> RunAudit {
     let settle = entries::last_run_settle(entries);
     let dangling = entries::dangling(entries);
     let open = entries::open_suspensions(entries);
@@ -123,6 +135,9 @@ pub fn audit_entries(run: &RunId, meta: Option<&RunMeta>, entries: &[JournalEntr
                 entries.len()
             ),
         ),
+        (Some(meta), Some(settle)) if defects.has(EngineDefect::AuditSettledDangling) => {
+            settled(meta.status, settle, &dangling, entries_after_settle, &open)
+        }
         (Some(meta), Some(settle)) => {
             let tail_dangling: Vec<Seq> = dangling.iter().copied().filter(|s| after(*s)).collect();
             settled(meta.status, settle, &tail_dangling, entries_after_settle, &open)
@@ -230,9 +245,13 @@ fn list(seqs: &[Seq]) -> String {
 
 /// Audit one run: read its meta and journal, then apply the table.
 pub fn audit_run(store: &dyn JournalStore, run: &RunId) -> Result<RunAudit, StoreError> {
+    audit_run_planted(store, run, EngineDefects::NONE)
+}
+
+fn audit_run_planted(store: &dyn JournalStore, run: &RunId, defects: EngineDefects) -> Result<RunAudit, StoreError> {
     let meta = store.get_meta(run)?;
     let entries = store.load(run)?;
-    Ok(audit_entries(run, meta.as_ref(), &entries))
+    Ok(audit_entries_planted(run, meta.as_ref(), &entries, defects))
 }
 
 /// The outcome of [`reconcile_run_meta`]: the fresh audit, and the status written if any.
@@ -252,7 +271,19 @@ pub fn reconcile_run_meta(
     lease: Option<&Lease>,
     now_ms: i64,
 ) -> Result<Reconciled, StoreError> {
-    reconcile(store, run, lease, now_ms, true)
+    reconcile(store, run, lease, now_ms, true, EngineDefects::NONE)
+}
+
+/// [`reconcile_run_meta`] with the engine's planted defects (the operator of a world): the
+/// audit's, and `reconcile-drops-extra`, which rebuilds the repaired meta without its `extra`.
+pub fn reconcile_run_meta_planted(
+    store: &dyn JournalStore,
+    run: &RunId,
+    lease: Option<&Lease>,
+    now_ms: i64,
+    defects: EngineDefects,
+) -> Result<Reconciled, StoreError> {
+    reconcile(store, run, lease, now_ms, true, defects)
 }
 
 /// [`reconcile_run_meta`] for an operator's tool on a file it did not watch being written: a
@@ -265,7 +296,7 @@ pub fn reconcile_run_meta_never_reopening(
     lease: Option<&Lease>,
     now_ms: i64,
 ) -> Result<Reconciled, StoreError> {
-    reconcile(store, run, lease, now_ms, false)
+    reconcile(store, run, lease, now_ms, false, EngineDefects::NONE)
 }
 
 fn reconcile(
@@ -274,15 +305,25 @@ fn reconcile(
     lease: Option<&Lease>,
     now_ms: i64,
     reopen: bool,
+    defects: EngineDefects,
 ) -> Result<Reconciled, StoreError> {
-    let audit = audit_run(store, run)?;
+    let audit = audit_run_planted(store, run, defects)?;
     let (Some(repair_to), Some(meta)) = (audit.repair_to, audit.meta.as_ref()) else {
         return Ok(Reconciled { audit, repaired: None });
     };
     if !reopen && audit.reopens() {
         return Ok(Reconciled { audit, repaired: None });
     }
-    let repaired_meta = RunMeta { status: repair_to, updated_at_ms: Some(now_ms), ..meta.clone() };
+    let repaired_meta = if defects.has(EngineDefect::ReconcileDropsExtra) {
+        let mut rebuilt = RunMeta::new(run.clone(), repair_to).with_segments(meta.segments);
+        rebuilt.name = meta.name.clone();
+        rebuilt.tags = meta.tags.clone();
+        rebuilt.genesis = meta.genesis.clone();
+        rebuilt.updated_at_ms = Some(now_ms);
+        rebuilt
+    } else {
+        RunMeta { status: repair_to, updated_at_ms: Some(now_ms), ..meta.clone() }
+    };
     store.put_meta(&repaired_meta, lease)?;
     Ok(Reconciled { audit, repaired: Some(repair_to) })
 }
@@ -290,9 +331,18 @@ fn reconcile(
 /// Audit every run that has a meta row, in run-id order; only the divergent ones unless
 /// `include_consistent`. A run without a meta row (R2) is not listable and so not seen here.
 pub fn audit_runs(store: &dyn JournalStore, include_consistent: bool) -> Result<Vec<RunAudit>, StoreError> {
+    audit_runs_planted(store, include_consistent, EngineDefects::NONE)
+}
+
+/// [`audit_runs`] with the engine's planted defects (the operator of a world).
+pub fn audit_runs_planted(
+    store: &dyn JournalStore,
+    include_consistent: bool,
+    defects: EngineDefects,
+) -> Result<Vec<RunAudit>, StoreError> {
     let mut audits = Vec::new();
     for meta in store.list_runs(&RunFilter::all())? {
-        let audit = audit_run(store, &meta.run_id)?;
+        let audit = audit_run_planted(store, &meta.run_id, defects)?;
         if include_consistent || audit.verdict != AuditVerdict::Consistent {
             audits.push(audit);
         }

@@ -38,10 +38,44 @@ pub enum EngineDefect {
     RenewFailureIgnored,
     /// Settle (3.6): a segment that settles cleanly leaves its meta `running`.
     TerminalMetaSkipped,
+    /// E10 and E11 broken (blind set 2026-12-04, `05-prior-finds-first-dispatch.patch`): a
+    /// step's prior dispatch is looked up as its *first* running entry, not its latest, so a
+    /// step dispatched more than once is resumed or replayed from its old dispatch.
+    PriorFindsFirstDispatch,
+    /// E6 and 3.6.4 broken (blind set 2026-12-04, `06-settle-skipped-on-unsettled-replay.patch`):
+    /// a segment that appended nothing appends no `run_settle` over a non-empty journal that has
+    /// none, so its terminal meta lands with no settle behind it.
+    SettleSkippedOnReplay,
+    /// E13 broken (blind set 2026-12-04, `07-call-paid-after-stall-without-cancel-check.patch`):
+    /// a call turn does not look at its cancellation between its fault point and the payment,
+    /// so a stall there that outlives the lease still pays the call.
+    CallPaidAfterLostLease,
+    /// E8 broken (blind set 2026-12-04, `08-suspended-at-counts-unwritten-settle.patch`): a
+    /// `suspended` projection's `suspended_at` is the journal's length plus one, counted before
+    /// the settle whether or not a `run_settle` is then appended, so the worker's skip cache
+    /// misjudges a parked run.
+    SuspendedAtCountsSettle,
+    /// E20 and 3.8 broken (blind set 2026-12-04, `09-retention-deletes-parked-runs.patch`):
+    /// retention selects every run that is not `running`, so a `suspended` run waiting for its
+    /// approval is deleted under a lease.
+    RetentionDeletesParked,
+    /// L10 and E8 broken (blind set 2026-12-04, `10-candidacy-checks-listed-status.patch`): the
+    /// worker's candidacy re-check under the lease looks at the listed row's status, not at the
+    /// meta it just read, so a run settled between the listing and the acquire is booted again.
+    CandidacyByListedStatus,
+    /// R3 and R4 broken (blind set 2026-12-04, `11-audit-counts-settled-dangling.patch`): the
+    /// operator's audit of a settled run counts the dangling dispatches before the settle too,
+    /// so a finished run with an old dangling dispatch is called stranded and reopened. Only
+    /// the operator of a world carries it (`audit::audit_runs_planted`).
+    AuditSettledDangling,
+    /// E16 broken (blind set 2026-12-04, `12-reconcile-drops-extra-fields.patch`): the operator's
+    /// repair rebuilds the meta from its name, tags, genesis and segments and drops the rest of
+    /// it (`extra`, the workflow binding among them), so no worker can drive the repaired run.
+    ReconcileDropsExtra,
 }
 
 impl EngineDefect {
-    pub const ALL: [EngineDefect; 16] = [
+    pub const ALL: [EngineDefect; 24] = [
         EngineDefect::UnthreadedMetaLease,
         EngineDefect::UnthreadedCheckpointLease,
         EngineDefect::RetentionWithoutLease,
@@ -58,6 +92,14 @@ impl EngineDefect {
         EngineDefect::ResettleOnReplay,
         EngineDefect::RenewFailureIgnored,
         EngineDefect::TerminalMetaSkipped,
+        EngineDefect::PriorFindsFirstDispatch,
+        EngineDefect::SettleSkippedOnReplay,
+        EngineDefect::CallPaidAfterLostLease,
+        EngineDefect::SuspendedAtCountsSettle,
+        EngineDefect::RetentionDeletesParked,
+        EngineDefect::CandidacyByListedStatus,
+        EngineDefect::AuditSettledDangling,
+        EngineDefect::ReconcileDropsExtra,
     ];
 
     pub fn name(self) -> &'static str {
@@ -78,6 +120,14 @@ impl EngineDefect {
             EngineDefect::ResettleOnReplay => "resettle-on-replay",
             EngineDefect::RenewFailureIgnored => "renew-failure-ignored",
             EngineDefect::TerminalMetaSkipped => "terminal-meta-skipped",
+            EngineDefect::PriorFindsFirstDispatch => "prior-finds-first-dispatch",
+            EngineDefect::SettleSkippedOnReplay => "settle-skipped-on-replay",
+            EngineDefect::CallPaidAfterLostLease => "call-paid-after-lost-lease",
+            EngineDefect::SuspendedAtCountsSettle => "suspended-at-counts-settle",
+            EngineDefect::RetentionDeletesParked => "retention-deletes-parked",
+            EngineDefect::CandidacyByListedStatus => "candidacy-by-listed-status",
+            EngineDefect::AuditSettledDangling => "audit-settled-dangling",
+            EngineDefect::ReconcileDropsExtra => "reconcile-drops-extra",
         }
     }
 
@@ -102,6 +152,20 @@ impl EngineDefect {
             EngineDefect::TerminalMetaSkipped => {
                 "3.6: a clean settle leaves meta running (the operator's repair hides it)"
             }
+            EngineDefect::PriorFindsFirstDispatch => {
+                "E10 (blind 05): a step's prior dispatch is its first running entry"
+            }
+            EngineDefect::SettleSkippedOnReplay => {
+                "3.6.4 (blind 06): a replay of an unsettled journal appends no run_settle"
+            }
+            EngineDefect::CallPaidAfterLostLease => "E13 (blind 07): a call stalled past its lease is still paid",
+            EngineDefect::SuspendedAtCountsSettle => "E8 (blind 08): suspended_at counts a settle not yet written",
+            EngineDefect::RetentionDeletesParked => "E20 (blind 09): retention deletes suspended runs",
+            EngineDefect::CandidacyByListedStatus => "L10 (blind 10): candidacy re-checked on the stale listed row",
+            EngineDefect::AuditSettledDangling => {
+                "R3 (blind 11): the audit counts dangling dispatches before the settle"
+            }
+            EngineDefect::ReconcileDropsExtra => "E16 (blind 12): a repair drops the meta's extra fields",
         }
     }
 

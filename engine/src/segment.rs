@@ -270,10 +270,13 @@ impl<'e, E: Env> Segment<'e, E> {
     /// The latest running entry of `key` and its terminal, if any.
     fn prior(&self, key: &str) -> Option<(Seq, Option<JournalEntry>)> {
         let journal = self.journal.borrow();
-        let running = journal
-            .iter()
-            .rev()
-            .find(|e| e.kind == kind::AGENT && e.status == status::RUNNING && entries::key_of(e) == Some(key))?;
+        let of_key =
+            |e: &&JournalEntry| e.kind == kind::AGENT && e.status == status::RUNNING && entries::key_of(e) == Some(key);
+        let running = if self.has(EngineDefect::PriorFindsFirstDispatch) {
+            journal.iter().find(of_key)
+        } else {
+            journal.iter().rev().find(of_key)
+        }?;
         let terminal = journal.iter().find(|t| t.ref_seq == Some(running.seq)).cloned();
         Some((running.seq, terminal))
     }
@@ -354,7 +357,7 @@ impl<'e, E: Env> Segment<'e, E> {
                 return Err(EngineError::Crashed);
             }
             // A stall at the fault point can outlive the lease: a lost lease pays nothing (E2).
-            if self.cancel.is_cancelled() {
+            if self.cancel.is_cancelled() && !self.has(EngineDefect::CallPaidAfterLostLease) {
                 return Ok(self.abandon(agent, running));
             }
             self.paid(Site::Call { running, turn });
@@ -488,6 +491,9 @@ impl<'e, E: Env> Segment<'e, E> {
         let status = settled.unwrap_or(status);
         meta.status = status;
         meta.updated_at_ms = Some(self.engine.env().now_ms());
+        if status == RunStatus::Suspended && self.has(EngineDefect::SuspendedAtCountsSettle) {
+            meta.extra.insert(entries::SUSPENDED_AT.into(), json!(self.journal.borrow().len() + 1));
+        }
         let meta_first = self.has(EngineDefect::MetaBeforeSettle);
         if meta_first {
             self.put_terminal_meta(&mut meta, status, true).await?;
@@ -498,7 +504,7 @@ impl<'e, E: Env> Segment<'e, E> {
             let needed = self.appended.get() > 0
                 || (self.has(EngineDefect::ResettleOnReplay) && !journal.is_empty())
                 || last.is_some_and(|s| s.run_status != status)
-                || (last.is_none() && !journal.is_empty());
+                || (last.is_none() && !journal.is_empty() && !self.has(EngineDefect::SettleSkippedOnReplay));
             (needed, last.is_some_and(|s| s.run_status == status))
         };
         if needed {
@@ -540,7 +546,7 @@ impl<'e, E: Env> Segment<'e, E> {
     /// append) was superseded: its outcome is not durable and must not be reported as settled.
     /// A `suspended` projection records the journal's length as it is now ([`entries::SUSPENDED_AT`]).
     async fn put_terminal_meta(&self, meta: &mut RunMeta, status: RunStatus, recorded: bool) -> EngineResult<()> {
-        if status == RunStatus::Suspended {
+        if status == RunStatus::Suspended && !self.has(EngineDefect::SuspendedAtCountsSettle) {
             meta.extra.insert(entries::SUSPENDED_AT.into(), json!(self.journal.borrow().len()));
         }
         let lease = self.lease_for(EngineDefect::UnthreadedMetaLease);

@@ -23,7 +23,7 @@ use std::task::{Poll, Waker};
 use fencesim_store::{Lease, RunFilter, RunId, RunMeta, RunStatus, Store};
 use serde_json::Value;
 
-use crate::defects::EngineDefect;
+use crate::defects::{EngineDefect, EngineDefects};
 use crate::engine::Engine;
 use crate::entries;
 use crate::env::Env;
@@ -129,7 +129,18 @@ pub struct Retention {
 impl Retention {
     /// Whether retention deletes the run of `meta` at `now_ms`.
     pub fn selects(&self, meta: &RunMeta, now_ms: i64) -> bool {
-        meta.status.is_terminal() && meta.updated_at_ms.is_some_and(|at| now_ms.saturating_sub(at) >= self.keep_ms)
+        self.selects_planted(meta, now_ms, EngineDefects::NONE)
+    }
+
+    /// [`Retention::selects`] with the engine's planted defects: `retention-deletes-parked`
+    /// selects every run that is not `running`, a `suspended` one too.
+    fn selects_planted(&self, meta: &RunMeta, now_ms: i64, defects: EngineDefects) -> bool {
+        let finished = if defects.has(EngineDefect::RetentionDeletesParked) {
+            meta.status != RunStatus::Running
+        } else {
+            meta.status.is_terminal()
+        };
+        finished && meta.updated_at_ms.is_some_and(|at| now_ms.saturating_sub(at) >= self.keep_ms)
     }
 }
 
@@ -385,7 +396,7 @@ impl<E: Env> Worker<E> {
         let mut doomed = Vec::new();
         for row in rows {
             match self.opts.retention {
-                Some(policy) if policy.selects(&row, now) => doomed.push(row),
+                Some(policy) if policy.selects_planted(&row, now, self.engine.options().defects) => doomed.push(row),
                 // The listing may over-return by status: candidacy is checked per row.
                 _ if !row.status.is_terminal() => candidates.push_back(row),
                 _ => {}
@@ -448,7 +459,8 @@ impl<E: Env> Worker<E> {
             Err(_) => return release(skip::READ_FAILED),
         };
         let Some(meta) = meta else { return release(skip::GONE) };
-        if meta.status.is_terminal() {
+        let checked = if self.engine.has(EngineDefect::CandidacyByListedStatus) { &row } else { &meta };
+        if checked.status.is_terminal() {
             return release(skip::SETTLED);
         }
         let genesis = meta.genesis.clone();
@@ -617,7 +629,11 @@ impl<E: Env> Worker<E> {
             Ok(None) => return release(skip::GONE),
             Err(_) => return release(skip::READ_FAILED),
         };
-        let selected = self.opts.retention.is_some_and(|policy| policy.selects(&meta, self.engine.env().now_ms()));
+        let defects = self.engine.options().defects;
+        let selected = self
+            .opts
+            .retention
+            .is_some_and(|policy| policy.selects_planted(&meta, self.engine.env().now_ms(), defects));
         if !selected {
             return release(skip::KEPT);
         }

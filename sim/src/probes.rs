@@ -1,5 +1,5 @@
-//! Targeted probes for the two engine defects a fenced world cannot reach, used by the kill
-//! matrix beside the simulator (and by the engine's own tests):
+//! Targeted probes for the engine defects the kill matrix's worlds cannot reach (or reach too
+//! rarely), used by the kill matrix beside the simulator (and by the engine's own tests):
 //!
 //! - `second-live-segment` (D10): in a fenced world the lease itself refuses a second segment
 //!   of a live run, so no history can show the defect; over a store without leases it pays a
@@ -7,6 +7,11 @@
 //! - `skip-cache-by-length` (D18): it needs a deleted run's recreated generation to reach the
 //!   exact journal length a worker cached for the old one, with a resolution in it, which the
 //!   built-in workflows never produce on their own; the probe builds that state directly.
+//! - `audit-settled-dangling` (blind set 2026-12-04, patch 11): it needs a run that settled
+//!   `error` over a dispatch left dangling before the settle, for the operator to audit; about
+//!   one world in thirty has one (swarm seed 33, crash-between-journal-and-meta seed 29), none
+//!   of the kill matrix's seeds 1 to 10. The probe writes that run and lets the operator's
+//!   reconcile judge it.
 //!
 //! Each returns the promises it saw broken (empty when the engine kept them), or a
 //! [`ProbeError`] when its set-up failed: a harness error, never a catch.
@@ -14,12 +19,12 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use fencesim_engine::Engine;
+use fencesim_engine::{Engine, audit};
 use fencesim_engine::{
     EngineDefects, EngineError, EngineOptions, EngineResult, Ledger, Outcome, RunOptions, Step, SuspendKind,
     SweepReport, Worker, WorkerOptions, Workflow, entries,
 };
-use fencesim_store::{MemoryStore, RunId, RunStatus, Seq, Store, StoreDefects};
+use fencesim_store::{JournalStore, MemoryStore, RunId, RunMeta, RunStatus, Seq, Store, StoreDefects};
 use serde_json::json;
 
 use crate::env::SimEnv;
@@ -136,6 +141,34 @@ pub fn recreated_generation(defects: EngineDefects) -> Result<Vec<String>, Probe
     })
 }
 
+/// R3 and E16: the operator's reconcile of a run that settled `error` over a dispatch left
+/// dangling before the settle must leave it alone (the settle is final, the tail is empty); a
+/// repair that reopens it breaks the promise.
+pub fn settled_dangling(defects: EngineDefects) -> Result<Vec<String>, ProbeError> {
+    let fail = |what: &str, e: fencesim_store::StoreError| ProbeError(format!("{what}: {e}"));
+    let store = MemoryStore::new();
+    let run = RunId::new("r-settled");
+    let journal =
+        [entries::running(Seq(1), entries::kind::AGENT, "draft"), entries::run_settle(Seq(2), RunStatus::Error, 1)];
+    for entry in &journal {
+        store.append(&run, entry, None).map_err(|e| fail("the journal is written", e))?;
+    }
+    let mut meta = RunMeta::new(run.clone(), RunStatus::Error).with_segments(1);
+    meta.updated_at_ms = Some(0);
+    store.put_meta(&meta, None).map_err(|e| fail("the meta is written", e))?;
+    let reconciled =
+        audit::reconcile_run_meta_planted(&store, &run, None, 1, defects).map_err(|e| fail("the reconcile", e))?;
+    let after = store.get_meta(&run).map_err(|e| fail("the meta is read back", e))?.map(|m| m.status);
+    Ok(match reconciled.repaired {
+        None if after == Some(RunStatus::Error) => Vec::new(),
+        repaired => vec![format!(
+            "the operator's repair reopened {run}, settled 'error' with a dangling dispatch before its settle \
+             ({}, repaired to {repaired:?}, meta now {after:?})",
+            reconciled.audit
+        )],
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use fencesim_engine::{EngineDefect, EngineDefects};
@@ -153,5 +186,12 @@ mod tests {
         let broken =
             super::recreated_generation(EngineDefects::of(&[EngineDefect::SkipCacheByLength])).expect("set-up");
         assert!(broken.iter().any(|b| b.contains("never driven")), "{broken:?}");
+    }
+
+    #[test]
+    fn settled_dangling() {
+        assert_eq!(super::settled_dangling(EngineDefects::NONE), Ok(Vec::<String>::new()));
+        let broken = super::settled_dangling(EngineDefects::of(&[EngineDefect::AuditSettledDangling])).expect("set-up");
+        assert!(broken.iter().any(|b| b.contains("reopened")), "{broken:?}");
     }
 }

@@ -348,6 +348,40 @@ fn repair_plan(defects: EngineDefects, db: DbKind) -> Violations {
     regression_plan("terminal-meta-skipped-swarm-seed8.toml", defects, db)
 }
 
+/// The blind set of 2026-12-04 (`blind/`): the engine defects the worlds catch, each by its plan.
+fn prior_plan(defects: EngineDefects, db: DbKind) -> Violations {
+    regression_plan("prior-finds-first-dispatch-swarm-seed4.toml", defects, db)
+}
+
+fn skipped_settle_plan(defects: EngineDefects, db: DbKind) -> Violations {
+    regression_plan("settle-skipped-on-replay-swarm-seed4.toml", defects, db)
+}
+
+fn paid_after_loss_plan(defects: EngineDefects, db: DbKind) -> Violations {
+    regression_plan("call-paid-after-lost-lease-swarm-seed4.toml", defects, db)
+}
+
+fn suspended_at_plan(defects: EngineDefects, db: DbKind) -> Violations {
+    regression_plan("suspended-at-counts-settle-unrepaired-seed4.toml", defects, db)
+}
+
+fn parked_retention_plan(defects: EngineDefects, db: DbKind) -> Violations {
+    regression_plan("retention-deletes-parked-swarm-seed4.toml", defects, db)
+}
+
+fn candidacy_plan(defects: EngineDefects, db: DbKind) -> Violations {
+    regression_plan("candidacy-by-listed-status-swarm-seed3.toml", defects, db)
+}
+
+fn dropped_extra_plan(defects: EngineDefects, db: DbKind) -> Violations {
+    regression_plan("reconcile-drops-extra-swarm-seed2.toml", defects, db)
+}
+
+/// The operator's audit of a run settled over an old dangling dispatch: the kill matrix's probe.
+fn settled_dangling(defects: EngineDefects, _db: DbKind) -> Violations {
+    fencesim_sim::probes::settled_dangling(defects).expect("the probe's set-up")
+}
+
 /// Where each engine defect is caught: a detector this test runs, with and without the defect.
 fn detector(defect: EngineDefect) -> Scenario {
     match defect {
@@ -367,6 +401,14 @@ fn detector(defect: EngineDefect) -> Scenario {
         EngineDefect::ResettleOnReplay => resettle_plan,
         EngineDefect::RenewFailureIgnored => renew_plan,
         EngineDefect::TerminalMetaSkipped => repair_plan,
+        EngineDefect::PriorFindsFirstDispatch => prior_plan,
+        EngineDefect::SettleSkippedOnReplay => skipped_settle_plan,
+        EngineDefect::CallPaidAfterLostLease => paid_after_loss_plan,
+        EngineDefect::SuspendedAtCountsSettle => suspended_at_plan,
+        EngineDefect::RetentionDeletesParked => parked_retention_plan,
+        EngineDefect::CandidacyByListedStatus => candidacy_plan,
+        EngineDefect::AuditSettledDangling => settled_dangling,
+        EngineDefect::ReconcileDropsExtra => dropped_extra_plan,
     }
 }
 

@@ -40,6 +40,22 @@ pub enum StoreDefect {
     /// S6 broken: the unleased (administrative) delete also erases the epoch high-water mark; the
     /// fenced delete keeps it.
     AdminDeleteDropsTombstone,
+    /// L8 broken (blind set 2026-12-04, `01-renew-extends-old-expiry.patch`): renew adds the ttl
+    /// to the row's old expiry instead of setting it to now + ttl, so every renew pushes the
+    /// expiry past now + ttl and a lease stays live (and fences others out) well beyond a ttl
+    /// after its last renew.
+    RenewExtendsOldExpiry,
+    /// L3 and 9.1 broken (blind set 2026-12-04, `02-acquire-reclaims-own-epoch.patch`): acquire
+    /// by the owner of the run's (expired) lease row reuses that row's epoch instead of bumping the
+    /// high-water mark, so a holder that lost the lease and reacquires gets its old epoch back.
+    AcquireReclaimsOwnEpoch,
+    /// J7 and S6 broken (blind set 2026-12-04, `03-purge-keeps-lease-row.patch`): the unleased
+    /// (administrative) delete keeps the run's lease row, so a live holder's lease survives the
+    /// purge and still fences the recreated run.
+    PurgeKeepsLeaseRow,
+    /// T1 and E9 broken (blind set 2026-12-04, `04-list-blobs-prefix.patch`): `list_blobs`
+    /// matches refs by prefix, so a run whose id is a prefix of another's lists that run's blobs.
+    ListBlobsPrefix,
     /// S6/J7 broken: `delete` commits table by table (to hold the write lock for less time), so a
     /// crash between two of its statements leaves a run half deleted: its journal gone, its meta
     /// or its lease still there.
@@ -47,7 +63,7 @@ pub enum StoreDefect {
 }
 
 impl StoreDefect {
-    pub const ALL: [StoreDefect; 15] = [
+    pub const ALL: [StoreDefect; 19] = [
         StoreDefect::NonAtomicFence,
         StoreDefect::EpochResetOnDelete,
         StoreDefect::NoRunMatch,
@@ -62,6 +78,10 @@ impl StoreDefect {
         StoreDefect::BlobDeleteNoRunMatch,
         StoreDefect::ExpiryInstantLive,
         StoreDefect::AdminDeleteDropsTombstone,
+        StoreDefect::RenewExtendsOldExpiry,
+        StoreDefect::AcquireReclaimsOwnEpoch,
+        StoreDefect::PurgeKeepsLeaseRow,
+        StoreDefect::ListBlobsPrefix,
         StoreDefect::DeleteInPieces,
     ];
 
@@ -81,6 +101,10 @@ impl StoreDefect {
             StoreDefect::BlobDeleteNoRunMatch => "blob-delete-no-run-match",
             StoreDefect::ExpiryInstantLive => "expiry-instant-live",
             StoreDefect::AdminDeleteDropsTombstone => "admin-delete-drops-tombstone",
+            StoreDefect::RenewExtendsOldExpiry => "renew-extends-old-expiry",
+            StoreDefect::AcquireReclaimsOwnEpoch => "acquire-reclaims-own-epoch",
+            StoreDefect::PurgeKeepsLeaseRow => "purge-keeps-lease-row",
+            StoreDefect::ListBlobsPrefix => "list-blobs-prefix",
             StoreDefect::DeleteInPieces => "delete-in-pieces",
         }
     }
@@ -102,6 +126,10 @@ impl StoreDefect {
             StoreDefect::BlobDeleteNoRunMatch => "T4: cross-run blob delete accepted",
             StoreDefect::ExpiryInstantLive => "9.1: lease live at its expiry millisecond",
             StoreDefect::AdminDeleteDropsTombstone => "S6: unleased delete drops the epoch tombstone",
+            StoreDefect::RenewExtendsOldExpiry => "L8 (blind 01): renew extends the old expiry, not now + ttl",
+            StoreDefect::AcquireReclaimsOwnEpoch => "L3 (blind 02): reacquire by the same owner reuses its epoch",
+            StoreDefect::PurgeKeepsLeaseRow => "J7 (blind 03): unleased purge keeps the lease row",
+            StoreDefect::ListBlobsPrefix => "T1 (blind 04): list_blobs matches refs by run-id prefix",
             StoreDefect::DeleteInPieces => "S6: delete committed table by table, cut in half by a crash",
         }
     }

@@ -1,8 +1,10 @@
 //! The kill matrix: proof, every run, that the harness catches each planted defect. A defect is
 //! hunted in the scenarios that target it, then in the swarm, seed after seed, until a world's
-//! oracle reports a violation or the seed budget is spent. Two engine defects no fenced world can
-//! reach are hunted by their probes (see [`fencesim_sim::probes`]); the boot race needs real OS
-//! processes and is run by the CLI. The same seeds with no defect must stay clean.
+//! oracle reports a violation or the seed budget is spent. Three engine defects the worlds cannot
+//! reach (or, for the operator's audit, reach too rarely) are hunted by their probes (see
+//! [`fencesim_sim::probes`]); the boot race needs real OS processes and is run by the CLI, as is
+//! the kit check that hunts a store defect no world's run ids can reach. The same seeds with no
+//! defect must stay clean.
 
 use fencesim_engine::EngineDefect;
 use fencesim_store::StoreDefect;
@@ -24,13 +26,20 @@ pub enum Detector {
     /// Real OS processes booting one fresh file (conformance B2): the simulator's worlds run on
     /// one thread and cannot race SQLite's bootstrap.
     BootRace,
+    /// One check of the conformance kit, by id, on a fresh SQLite store with the defect planted:
+    /// the defect needs a store state no world makes (see [`detector`]).
+    Kit(&'static str),
 }
 
+/// `list-blobs-prefix` needs one run id to be a prefix of another's, which no world's run ids
+/// (`r01`, `r02`, ...) ever are, so only the kit's look-alike runs (T1) reach it.
 pub fn detector(defect: Defect) -> Detector {
     match defect {
         Defect::Store(StoreDefect::NoBootRetry) => Detector::BootRace,
+        Defect::Store(StoreDefect::ListBlobsPrefix) => Detector::Kit("T1"),
         Defect::Engine(EngineDefect::SecondLiveSegment) => Detector::Probe("second-segment"),
         Defect::Engine(EngineDefect::SkipCacheByLength) => Detector::Probe("recreated-generation"),
+        Defect::Engine(EngineDefect::AuditSettledDangling) => Detector::Probe("settled-dangling"),
         _ => Detector::Worlds,
     }
 }
@@ -43,7 +52,8 @@ pub fn aimed_at(defect: Defect) -> &'static str {
     use StoreDefect as S;
     match defect {
         Defect::Store(S::NoBootRetry) => "conformance B2",
-        Defect::Engine(E::SecondLiveSegment | E::SkipCacheByLength) => "probe",
+        Defect::Store(S::ListBlobsPrefix) => "conformance T1",
+        Defect::Engine(E::SecondLiveSegment | E::SkipCacheByLength | E::AuditSettledDangling) => "probe",
         Defect::Store(S::EpochResetOnDelete | S::AdminDeleteDropsTombstone) => "epochs-increasing",
         Defect::Store(S::NoSeqGuard) => "journal-seq-order",
         Defect::Engine(E::MetaBeforeSettle | E::SettleMetaOnFailedAppend) => "meta-not-ahead",
@@ -56,6 +66,14 @@ pub fn aimed_at(defect: Defect) -> &'static str {
         Defect::Engine(E::StragglersAfterSettle) => "one-settle-per-segment",
         Defect::Engine(E::SupersededGreen) => "honest-outcome",
         Defect::Store(S::DeleteInPieces) => "linearizable-reads",
+        Defect::Store(S::AcquireReclaimsOwnEpoch) => "epochs-increasing",
+        Defect::Store(S::RenewExtendsOldExpiry | S::PurgeKeepsLeaseRow) => "no-stale-acceptance",
+        Defect::Engine(E::PriorFindsFirstDispatch) => "dispatch-identity",
+        Defect::Engine(E::SettleSkippedOnReplay) => "meta-not-ahead",
+        Defect::Engine(E::CallPaidAfterLostLease) => "renew-loss",
+        Defect::Engine(E::SuspendedAtCountsSettle | E::ReconcileDropsExtra) => "liveness",
+        Defect::Engine(E::RetentionDeletesParked) => "delete-finished",
+        Defect::Engine(E::CandidacyByListedStatus) => "worker-candidacy",
         Defect::Store(
             S::NonAtomicFence
             | S::NoRunMatch
@@ -101,6 +119,7 @@ pub fn probe(name: &str, defect: Defect) -> Result<Vec<String>, ProbeFailure> {
     match name {
         "second-segment" => Ok(probes::second_segment(engine)?),
         "recreated-generation" => Ok(probes::recreated_generation(engine)?),
+        "settled-dangling" => Ok(probes::settled_dangling(engine)?),
         _ => Err(ProbeFailure::Unknown(name.to_owned())),
     }
 }
@@ -193,7 +212,11 @@ mod tests {
         let checkers = fencesim_oracle::CHECKERS;
         for defect in Defect::all() {
             let aimed = aimed_at(defect);
-            let known = checkers.iter().any(|c| c.name() == aimed) || matches!(aimed, "probe" | "conformance B2");
+            let known = checkers.iter().any(|c| c.name() == aimed)
+                || aimed == "probe"
+                || aimed
+                    .strip_prefix("conformance ")
+                    .is_some_and(|id| fencesim_store::conformance::checks().iter().any(|c| c.id == id));
             assert!(known, "{defect} is aimed at an unknown checker {aimed}");
         }
         let catch = |checker: &str| Catch {

@@ -57,7 +57,7 @@ fn memory_passes_its_applicable_subset() {
 }
 
 /// Each planted defect, and the contract whose check must catch it.
-const CAUGHT_BY: [(&str, &str); 15] = [
+const CAUGHT_BY: [(&str, &str); 19] = [
     ("non-atomic-fence", "L9"),
     ("epoch-reset-on-delete", "L4"),
     ("no-run-match", "W3"),
@@ -72,6 +72,10 @@ const CAUGHT_BY: [(&str, &str); 15] = [
     ("blob-delete-no-run-match", "T4"),
     ("expiry-instant-live", "L6"),
     ("admin-delete-drops-tombstone", "L4"),
+    ("renew-extends-old-expiry", "L8"),
+    ("acquire-reclaims-own-epoch", "L6"),
+    ("purge-keeps-lease-row", "J7"),
+    ("list-blobs-prefix", "T1"),
     ("delete-in-pieces", "J7"),
 ];
 
@@ -106,6 +110,10 @@ defect_tests! {
     catches_expiry_instant_live => "expiry-instant-live",
     catches_admin_delete_drops_tombstone => "admin-delete-drops-tombstone",
     catches_delete_in_pieces => "delete-in-pieces",
+    catches_renew_extends_old_expiry => "renew-extends-old-expiry",
+    catches_acquire_reclaims_own_epoch => "acquire-reclaims-own-epoch",
+    catches_purge_keeps_lease_row => "purge-keeps-lease-row",
+    catches_list_blobs_prefix => "list-blobs-prefix",
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use fencesim_engine::audit::{audit_runs, reconcile_run_meta};
+use fencesim_engine::audit::{audit_runs_planted, reconcile_run_meta_planted};
 use fencesim_engine::entries;
 use fencesim_engine::race::LocalFuture;
 use fencesim_engine::{
@@ -203,10 +203,13 @@ async fn operator(shared: &Arc<Shared>, node: Node) -> Result<(), HarnessError> 
     let ctx = Ctx::open(shared, node)?;
     loop {
         ctx.env.sleep(u64::from(shared.cfg.scenario.world.operator_ms)).await;
-        let Ok(audits) = audit_runs(ctx.store.as_ref(), false) else { continue };
+        // The operator's tool is code under test: it carries the world's planted engine defects.
+        let defects = shared.cfg.engine_defects;
+        let Ok(audits) = audit_runs_planted(ctx.store.as_ref(), false, defects) else { continue };
         for audit in audits.into_iter().filter(|a| a.repair_to.is_some()) {
             let Ok(lease) = ctx.engine.acquire(&audit.run, &ctx.label).await else { continue };
-            let repaired = reconcile_run_meta(ctx.store.as_ref(), &audit.run, Some(&lease), ctx.env.now_ms());
+            let now = ctx.env.now_ms();
+            let repaired = reconcile_run_meta_planted(ctx.store.as_ref(), &audit.run, Some(&lease), now, defects);
             let event = match repaired {
                 Ok(r) => match r.repaired {
                     Some(status) => Event::Repair { run: audit.run.clone(), status },

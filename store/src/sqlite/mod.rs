@@ -27,6 +27,8 @@ const STATEMENT_CACHE: usize = 64;
 const LOAD_SQL: &str = "SELECT payload FROM entries WHERE run_id = +?1 ORDER BY id";
 const TAIL_SQL: &str = "SELECT MAX(seq) FROM entries WHERE run_id = +?1";
 const LIST_BLOBS_SQL: &str = "SELECT ref FROM blobs WHERE run_id = +?1 AND ref <> +?1 ORDER BY ref";
+/// `list_blobs` under the planted `list-blobs-prefix`: refs matched by prefix, not by run.
+const LIST_BLOBS_PREFIX_SQL: &str = "SELECT ref FROM blobs WHERE ref LIKE +?1 || '%' AND ref <> +?1 ORDER BY ref";
 
 use std::cell::{Cell, RefCell};
 use std::fmt;
@@ -495,12 +497,16 @@ impl SqliteStore {
     }
 
     fn delete_rows(&self, run: &RunId, leased: bool) -> StoreResult<()> {
+        let keeps_lease = !leased && self.defects.has(StoreDefect::PurgeKeepsLeaseRow);
         let statements = [
             "DELETE FROM entries WHERE run_id = ?1",
             "DELETE FROM meta WHERE run_id = ?1",
             "DELETE FROM leases WHERE run_id = ?1",
         ];
         for (i, sql) in statements.into_iter().enumerate() {
+            if keeps_lease && sql.contains("leases") {
+                continue;
+            }
             if i > 0 && self.defects.has(StoreDefect::DeleteInPieces) {
                 // The planted defect: what the statements before deleted is committed now.
                 self.exec(Op::Delete, run, "COMMIT", [])?;
@@ -648,8 +654,17 @@ impl LeasableStore for SqliteStore {
                 [run.as_str()],
                 |r| r.get::<_, i64>(0),
             )?;
-            let epoch = high.unwrap_or(0).checked_add(1).filter(|e| *e > 0).ok_or_else(|| {
-                StoreError::Overflow { op: Op::Acquire, run: run.clone(), what: format!("epoch {}", high.unwrap_or(0)) }
+            let reclaimed = if self.defects.has(StoreDefect::AcquireReclaimsOwnEpoch) {
+                let sql = "SELECT epoch FROM leases WHERE run_id = ?1 AND owner = ?2";
+                self.query_opt(Op::Acquire, run, sql, params![run.as_str(), owner], |r| r.get::<_, i64>(0))?
+            } else {
+                None
+            };
+            let next = || high.unwrap_or(0).checked_add(1).filter(|e| *e > 0);
+            let epoch = reclaimed.or_else(next).ok_or_else(|| StoreError::Overflow {
+                op: Op::Acquire,
+                run: run.clone(),
+                what: format!("epoch {}", high.unwrap_or(0)),
             })?;
             self.write(
                 Op::Acquire,
@@ -674,6 +689,15 @@ impl LeasableStore for SqliteStore {
             let changed = if self.defects.has(StoreDefect::NonAtomicFence) {
                 let sql = "UPDATE leases SET expires_at = ?2 WHERE run_id = ?1";
                 self.write(Op::Renew, &lease.run, sql, params![run, expires_at])?
+            } else if self.defects.has(StoreDefect::RenewExtendsOldExpiry) {
+                let sql =
+                    "UPDATE leases SET expires_at = expires_at + ?4 WHERE run_id = ?1 AND owner = ?2 AND epoch = ?3";
+                self.write(
+                    Op::Renew,
+                    &lease.run,
+                    sql,
+                    params![run, lease.owner, lease.epoch.0, i64::from(self.ttl_ms)],
+                )?
             } else {
                 // S3: owner and epoch pinned, so even a drifted check only touches our own row.
                 let sql = "UPDATE leases SET expires_at = ?4 WHERE run_id = ?1 AND owner = ?2 AND epoch = ?3";
@@ -735,7 +759,7 @@ impl TranscriptStore for SqliteStore {
     }
 
     fn list_blobs(&self, run: &RunId) -> StoreResult<Vec<String>> {
-        let sql = LIST_BLOBS_SQL;
+        let sql = if self.defects.has(StoreDefect::ListBlobsPrefix) { LIST_BLOBS_PREFIX_SQL } else { LIST_BLOBS_SQL };
         self.query_rows(Op::ListBlobs, Some(run), sql, [run.as_str()], |r| r.get(0))
     }
 

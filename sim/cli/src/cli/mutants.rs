@@ -245,7 +245,30 @@ fn hunt(defect: Defect, args: &Args) -> anyhow::Result<Hunt> {
             let repro = format!("fencesim conformance --store sqlite-file --defect {defect}");
             caught("boot race, 8 OS processes", "conformance B2", boot_race(store_defect)?, repro)
         }
+        Detector::Kit(id) => {
+            let Defect::Store(store_defect) = defect else { anyhow::bail!("{defect} is not a store defect") };
+            let repro = format!("fencesim conformance --store sqlite-memdb --defect {defect}");
+            let checker = format!("conformance {id}");
+            caught(&format!("kit {id}, sqlite-memdb"), &checker, kit_check(id, store_defect)?, repro)
+        }
     })
+}
+
+/// The kit's checks of one id on a fresh in-memory SQLite store with the defect planted: why
+/// each failed.
+fn kit_check(id: &str, defect: StoreDefect) -> anyhow::Result<Vec<String>> {
+    let checks: Vec<_> = conformance::checks().into_iter().filter(|c| c.id == id).collect();
+    anyhow::ensure!(!checks.is_empty(), "the conformance kit has no {id} check");
+    let target = SqliteTarget::memdb().defects(StoreDefects::of(&[defect]));
+    let mut broken = Vec::new();
+    for check in &checks {
+        match conformance::run_check(check, &target).outcome {
+            Outcome::Fail(why) => broken.push(why),
+            Outcome::Error(why) => anyhow::bail!("kit check {id} could not run: {why}"),
+            Outcome::Pass | Outcome::Skip(_) => {}
+        }
+    }
+    Ok(broken)
 }
 
 /// Conformance B2 with the defect planted: OS processes boot one fresh file at the same instant.
