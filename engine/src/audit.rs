@@ -8,7 +8,11 @@ use std::fmt;
 use fencesim_store::{JournalEntry, JournalStore, Lease, RunFilter, RunId, RunMeta, RunStatus, Seq, StoreError};
 
 use crate::defects::{EngineDefect, EngineDefects};
+use crate::engine::Engine;
 use crate::entries::{self, Settle};
+use crate::env::Env;
+use crate::error::EngineError;
+use crate::probe::{self as probes, Probe};
 
 /// What the auditor concluded about one run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -307,10 +311,25 @@ fn reconcile(
     reopen: bool,
     defects: EngineDefects,
 ) -> Result<Reconciled, StoreError> {
-    let audit = audit_run_planted(store, run, defects)?;
+    reconcile_probed(store, run, lease, now_ms, reopen, defects, &|_| {})
+}
+
+/// [`reconcile`], reporting the branch it took to `probe` (`crate::probe`'s `repair-*`).
+fn reconcile_probed(
+    store: &dyn JournalStore,
+    run: &RunId,
+    lease: Option<&Lease>,
+    now_ms: i64,
+    reopen: bool,
+    defects: EngineDefects,
+    probe: &dyn Fn(Probe),
+) -> Result<Reconciled, StoreError> {
+    let audit = audit_run_planted(store, run, defects).inspect_err(|_| probe(probes::REPAIR_READ_FAILED))?;
     let (Some(repair_to), Some(meta)) = (audit.repair_to, audit.meta.as_ref()) else {
+        probe(probes::REPAIR_NOTHING_TO_DO);
         return Ok(Reconciled { audit, repaired: None });
     };
+    // The never-reopening repair is the command line's; no world runs it, so it is not probed.
     if !reopen && audit.reopens() {
         return Ok(Reconciled { audit, repaired: None });
     }
@@ -324,8 +343,45 @@ fn reconcile(
     } else {
         RunMeta { status: repair_to, updated_at_ms: Some(now_ms), ..meta.clone() }
     };
-    store.put_meta(&repaired_meta, lease)?;
+    store.put_meta(&repaired_meta, lease).inspect_err(|_| probe(probes::REPAIR_WRITE_FAILED))?;
+    probe(probes::REPAIR_MADE);
     Ok(Reconciled { audit, repaired: Some(repair_to) })
+}
+
+/// What [`lease_and_reconcile`] came to.
+#[derive(Debug)]
+pub enum Repair {
+    /// The acquire was refused ([`EngineError::LeaseHeld`]: a live holder) or failed otherwise
+    /// (busy through its retries, a storage error): the run is left for a later audit.
+    Skipped(EngineError),
+    /// Leased: the reconcile's outcome under `lease`, which the caller releases (after noting
+    /// the outcome) when it is done with the run.
+    Leased { lease: Lease, result: Box<Result<Reconciled, StoreError>> },
+}
+
+/// The operator's repair of one audited run (`runs audit --repair`, contracts 4.3-4.5): take a
+/// brief lease through `engine` (its busy retries), then re-audit and reconcile under it, each
+/// decision reported as a probe through the engine's env. With `reopen` false a stranded terminal
+/// meta is never rewritten ([`reconcile_run_meta_never_reopening`]). The store calls are those of
+/// [`crate::Engine::acquire`] then [`reconcile_run_meta`] (or its never-reopening twin); the
+/// lease is the caller's to release.
+pub async fn lease_and_reconcile<E: Env>(engine: &Engine<E>, run: &RunId, owner: &str, reopen: bool) -> Repair {
+    let probe = |p: Probe| engine.env().probe(p);
+    let lease = match engine.acquire(run, owner).await {
+        Ok(lease) => lease,
+        Err(e) => {
+            probe(if matches!(e, EngineError::LeaseHeld(_)) {
+                probes::REPAIR_LIVE_HOLDER
+            } else {
+                probes::REPAIR_ACQUIRE_FAILED
+            });
+            return Repair::Skipped(e);
+        }
+    };
+    let now_ms = engine.env().now_ms();
+    let result =
+        reconcile_probed(engine.store().as_ref(), run, Some(&lease), now_ms, reopen, engine.options().defects, &probe);
+    Repair::Leased { lease, result: Box::new(result) }
 }
 
 /// Audit every run that has a meta row, in run-id order; only the divergent ones unless
@@ -578,6 +634,72 @@ mod tests {
         assert_eq!(got.repaired, Some(RunStatus::Ok));
         let got = reconcile_run_meta(&store, &stranded, None, 7).unwrap();
         assert_eq!(got.repaired, Some(RunStatus::Running));
+    }
+
+    /// The probed repair takes each branch of the operator's decision and reports it.
+    #[test]
+    fn the_operators_repair_reports_each_decision_as_a_probe() {
+        use std::cell::RefCell;
+        use std::rc::Rc;
+
+        use crate::probe;
+        use crate::{Engine, EngineOptions, Fault, Ledger, Point};
+
+        #[derive(Clone, Default)]
+        struct Probed(Rc<RefCell<Vec<Probe>>>);
+        impl Env for Probed {
+            fn now_ms(&self) -> i64 {
+                1_000
+            }
+            fn sleep(&self, _ms: u64) -> impl std::future::Future<Output = ()> {
+                std::future::ready(())
+            }
+            fn fault(&self, _point: &Point<'_>) -> impl std::future::Future<Output = Fault> {
+                std::future::ready(Fault::Continue)
+            }
+            fn probe(&self, p: Probe) {
+                self.0.borrow_mut().push(p);
+            }
+        }
+        let clock = ManualClock::new(1_000_000);
+        let options = SqliteOptions::memdb("engine-audit-probed-repair", Arc::new(clock.clone()));
+        let store: Rc<dyn fencesim_store::Store> = Rc::new(SqliteStore::open(options).unwrap());
+        let env = Probed::default();
+        let engine = Engine::new(store.clone(), env.clone(), Ledger::new(), EngineOptions::default()).unwrap();
+        let r = run();
+        seed(store.as_ref(), &r, &meta(RunStatus::Running), &settled(RunStatus::Ok));
+        let last = || *env.0.borrow().last().unwrap();
+        let block_on = |f| futures_lite_block_on(f);
+
+        let held = store.leases().unwrap().acquire(&r, "holder").unwrap();
+        assert!(matches!(block_on(lease_and_reconcile(&engine, &r, "op", true)), Repair::Skipped(_)));
+        assert_eq!(last(), probe::REPAIR_LIVE_HOLDER);
+        store.leases().unwrap().release(&held).unwrap();
+
+        let Repair::Leased { lease, result } = block_on(lease_and_reconcile(&engine, &r, "op", true)) else {
+            panic!("not leased")
+        };
+        assert_eq!((*result).unwrap().repaired, Some(RunStatus::Ok));
+        assert_eq!(last(), probe::REPAIR_MADE);
+        engine.release_quietly(&lease);
+
+        let Repair::Leased { lease, result } = block_on(lease_and_reconcile(&engine, &r, "op", true)) else {
+            panic!("not leased")
+        };
+        assert_eq!((*result).unwrap().repaired, None);
+        assert_eq!(last(), probe::REPAIR_NOTHING_TO_DO);
+        engine.release_quietly(&lease);
+    }
+
+    /// Polls a future that never waits on anything (the test env's sleep and faults are ready).
+    fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
+        let mut f = std::pin::pin!(f);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        loop {
+            if let std::task::Poll::Ready(out) = f.as_mut().poll(&mut cx) {
+                return out;
+            }
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Sometimes-probes: the engine's and the worker's branches, each named, so a harness can count
+//! Sometimes-probes: the engine's, the worker's and the operator's repair branches, each named, so a harness can count
 //! which of them its worlds reached (FoundationDB's code probes, Antithesis's "sometimes"
 //! assertions). A checker judges only what runs: a branch no world reaches is one nothing judges.
 //! The engine reports each through [`crate::Env::probe`]; a real process ignores them, the
@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-/// One branch of the engine or the worker, by the name reports print.
+/// One branch of the engine, the worker or the operator's repair, by the name reports print.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Probe(&'static str);
 
@@ -84,8 +84,22 @@ pub const RETENTION_DELETED: Probe = Probe("worker-retention-deleted");
 /// A retention cascade failed part-way.
 pub const RETENTION_FAILED: Probe = Probe("worker-retention-failed");
 
+/// The operator's repair ([`crate::audit::lease_and_reconcile`]) met a live holder: skipped.
+pub const REPAIR_LIVE_HOLDER: Probe = Probe("repair-live-holder");
+/// The repair's acquire failed otherwise (busy through its retries, a storage error): skipped.
+pub const REPAIR_ACQUIRE_FAILED: Probe = Probe("repair-acquire-failed");
+/// The re-audit under the repair's lease could not read the run's meta or journal.
+pub const REPAIR_READ_FAILED: Probe = Probe("repair-read-failed");
+/// The re-audit under the lease names no repair any more (the run moved on since its audit, or
+/// lost its meta row, which is never fabricated): nothing written.
+pub const REPAIR_NOTHING_TO_DO: Probe = Probe("repair-nothing-to-do");
+/// The repair's meta write failed (refused for the lease, or a storage error).
+pub const REPAIR_WRITE_FAILED: Probe = Probe("repair-write-failed");
+/// The repair wrote the meta the journal derives (meta-behind or stranded).
+pub const REPAIR_MADE: Probe = Probe("repair-made");
+
 /// Every probe, in the order reports list them.
-pub const ALL: [Probe; 30] = [
+pub const ALL: [Probe; 36] = [
     BINDING_REFUSED,
     SETTLED_JOURNAL_FINAL,
     STEP_REPLAYED,
@@ -116,6 +130,12 @@ pub const ALL: [Probe; 30] = [
     DRIVEN_SUSPENDED,
     RETENTION_DELETED,
     RETENTION_FAILED,
+    REPAIR_LIVE_HOLDER,
+    REPAIR_ACQUIRE_FAILED,
+    REPAIR_READ_FAILED,
+    REPAIR_NOTHING_TO_DO,
+    REPAIR_WRITE_FAILED,
+    REPAIR_MADE,
 ];
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use fencesim_store::{Epoch, RunId, RunStatus, Seq};
 
 use super::model::{Run, entry_label, holder, settle_status};
 use super::{Context, Violation};
-use crate::history::{Call, CallOutcome, EffectKind, Event, Payload, SegmentResult, Surface};
+use crate::history::{Call, CallOutcome, EffectKind, Event, Payload, SegmentError, SegmentResult, Surface};
 
 pub(super) const DISPATCH_IDENTITY: Checker = Checker::DispatchIdentity;
 pub(super) const SILENT_REPLAY: Checker = Checker::SilentReplay;
@@ -253,7 +253,9 @@ pub(super) fn justified_repair(ctx: &Context) -> Vec<Violation> {
             Event::Fault { kind, run: Some(_), .. } if kind.interrupts() => {
                 touched.entry(run_key).or_insert(row.index);
             }
-            Event::Outcome { result: SegmentResult::Failed(_), .. } => {
+            // A segment that refused its run's workflow binding did so before any write (contracts
+            // 3.7): it left nothing to repair.
+            Event::Outcome { result: SegmentResult::Failed(error), .. } if *error != SegmentError::Binding => {
                 touched.entry(run_key).or_insert(row.index);
             }
             // A write the store failed outright (an I/O error, not a refusal) failed its segment,

@@ -160,6 +160,8 @@ impl H {
         let result = match result.strip_prefix("err:") {
             Some("crashed") => SegmentResult::Failed(SegmentError::Crashed),
             Some("segment-live") => SegmentResult::Failed(SegmentError::SegmentLive),
+            Some("binding") => SegmentResult::Failed(SegmentError::Binding),
+            Some("store") => SegmentResult::Failed(SegmentError::Store),
             Some(other) => panic!("no test outcome err:{other}"),
             None => SegmentResult::Reported(RunStatus::parse(result).expect("a run status")),
         };
@@ -1285,6 +1287,19 @@ fn justified_repair_catches_a_repair_of_a_run_nothing_touched() {
     let v = only(&h, &h.store(), "justified-repair");
     assert_says(&v, "operator.1 repaired r2's meta to ok, but nothing interrupted r2");
     assert_eq!(v.row, Some(h.rows.len() - 1));
+}
+
+/// A mistaken resume (the `branches` scenario's operator) is refused before any write: its failed
+/// outcome touches nothing, so it justifies no repair; any other failed segment does.
+#[test]
+fn a_binding_refusal_justifies_no_repair() {
+    for (result, justified) in [("err:binding", false), ("err:store", true)] {
+        let mut h = clean();
+        h.outcome("operator.1", "r2", result);
+        h.push("operator.1", Event::Repair { run: RunId::new("r2"), status: RunStatus::Ok });
+        let v = violations_of(&h, "justified-repair");
+        assert_eq!(v.is_empty(), justified, "{result}: {v:#?}");
+    }
 }
 
 #[test]

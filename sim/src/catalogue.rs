@@ -7,8 +7,9 @@ pub use crate::defect::{Defect, defect_names};
 use crate::scenario::{Scenario, ScenarioError};
 
 /// `(name, file text)` of every built-in scenario, sorted by name.
-pub const SCENARIOS: [(&str, &str); 13] = [
+pub const SCENARIOS: [(&str, &str); 14] = [
     ("boot-storm", include_str!("../../scenarios/boot-storm.toml")),
+    ("branches", include_str!("../../scenarios/branches.toml")),
     ("client-reattach", include_str!("../../scenarios/client-reattach.toml")),
     ("crash-between-journal-and-meta", include_str!("../../scenarios/crash-between-journal-and-meta.toml")),
     ("crash-inside-calls", include_str!("../../scenarios/crash-inside-calls.toml")),

@@ -81,6 +81,22 @@ pub struct WorldShape {
     /// Simulated model call and tool durations.
     pub call_ms: u32,
     pub tool_ms: u32,
+    /// Workflows the first worker, `w1`, does not know (a fleet mid-upgrade): it poisons a run
+    /// bound to one of them for its genesis, and skips it from then on, while the others drive it.
+    pub legacy: Vec<String>,
+    /// The client also runs a queue worker over its own engine (one process that starts runs
+    /// and sweeps): its sweeps meet the runs the client's own segments are driving.
+    pub colocated: bool,
+    /// Once per waiting run, the operator resumes it under another workflow than the one it is
+    /// bound to (a mistaken `resume`): the segment must refuse the binding before any write.
+    pub misbind: bool,
+    /// Until quiescence, the operator overwrites the checkpoint of a dangling dispatch with bytes
+    /// that do not decode (under a brief lease of the run, as a restore of a bad backup would):
+    /// the next resume must start that dispatch over.
+    pub corrupt: bool,
+    /// The operator repairs this long after its audit (a person reading the report first), so
+    /// runs move on in between; 0 repairs at once.
+    pub repair_after_ms: u32,
 }
 
 impl Default for WorldShape {
@@ -103,6 +119,11 @@ impl Default for WorldShape {
             liveness_ms: 30_000,
             call_ms: 20,
             tool_ms: 5,
+            legacy: Vec::new(),
+            colocated: false,
+            misbind: false,
+            corrupt: false,
+            repair_after_ms: 0,
         }
     }
 }
@@ -539,6 +560,7 @@ impl Scenario {
     /// caller can point at its line.
     fn validate(&self) -> Result<(), (&'static str, &'static str, String)> {
         self.check_world()?;
+        self.check_branches()?;
         self.check_names()?;
         self.check_faults()?;
         self.check_pace()
@@ -592,6 +614,7 @@ impl Scenario {
             ("start_ms", w.start_ms, LIMITS.window_ms),
             ("retention_ms", w.retention_ms, LIMITS.window_ms),
             ("operator_ms", w.operator_ms, LIMITS.window_ms),
+            ("repair_after_ms", w.repair_after_ms, LIMITS.step_ms),
             ("boot_storm", w.boot_storm, LIMITS.boot_storm),
             ("fault_ms", w.fault_ms, LIMITS.window_ms),
             ("liveness_ms", w.liveness_ms, LIMITS.window_ms),
@@ -612,6 +635,29 @@ impl Scenario {
                     w.start_ms
                 ),
             );
+        }
+        Ok(())
+    }
+
+    /// The opt-in branch inputs (`legacy`, `misbind`, `corrupt`) name real workflows and have the
+    /// nodes they need.
+    fn check_branches(&self) -> Result<(), (&'static str, &'static str, String)> {
+        let w = &self.world;
+        let world = |key: &'static str, message: String| Err(("world", key, format!("world.{key}: {message}")));
+        if let Some(bad) = w.legacy.iter().find(|name| !["happy", "limit", "approval"].contains(&name.as_str())) {
+            return world("legacy", format!("unknown workflow '{bad}' (known: happy, limit, approval)"));
+        }
+        if !w.legacy.is_empty() && w.workers.0 < 2 {
+            return world(
+                "legacy",
+                format!("needs at least 2 workers (w1 lacks them, another must drive its runs), got {}", w.workers),
+            );
+        }
+        if w.misbind && w.operator_ms == 0 {
+            return world("misbind", "needs an operator (operator_ms above 0)".into());
+        }
+        if w.corrupt && w.operator_ms == 0 {
+            return world("corrupt", "needs an operator (operator_ms above 0)".into());
         }
         Ok(())
     }

@@ -32,6 +32,21 @@ pub struct Settings {
     pub boot_storm: u32,
     pub call_ms: u32,
     pub tool_ms: u32,
+    /// `crate::scenario::WorldShape`'s opt-in branches, written only when set.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub legacy: Vec<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub colocated: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub misbind: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub corrupt: bool,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub repair_after_ms: u32,
+}
+
+fn is_zero(ms: &u32) -> bool {
+    *ms == 0
 }
 
 impl Settings {
@@ -44,6 +59,11 @@ impl Settings {
             boot_storm: w.boot_storm,
             call_ms: w.call_ms,
             tool_ms: w.tool_ms,
+            legacy: w.legacy.clone(),
+            colocated: w.colocated,
+            misbind: w.misbind,
+            corrupt: w.corrupt,
+            repair_after_ms: w.repair_after_ms,
         }
     }
 }

@@ -91,6 +91,11 @@ impl PlanFile {
                 boot_storm: s.boot_storm,
                 call_ms: s.call_ms,
                 tool_ms: s.tool_ms,
+                legacy: s.legacy.clone(),
+                colocated: s.colocated,
+                misbind: s.misbind,
+                corrupt: s.corrupt,
+                repair_after_ms: s.repair_after_ms,
                 ..WorldShape::default()
             },
             faults: FaultRanges::default(),
@@ -166,6 +171,15 @@ struct DocWorld {
     boot_storm: Option<Spanned<u32>>,
     call_ms: Option<Spanned<u32>>,
     tool_ms: Option<Spanned<u32>>,
+    #[serde(default)]
+    legacy: Vec<Spanned<String>>,
+    #[serde(default)]
+    colocated: bool,
+    #[serde(default)]
+    misbind: bool,
+    #[serde(default)]
+    corrupt: bool,
+    repair_after_ms: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize)]
@@ -295,6 +309,11 @@ impl Doc {
             boot_storm: bounded("boot_storm", w.boot_storm.as_ref(), 0, limits.boot_storm)?,
             call_ms: bounded("call_ms", w.call_ms.as_ref(), shape.call_ms, limits.step_ms)?,
             tool_ms: bounded("tool_ms", w.tool_ms.as_ref(), shape.tool_ms, limits.step_ms)?,
+            legacy: self.legacy()?,
+            colocated: w.colocated,
+            misbind: w.misbind,
+            corrupt: w.corrupt,
+            repair_after_ms: bounded("repair_after_ms", w.repair_after_ms.as_ref(), 0, limits.step_ms)?,
         };
         let skews = self.skews(&workers)?;
         let faults = self.faults(&workers, &settings)?;
@@ -303,6 +322,18 @@ impl Doc {
         let plan = Plan { workers, concurrency, poll_ms, ttl_ms, runs, faults, skews, events };
         self.check_pace(&plan, &settings)?;
         Ok(PlanFile { scenario: self.scenario, seed, defects, expect, story: self.story, settings, plan })
+    }
+
+    /// The workflows `w1` does not know (`world.legacy`), each a built-in workflow.
+    fn legacy(&self) -> Result<Vec<String>, Bad> {
+        let mut names = Vec::new();
+        for name in &self.world.legacy {
+            if !WORKFLOWS.contains(&name.get_ref().as_str()) {
+                return Err((at(name), format!("world.legacy: unknown workflow '{}'", name.get_ref())));
+            }
+            names.push(name.get_ref().clone());
+        }
+        Ok(names)
     }
 
     /// The planted defects the plan runs with, and the checker it expects to fail, if any.

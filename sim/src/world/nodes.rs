@@ -4,12 +4,14 @@
 //! calls, and at the store's fence-check hook a takeover attempt from another connection. The
 //! supervisor's zombie probes every write surface with a superseded lease.
 
+mod branches;
+
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use fencesim_engine::audit::{audit_runs_planted, reconcile_run_meta_planted};
+use fencesim_engine::audit::{Repair, audit_runs_planted, lease_and_reconcile};
 use fencesim_engine::entries;
 use fencesim_engine::race::LocalFuture;
 use fencesim_engine::{
@@ -168,11 +170,8 @@ async fn worker(shared: &Arc<Shared>, node: Node) -> Result<(), HarnessError> {
         retention: sweeper.then(|| Retention { keep_ms: i64::from(shared.cfg.scenario.world.retention_ms) }),
     };
     let worker = Rc::new(
-        Worker::new(ctx.engine.clone(), &ctx.store, workflows(), opts).map_err(|error| HarnessError::Engine {
-            label: ctx.label.clone(),
-            part: "worker",
-            error,
-        })?,
+        Worker::new(ctx.engine.clone(), &ctx.store, branches::workflows_of(shared, node), opts)
+            .map_err(|error| HarnessError::Engine { label: ctx.label.clone(), part: "worker", error })?,
     );
     let watcher = {
         let (worker, shared, name) = (worker.clone(), shared.clone(), node.to_string());
@@ -201,16 +200,21 @@ async fn worker(shared: &Arc<Shared>, node: Node) -> Result<(), HarnessError> {
 /// The operator: every `operator_ms`, `runs audit --repair`, each repair under a brief lease.
 async fn operator(shared: &Arc<Shared>, node: Node) -> Result<(), HarnessError> {
     let ctx = Ctx::open(shared, node)?;
+    let mut chores = branches::Chores::default();
     loop {
         ctx.env.sleep(u64::from(shared.cfg.scenario.world.operator_ms)).await;
-        // The operator's tool is code under test: it carries the world's planted engine defects.
-        let defects = shared.cfg.engine_defects;
-        let Ok(audits) = audit_runs_planted(ctx.store.as_ref(), false, defects) else { continue };
+        chores.run(shared, &ctx).await;
+        // The operator's tool is code under test: it carries the world's planted engine defects
+        // (its engine's, which the repair below reads too).
+        let Ok(audits) = audit_runs_planted(ctx.store.as_ref(), false, shared.cfg.engine_defects) else { continue };
+        branches::think(shared, &ctx).await;
         for audit in audits.into_iter().filter(|a| a.repair_to.is_some()) {
-            let Ok(lease) = ctx.engine.acquire(&audit.run, &ctx.label).await else { continue };
-            let now = ctx.env.now_ms();
-            let repaired = reconcile_run_meta_planted(ctx.store.as_ref(), &audit.run, Some(&lease), now, defects);
-            let event = match repaired {
+            let Repair::Leased { lease, result: repaired } =
+                lease_and_reconcile(&ctx.engine, &audit.run, &ctx.label, true).await
+            else {
+                continue;
+            };
+            let event = match *repaired {
                 Ok(r) => match r.repaired {
                     Some(status) => Event::Repair { run: audit.run.clone(), status },
                     None => Event::Note(format!("audit {audit} -> nothing to repair")),
@@ -273,12 +277,14 @@ impl ClientState {
 /// listing fails (busy) does nothing: absence is only believed from a listing that succeeded.
 async fn client(shared: &Arc<Shared>, node: Node) -> Result<(), HarnessError> {
     let ctx = Rc::new(Ctx::open(shared, node)?);
+    let colocated = branches::colocate(shared, &ctx)?;
     // Starts the crashed incarnation was driving died with it.
     for run in &mut lock(&shared.client).runs {
         run.driving = false;
     }
     let mut reattached = false;
     loop {
+        branches::while_sweeping(colocated.as_deref(), &ctx).await;
         let Ok(metas) = ctx.store.list_runs(&RunFilter::all()) else {
             ctx.env.sleep(CLIENT_TICK_MS).await;
             continue;
