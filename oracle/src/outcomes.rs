@@ -50,7 +50,9 @@ fn epoch_label(epoch: Option<Epoch>) -> String {
 /// most 1 + k times per generation, where k counts the interrupted tenures in the dispatch's
 /// window: epochs of the run that paid any effect of that dispatch (same running seq, same
 /// generation) and never had an accepted release in it, or had a write the store failed outright
-/// (a storage error: the tenure's progress may be lost as in a crash). A generation ends at an accepted delete
+/// (a storage error: the tenure's progress may be lost as in a crash), or gave up: released right
+/// after a write that stayed busy through its retries (its progress never landed, as in a crash).
+/// A generation ends at an accepted delete
 /// of the run. Unleased payments belong to no tenure and never raise the bound.
 pub(super) fn repay_bound<'a>(ctx: &Context<'a>) -> Vec<Violation> {
     let mut repay = Repay::default();
@@ -76,6 +78,8 @@ struct Repay<'a> {
     windows: BTreeMap<(Run<'a>, u32, Seq), BTreeSet<Epoch>>,
     released: BTreeSet<(Run<'a>, u32, Epoch)>,
     failed: BTreeSet<(Run<'a>, u32, Epoch)>,
+    /// Tenures whose latest write was answered busy: one that releases now gave up on it.
+    busy_last: BTreeSet<(Run<'a>, u32, Epoch)>,
     /// (run, generation, running seq) -> what the newest accepted checkpoint covers.
     covered: BTreeMap<(Run<'a>, u32, Seq), Coverage>,
     found: Vec<Violation>,
@@ -94,12 +98,23 @@ impl<'a> Repay<'a> {
             }
             return;
         }
+        if let Some(lease) = call.lease.as_ref().filter(|_| call.surface.is_mutation()) {
+            let tenure = (run, gen_, lease.epoch);
+            match call.outcome {
+                CallOutcome::Busy => self.busy_last.insert(tenure),
+                _ => self.busy_last.remove(&tenure),
+            };
+        }
         if !call.outcome.is_ok() {
             return;
         }
         match (call.surface, &call.lease, &call.payload) {
             (Surface::Release, Some(lease), _) => {
-                self.released.insert((run, gen_, lease.epoch));
+                let tenure = (run, gen_, lease.epoch);
+                if self.busy_last.remove(&tenure) {
+                    self.failed.insert(tenure);
+                }
+                self.released.insert(tenure);
             }
             (Surface::Delete, _, _) => *self.generation.entry(run).or_default() += 1,
             (Surface::PutBlob | Surface::DeleteBlob, _, _) => {

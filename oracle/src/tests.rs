@@ -710,6 +710,30 @@ fn repay_bound_catches_a_repay_without_an_interrupted_tenure() {
     assert_rows(&v, Some(h.at("pay-e2")), Some(h.at("pay-e1")));
 }
 
+/// A tenure that paid, then met busy on its next write through every retry and released, gave
+/// up on its dispatch as a crash would: the next tenure may pay again. A busy that a later write
+/// of the tenure got past does not count.
+#[test]
+fn repay_bound_counts_a_tenure_that_gave_up_on_a_busy_write() {
+    let gave_up = |then_ok: bool| {
+        let mut h = clean();
+        h.insert_after("ckpt-e1", |x| {
+            x.append("w1", &a1(), 35, terminal(2, 1));
+            x.call_mut_last().outcome = CallOutcome::Busy;
+            if then_ok {
+                x.put_blob("w1", &a1(), 36, "r1/ckpt/1", b"turn-1");
+            }
+            x.lease_call("w1", Surface::Release, &a1(), 40);
+        });
+        h
+    };
+    let h = gave_up(false);
+    assert_eq!(check(&h.rows, &h.store(), &CFG), Vec::new(), "e1 gave up on its terminal");
+    let h = gave_up(true);
+    let v = only(&h, &h.store(), "repay-bound");
+    assert_says(&v, "paid 2 times, bound 1 (1 + 0 interrupted tenures");
+}
+
 /// A snapshot's journals and metas written into a fresh memory store, unleased (J9).
 fn stored(snapshot: &Snapshot) -> MemoryStore {
     let store = MemoryStore::new();
