@@ -41,9 +41,9 @@ pub struct Recorder {
 
 /// Whether a crash kills the node at a point of the store's calls: inside a write, after one of
 /// its statements ([`SiteClass::MidCall`], the store's `Statement` fault point), or just after a
-/// write returned, before the caller
-/// sees the answer ([`SiteClass::AfterCall`]). One that fires has recorded the crash and killed
-/// the node; the [`Recorder`] then records the cut call and silences the node.
+/// write returned, before the caller sees the answer ([`SiteClass::AfterCall`]). One that fires
+/// has recorded the crash and killed the node; the [`Recorder`] then records the cut call and
+/// silences the node.
 pub trait Cut: Send + Sync {
     fn fires(&self, at: SiteClass, op: Op, run: &RunId) -> bool;
 }

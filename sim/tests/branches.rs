@@ -39,3 +39,19 @@ fn a_few_branches_worlds_are_clean_and_reach_the_probes_no_other_scenario_reache
         assert!(reached.contains(probe), "{probe} not reached on seeds 1..=8: {reached:?}");
     }
 }
+
+/// The CI fleet requires every probe: each is in the `aims` of a built-in scenario (so `sweep` and
+/// `merge --require-coverage` are inconclusive when a change stops it being reached), and the
+/// README's table names it.
+#[test]
+fn every_probe_is_required_by_a_scenario_and_listed_in_the_readme() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).expect("README.md");
+    let aimed: BTreeSet<String> =
+        catalogue::SCENARIOS.iter().flat_map(|(name, _)| catalogue::scenario(name).expect("built in").aims).collect();
+    for probe in fencesim_engine::probe::ALL {
+        let name = probe.name();
+        assert!(aimed.contains(&format!("probe-{name}")), "no scenario aims at probe-{name}");
+        let short = name.split_once('-').map_or(name, |(_, rest)| rest);
+        assert!(readme.contains(&format!("`{short}`")), "README.md's probe table lacks {name}");
+    }
+}
