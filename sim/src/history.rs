@@ -182,10 +182,12 @@ impl Recorder {
             },
         };
         self.history.push_call(&self.node, row);
-        let reached = !busy && !injected;
+        // After any accepted write: a mutation, or a lease call (a step of a repair, a retention
+        // pass, a segment's start or end); a refused one changed nothing to be cut after.
+        let writes = surface.is_mutation() || matches!(surface, Surface::Acquire | Surface::Renew | Surface::Release);
         let cut_after = !cut_inside
-            && reached
-            && surface.is_mutation()
+            && writes
+            && result.is_ok()
             && self.cut.as_ref().is_some_and(|cut| cut.fires(SiteClass::AfterCall, op, run));
         if cut_inside || cut_after {
             self.dead.store(true, Ordering::SeqCst);
