@@ -238,7 +238,7 @@ fn hunt(defect: Defect, args: &Args) -> anyhow::Result<Hunt> {
             &format!("probe {name}"),
             "probe",
             mutants::probe(name, defect).map_err(|e| anyhow::anyhow!("{defect}: {e}"))?,
-            format!("cargo test -p fencesim --lib probes::tests::{}", name.replace('-', "_")),
+            format!("cargo test -p fencesim-sim --lib probes::tests::{}", name.replace('-', "_")),
         ),
         Detector::BootRace => {
             let Defect::Store(store_defect) = defect else { anyhow::bail!("{defect} is not a store defect") };
