@@ -61,6 +61,8 @@ struct Ctx {
     store: Rc<dyn Store>,
     engine: Rc<Engine<SimEnv>>,
     history: History,
+    /// The client's co-located worker, with `colocated` (scenario `branches`).
+    colocated: std::cell::RefCell<Option<Rc<Worker<SimEnv>>>>,
 }
 
 /// The fault script holds a clone of the env it is installed in (it stalls the node through it):
@@ -123,7 +125,7 @@ impl Ctx {
             })?,
         );
         shared.history.push(&label, Event::Note(format!("{label} starts (clock skew {:+}ms)", env.clock().skew_ms())));
-        Ok(Ctx { label, env, store, engine, history: shared.history.clone() })
+        Ok(Ctx { label, env, store, engine, history: shared.history.clone(), colocated: Default::default() })
     }
 
     fn outcome(&self, run: &RunId, result: &EngineResult<Outcome>) {
@@ -277,14 +279,14 @@ impl ClientState {
 /// listing fails (busy) does nothing: absence is only believed from a listing that succeeded.
 async fn client(shared: &Arc<Shared>, node: Node) -> Result<(), HarnessError> {
     let ctx = Rc::new(Ctx::open(shared, node)?);
-    let colocated = branches::colocate(shared, &ctx)?;
+    *ctx.colocated.borrow_mut() = branches::colocate(shared, &ctx)?;
     // Starts the crashed incarnation was driving died with it.
     for run in &mut lock(&shared.client).runs {
         run.driving = false;
     }
     let mut reattached = false;
     loop {
-        branches::while_sweeping(colocated.as_deref(), &ctx).await;
+        branches::between_sweeps(&ctx).await;
         let Ok(metas) = ctx.store.list_runs(&RunFilter::all()) else {
             ctx.env.sleep(CLIENT_TICK_MS).await;
             continue;
@@ -404,6 +406,7 @@ fn drive(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize) {
     });
     let (shared, ctx, id) = (shared.clone(), ctx.clone(), run.id.clone());
     madsim::task::spawn_local(async move {
+        branches::between_sweeps(&ctx).await;
         let opts = RunOptions { cancel, ..RunOptions::default() };
         // Boxed: the engine's future is kilobytes, and a spawned task is copied whole.
         let result = Box::pin(ctx.engine.run(&id, &workflow, opts)).await;
@@ -428,6 +431,7 @@ fn cancel_waiting(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize) {
     lock(&shared.client).runs[i].driving = true;
     let (shared, ctx, id) = (shared.clone(), ctx.clone(), run.id.clone());
     madsim::task::spawn_local(async move {
+        branches::between_sweeps(&ctx).await;
         let opts = RunOptions { cancel: Some(token), ..RunOptions::default() };
         let result = Box::pin(ctx.engine.resume(&id, &workflow, opts)).await;
         ctx.outcome(&id, &result);
@@ -440,6 +444,7 @@ fn reattach(ctx: &Rc<Ctx>, run: &RunPlan) {
     let Some(workflow) = Workflow::builtin(&run.workflow) else { return };
     let (ctx, id) = (ctx.clone(), run.id.clone());
     madsim::task::spawn_local(async move {
+        branches::between_sweeps(&ctx).await;
         let result = Box::pin(ctx.engine.resume(&id, &workflow, RunOptions::default())).await;
         ctx.outcome(&id, &result);
     });

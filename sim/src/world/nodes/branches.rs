@@ -78,9 +78,14 @@ pub(super) fn colocate(shared: &Arc<Shared>, ctx: &Rc<Ctx>) -> Result<Option<Rc<
 /// How often the client looks again whether its co-located worker's sweep ended.
 const SWEEP_CHECK_MS: u64 = 50;
 
-/// Wait until the co-located worker (if any) is between sweeps. Without one, returns at once.
-pub(super) async fn while_sweeping(worker: Option<&Worker<SimEnv>>, ctx: &Ctx) {
-    while worker.is_some_and(Worker::is_sweeping) {
+/// Wait until the client's co-located worker (if any) is between sweeps; without one, return at
+/// once (no await: a world without it schedules as before). Every segment the client starts waits
+/// here first, right before its acquire: a sweep reports the runs it drove only when it ends, and
+/// a client segment of such a run begun in between would take the sweep's calls as its own (or
+/// its outcome the sweep's), both being under the client's label.
+pub(super) async fn between_sweeps(ctx: &Ctx) {
+    let worker = ctx.colocated.borrow().clone();
+    while worker.as_deref().is_some_and(Worker::is_sweeping) {
         ctx.env.sleep(SWEEP_CHECK_MS).await;
     }
 }
