@@ -5,7 +5,6 @@
 use std::collections::BTreeSet;
 
 use fencesim_sim::catalogue;
-use fencesim_sim::stores::DbKind;
 use fencesim_sim::world::{self, WorldConfig};
 
 #[test]
@@ -13,16 +12,7 @@ fn a_few_branches_worlds_are_clean_and_reach_the_probes_no_other_scenario_reache
     let scenario = catalogue::scenario("branches").expect("built in");
     let mut reached = BTreeSet::new();
     for seed in 1..=8 {
-        let cfg = WorldConfig {
-            scenario: scenario.clone(),
-            seed,
-            db: DbKind::Memdb,
-            store_defects: Default::default(),
-            engine_defects: Default::default(),
-            keep_db: None,
-            adapter: None,
-        };
-        let report = world::run(&cfg).expect("runs");
+        let report = world::run(&WorldConfig::new(scenario.clone(), seed)).expect("runs");
         assert!(report.passed(), "seed {seed}: {:?}", report.violations);
         reached.extend(report.probes.keys().map(|p| p.name()));
     }

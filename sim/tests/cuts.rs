@@ -4,7 +4,6 @@
 
 use fencesim_sim::catalogue;
 use fencesim_sim::history::{CallOutcome, Disruption, Event};
-use fencesim_sim::stores::DbKind;
 use fencesim_sim::world::{self, WorldConfig};
 
 #[test]
@@ -12,16 +11,7 @@ fn a_node_cut_inside_a_write_does_nothing_after_it() {
     let scenario = catalogue::scenario("crash-inside-calls").expect("built in");
     let (mut inside, mut after) = (0, 0);
     for seed in 1..=6 {
-        let cfg = WorldConfig {
-            scenario: scenario.clone(),
-            seed,
-            db: DbKind::Memdb,
-            store_defects: Default::default(),
-            engine_defects: Default::default(),
-            keep_db: None,
-            adapter: None,
-        };
-        let report = world::run(&cfg).expect("runs");
+        let report = world::run(&WorldConfig::new(scenario.clone(), seed)).expect("runs");
         assert!(report.passed(), "seed {seed}: {:?}", report.violations);
         let rows = &report.rows;
         for (i, row) in rows.iter().enumerate() {

@@ -44,6 +44,21 @@ pub struct WorldConfig {
     pub adapter: Option<fencesim_protocol::Spec>,
 }
 
+impl WorldConfig {
+    /// Seed `seed` of `scenario` on a memdb, no defect planted, nothing kept, fencesim's own store.
+    pub fn new(scenario: Scenario, seed: u64) -> Self {
+        Self {
+            scenario,
+            seed,
+            db: DbKind::Memdb,
+            store_defects: StoreDefects::NONE,
+            engine_defects: EngineDefects::NONE,
+            keep_db: None,
+            adapter: None,
+        }
+    }
+}
+
 /// Counts that say what a world did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
