@@ -275,7 +275,7 @@ pub fn reconcile_run_meta(
     lease: Option<&Lease>,
     now_ms: i64,
 ) -> Result<Reconciled, StoreError> {
-    reconcile(store, run, lease, now_ms, true, EngineDefects::NONE)
+    reconcile(store, run, lease, now_ms, true, EngineDefects::NONE, &|_| {})
 }
 
 /// [`reconcile_run_meta`] with the engine's planted defects (the operator of a world): the
@@ -287,7 +287,7 @@ pub fn reconcile_run_meta_planted(
     now_ms: i64,
     defects: EngineDefects,
 ) -> Result<Reconciled, StoreError> {
-    reconcile(store, run, lease, now_ms, true, defects)
+    reconcile(store, run, lease, now_ms, true, defects, &|_| {})
 }
 
 /// [`reconcile_run_meta`] for an operator's tool on a file it did not watch being written: a
@@ -300,22 +300,12 @@ pub fn reconcile_run_meta_never_reopening(
     lease: Option<&Lease>,
     now_ms: i64,
 ) -> Result<Reconciled, StoreError> {
-    reconcile(store, run, lease, now_ms, false, EngineDefects::NONE)
+    reconcile(store, run, lease, now_ms, false, EngineDefects::NONE, &|_| {})
 }
 
+/// Re-audit and repair (the three `reconcile_run_meta*` and [`lease_and_reconcile`]), reporting
+/// the branch it took to `probe` (`crate::probe`'s `repair-*`; the command line's callers ignore it).
 fn reconcile(
-    store: &dyn JournalStore,
-    run: &RunId,
-    lease: Option<&Lease>,
-    now_ms: i64,
-    reopen: bool,
-    defects: EngineDefects,
-) -> Result<Reconciled, StoreError> {
-    reconcile_probed(store, run, lease, now_ms, reopen, defects, &|_| {})
-}
-
-/// [`reconcile`], reporting the branch it took to `probe` (`crate::probe`'s `repair-*`).
-fn reconcile_probed(
     store: &dyn JournalStore,
     run: &RunId,
     lease: Option<&Lease>,
@@ -380,7 +370,7 @@ pub async fn lease_and_reconcile<E: Env>(engine: &Engine<E>, run: &RunId, owner:
     };
     let now_ms = engine.env().now_ms();
     let result =
-        reconcile_probed(engine.store().as_ref(), run, Some(&lease), now_ms, reopen, engine.options().defects, &probe);
+        reconcile(engine.store().as_ref(), run, Some(&lease), now_ms, reopen, engine.options().defects, &probe);
     Repair::Leased { lease, result: Box::new(result) }
 }
 
