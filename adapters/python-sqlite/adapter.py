@@ -24,6 +24,7 @@ import json
 import os
 import sqlite3
 import sys
+import time
 
 PROTOCOL = 1
 TIMER_MS_MAX = 2_147_483_647
@@ -36,6 +37,7 @@ DEFECTS = {
     "expiry-inclusive": "a lease still counts as live at its expiry instant (<= instead of <)",
     "seq-guard-by-count": "append's order guard compares the seq with the entry count, not the tail",
     "stale-release-clears": "release deletes the run's lease row without checking who holds it",
+    "doubles-integers": "payloads are read back as doubles, rounding integers beyond 2^53, undeclared",
 }
 
 ACTIVE = {name for name in os.environ.get("FENCESIM_ADAPTER_DEFECT", "").split(",") if name}
@@ -89,6 +91,31 @@ def sql_error(op, run, error):
     return storage(op, f"{error} run={run}")
 
 
+def decode(payload):
+    """A stored payload as JSON; under `doubles-integers`, every integer read as a double would."""
+    if "doubles-integers" in ACTIVE:
+        return json.loads(payload, parse_int=lambda digits: int(float(digits)))
+    return json.loads(payload)
+
+
+# B2: a concurrent boot is retried whole while SQLite answers in the busy family (switching to
+# WAL can answer SQLITE_BUSY at once, without waiting on the busy timeout), with short sleeps,
+# up to this wall-clock bound; past it, or on any other error, the error surfaces.
+BOOT_RETRY_S = 5.0
+
+
+def boot(open_connection):
+    deadline = time.monotonic() + BOOT_RETRY_S
+    while True:
+        try:
+            return open_connection()
+        except sqlite3.Error as e:
+            error = sql_error("boot", None, e)
+            if error.body["code"] != "busy" or time.monotonic() >= deadline:
+                raise error
+            time.sleep(0.002)
+
+
 def run_of_ref(ref):
     return ref.split("/", 1)[0]
 
@@ -102,12 +129,17 @@ class Connection:
         path = os.path.join(location, "store.db")
         # isolation_level=None: no implicit transactions; every write transaction is explicit.
         self.db = sqlite3.connect(path, timeout=5.0, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        # In WAL mode NORMAL loses no commit to a process crash (only to a power cut): a commit
-        # does not wait for an fsync, the checkpoint does.
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        # Every statement is idempotent, so concurrent boots may each run it whole (B2).
-        self.db.executescript(DDL)
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            # In WAL mode NORMAL loses no commit to a process crash (only to a power cut): a
+            # commit does not wait for an fsync, the checkpoint does.
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            # Every statement is idempotent, so concurrent boots may each run it whole (B2).
+            self.db.executescript(DDL)
+        except BaseException:
+            # A failed boot leaves no connection open behind it (`boot` may try again).
+            self.db.close()
+            raise
         # Runtime calls never wait for a lock: busy is a typed answer the caller backs off from.
         self.db.execute("PRAGMA busy_timeout=0")
 
@@ -202,7 +234,7 @@ class Connection:
 
     def load(self, req):
         rows = self.read("load", req["run"], "SELECT payload FROM entries WHERE run_id = ? ORDER BY id", (req["run"],))
-        return [json.loads(r[0]) for r in rows]
+        return [decode(r[0]) for r in rows]
 
     def put_meta(self, req):
         meta = req["meta"]
@@ -220,7 +252,7 @@ class Connection:
 
     def get_meta(self, req):
         rows = self.read("get_meta", req["run"], "SELECT payload FROM meta WHERE run_id = ?", (req["run"],))
-        return json.loads(rows[0][0]) if rows else None
+        return decode(rows[0][0]) if rows else None
 
     def list_runs(self, req):
         f = req["filter"]
@@ -235,7 +267,7 @@ class Connection:
                 continue
             if f.get("name") is not None and name != f["name"]:
                 continue
-            meta = json.loads(payload)
+            meta = decode(payload)
             if all(tag in meta.get("tags", []) for tag in f.get("tags") or []):
                 out.append(meta)
         return out
@@ -403,10 +435,7 @@ class Server:
         if not isinstance(ttl, int) or isinstance(ttl, bool) or not 1 <= ttl <= TIMER_MS_MAX:
             raise StoreError({"code": "config",
                               "message": f"lease ttl must be an integer in 1..={TIMER_MS_MAX} ms ttl_ms={ttl}"})
-        try:
-            conn = Connection(self, req["location"], ttl)
-        except sqlite3.Error as e:
-            raise sql_error("boot", None, e)
+        conn = boot(lambda: Connection(self, req["location"], ttl))
         number = self.next_conn
         self.next_conn += 1
         self.conns[number] = conn

@@ -5,7 +5,11 @@
 
 use std::fmt;
 
-use fencesim_store::{JournalEntry, JournalStore, Lease, RunFilter, RunId, RunMeta, RunStatus, Seq, StoreError};
+use fencesim_store::sqlite::JournalDigest;
+use fencesim_store::{
+    JournalEntry, JournalStore, LeasableStore as _, Lease, Op, RunFilter, RunId, RunMeta, RunStatus, Seq, SqliteStore,
+    StoreError,
+};
 
 use crate::defects::{EngineDefect, EngineDefects};
 use crate::engine::Engine;
@@ -148,10 +152,19 @@ pub fn audit_entries_planted(
         }
         (Some(meta), None) => unsettled(meta.status, &dangling, &open),
     };
-    debug_assert_eq!(
+    assert_eq!(
         repair_to.is_some(),
         matches!(verdict, AuditVerdict::MetaBehind | AuditVerdict::Stranded),
         "only meta-behind and stranded repair: run={run} rule={rule}"
+    );
+    // A repair moves the meta to another status (a repair to the same one would be made again
+    // at every audit), and only a stranded run's repair reopens a terminal meta.
+    let status = meta.map(|m| m.status);
+    assert!(repair_to.is_none_or(|to| Some(to) != status), "run={run} rule={rule}: a repair to the status it has");
+    assert_eq!(
+        verdict == AuditVerdict::Stranded,
+        status.is_some_and(RunStatus::is_terminal) && repair_to.is_some_and(|to| !to.is_terminal()),
+        "run={run} rule={rule}: stranded is exactly a repair that reopens a terminal meta"
     );
     RunAudit {
         run: run.clone(),
@@ -301,6 +314,90 @@ pub fn reconcile_run_meta_never_reopening(
     now_ms: i64,
 ) -> Result<Reconciled, StoreError> {
     reconcile(store, run, lease, now_ms, false, EngineDefects::NONE, &|_| {})
+}
+
+/// Why [`repair_runs_lossless`] changed nothing: everything it did was rolled back.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RepairError {
+    /// A store call failed: the write transaction's start (busy: [`StoreError::is_busy`]), a
+    /// schema that is not exactly fencesim's, an epoch at its limit, a storage error.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The repair would have changed the journal, which a repair never writes (every journal
+    /// row, of every run, counted and hashed before and after in its transaction).
+    #[error(
+        "repair rolled back: the journal would have changed, and a repair never writes it journal_before=({before}) journal_after=({after})"
+    )]
+    JournalChanged { before: JournalDigest, after: JournalDigest },
+}
+
+/// What [`repair_runs_lossless`] did with one run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RunRepair {
+    /// Leased, re-audited and reconciled (written or not), the lease released.
+    Reconciled(Box<Reconciled>),
+    /// The acquire was refused: a live holder (the refusal). Nothing was written for the run.
+    LiveHolder(StoreError),
+}
+
+/// The command line's repair of runs of a user's SQLite file (`runs audit --repair`, contracts
+/// 4.3-4.5), lossless by proof. One write transaction ([`SqliteStore::write_transaction`], which
+/// first holds the schema to exactly fencesim's under the write lock) repairs every run of
+/// `runs`, in order: a brief lease as `owner` (an epoch bump, like any takeover; a live holder
+/// skips the run), a re-audit and reconcile under it that never reopens a finished run
+/// ([`reconcile_run_meta_never_reopening`]), the release. It commits only if every journal row,
+/// of every run, is as it was ([`SqliteStore::journal_digest`] before and after, inside the
+/// transaction). Any other error, or a journal that changed ([`RepairError::JournalChanged`]),
+/// rolls everything back, the epoch bumps included. The caller bounds `runs` (the write lock is
+/// held for all of them; the two digests read the whole journal once each).
+pub fn repair_runs_lossless(
+    store: &SqliteStore,
+    runs: &[RunId],
+    owner: &str,
+    now_ms: i64,
+) -> Result<Vec<RunRepair>, RepairError> {
+    repair_guarded(store, runs, owner, now_ms, &|| Ok(()))
+}
+
+/// [`repair_runs_lossless`], with `inside` run in the transaction after the last reconcile: the
+/// tests' way to change what a repair writes (nothing else passes anything but a no-op).
+fn repair_guarded(
+    store: &SqliteStore,
+    runs: &[RunId],
+    owner: &str,
+    now_ms: i64,
+    inside: &dyn Fn() -> Result<(), StoreError>,
+) -> Result<Vec<RunRepair>, RepairError> {
+    let Some(first) = runs.first() else { return Ok(Vec::new()) };
+    store.write_transaction(Op::PutMeta, first, || {
+        let before = store.journal_digest()?;
+        let mut repairs = Vec::with_capacity(runs.len());
+        for run in runs {
+            let lease = match store.acquire(run, owner) {
+                Ok(lease) => lease,
+                Err(e) if e.is_lease_held() => {
+                    repairs.push(RunRepair::LiveHolder(e));
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let reconciled = reconcile(store, run, Some(&lease), now_ms, false, EngineDefects::NONE, &|_| {})?;
+            store.release(&lease)?;
+            repairs.push(RunRepair::Reconciled(Box::new(reconciled)));
+        }
+        // A lossless repair answers each run asked, in order, and never reopens a finished run.
+        assert_eq!(repairs.len(), runs.len(), "a repair answers every run it was asked");
+        assert!(
+            repairs.iter().all(|r| !matches!(r, RunRepair::Reconciled(r) if r.repaired.is_some() && r.audit.reopens())),
+            "a lossless repair reopened a finished run"
+        );
+        inside()?;
+        let after = store.journal_digest()?;
+        if after != before {
+            return Err(RepairError::JournalChanged { before, after });
+        }
+        Ok(repairs)
+    })
 }
 
 /// Re-audit and repair (the three `reconcile_run_meta*` and [`lease_and_reconcile`]), reporting
@@ -712,5 +809,83 @@ mod tests {
         let got = reconcile_run_meta(&store, &r, Some(&live), clock.now_ms()).unwrap();
         assert_eq!(got.repaired, Some(RunStatus::Ok));
         assert_eq!(store.get_meta(&r).unwrap().unwrap().status, RunStatus::Ok);
+    }
+
+    /// A meta-behind run in a SQLite file of a temporary folder; the folder, the store, the run.
+    fn behind_on_file(name: &str) -> (std::path::PathBuf, SqliteStore) {
+        let dir = std::env::temp_dir().join(format!("fencesim-audit-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let clock = ManualClock::new(1_000_000);
+        let store = SqliteStore::open(SqliteOptions::file(dir.join("runs.db"), Arc::new(clock))).unwrap();
+        seed(&store, &run(), &meta(RunStatus::Running), &settled(RunStatus::Ok));
+        let other = RunId::new("other");
+        seed(&store, &other, &RunMeta::new(other.clone(), RunStatus::Running), &dispatched());
+        (dir, store)
+    }
+
+    /// Every row of every table, as text, sorted.
+    fn rows(store: &SqliteStore) -> Vec<String> {
+        let mut all = Vec::new();
+        for table in fencesim_store::sqlite::TABLES {
+            let mut statement = store.raw_connection().prepare(&format!("SELECT * FROM {table}")).unwrap();
+            let columns = statement.column_count();
+            let mut found = statement.query([]).unwrap();
+            while let Some(row) = found.next().unwrap() {
+                let values: Vec<String> = (0..columns).map(|i| format!("{:?}", row.get_ref(i).unwrap())).collect();
+                all.push(format!("{table} {}", values.join(" ")));
+            }
+        }
+        all.sort();
+        all
+    }
+
+    /// The lossless repair repairs meta-behind runs and leaves the journal as it was, its leases
+    /// released; a repair whose transaction would change the journal (any run's: a row deleted,
+    /// one rewritten in place) is rolled back whole, typed, and leaves every row of every table
+    /// as it was, the leases' epoch bumps included. A live holder's run is skipped, the others
+    /// repaired.
+    #[test]
+    fn the_lossless_repair_rolls_back_whenever_the_journal_would_change() {
+        let (dir, store) = behind_on_file("lossless");
+        let (r, other) = (run(), RunId::new("other"));
+        let runs = [r.clone(), other.clone()];
+        let journal = store.journal_digest().unwrap();
+        let tampers = [
+            "DELETE FROM entries WHERE id = (SELECT max(id) FROM entries)",
+            "DELETE FROM entries WHERE run_id = 'other'",
+            "UPDATE entries SET payload = replace(payload, 'done', 'DONE')",
+        ];
+        for sql in tampers {
+            let before = rows(&store);
+            let tamper =
+                || store.raw_connection().execute_batch(sql).map_err(|e| StoreError::storage(Op::Load, e.to_string()));
+            let err = repair_guarded(&store, &runs, "op", 7, &tamper).unwrap_err();
+            let RepairError::JournalChanged { before: was, after } = &err else { panic!("{sql}: {err}") };
+            assert_eq!(*was, journal, "{sql}");
+            assert_ne!(*after, journal, "{sql}");
+            assert!(err.to_string().starts_with("repair rolled back: the journal would have changed"), "{err}");
+            assert_eq!(rows(&store), before, "{sql}: the rolled-back repair left a trace");
+            assert_eq!(audit_run(&store, &r).unwrap().verdict, AuditVerdict::MetaBehind);
+        }
+        let held = store.acquire(&other, "holder").unwrap();
+        let got = repair_runs_lossless(&store, &runs, "op", 7).unwrap();
+        let [RunRepair::Reconciled(repaired), RunRepair::LiveHolder(e)] = &got[..] else { panic!("{got:?}") };
+        assert_eq!(repaired.repaired, Some(RunStatus::Ok));
+        assert!(e.is_lease_held(), "{e}");
+        assert_eq!(store.journal_digest().unwrap(), journal);
+        assert_eq!(audit_run(&store, &r).unwrap().verdict, AuditVerdict::Consistent);
+        let leases: Vec<String> = store
+            .raw_connection()
+            .prepare("SELECT owner FROM leases")
+            .unwrap()
+            .query_map([], |x| x.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(leases, ["holder"], "the repair's lease is released, the holder's kept");
+        store.release(&held).unwrap();
+        drop(store);
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -110,6 +110,11 @@ impl<E: Env> Core<E> {
         write: Write<'_>,
         lease: Option<&Lease>,
     ) -> EngineResult<StoreResult<()>> {
+        // A write's fault point names the epoch of the lease the write carries.
+        assert!(
+            lease.is_none_or(|l| epoch == Some(l.epoch)),
+            "run {run}: a write under {lease:?} reported at epoch {epoch:?}"
+        );
         let index = counter.get();
         counter.set(index + 1);
         let point = |phase| Point { run, epoch, site: Site::Write { index, phase, write } };

@@ -200,6 +200,8 @@ impl<E: Env> Engine<E> {
             return Err(EngineError::Config(format!("run {run} has no suspension at seq {target}")));
         }
         let entry = entries::resolution(entries::next_seq(run, &journal).map_err(EngineError::Store)?, target, value);
+        // The writer and every reader's fold agree: this entry closes the suspension at `target`.
+        assert_eq!(entries::resolution_target(&entry), Some(target), "run {run}: a resolution that closes nothing");
         let counter = Cell::new(0);
         self.write(run, lease.map(|l| l.epoch), &counter, Write::Append(&entry), lease)
             .await?
@@ -264,6 +266,8 @@ struct ActiveGuard<'a> {
 
 impl Drop for ActiveGuard<'_> {
     fn drop(&mut self) {
-        self.set.borrow_mut().remove(self.run);
+        let removed = self.set.borrow_mut().remove(self.run);
+        // E1: the guard is made only once its run entered the live set, and only it removes it.
+        assert!(removed || std::thread::panicking(), "run {} left the live set before its segment ended", self.run);
     }
 }

@@ -6,6 +6,8 @@
 //! on the engine, and it restates the vocabulary it needs from the contracts
 //! (`docs/contracts.md`), so a bug here cannot hide itself from the checkers.
 
+use std::collections::BTreeSet;
+
 use fencesim_store::{JournalEntry, Op, RunId, RunMeta, RunStatus, Seq, StoreError};
 use serde_json::{Value, json};
 
@@ -127,21 +129,17 @@ pub fn last_run_settle(entries: &[JournalEntry]) -> Option<Settle> {
 }
 
 /// Running entries no entry refers to through `ref`: dispatches whose terminal never landed.
+/// One pass to gather every `ref`, one to filter: linear in the journal's length (an operator's
+/// audit reads journals of any length).
 pub fn dangling(entries: &[JournalEntry]) -> Vec<Seq> {
-    entries
-        .iter()
-        .filter(|e| e.status == status::RUNNING && !entries.iter().any(|t| t.ref_seq == Some(e.seq)))
-        .map(|e| e.seq)
-        .collect()
+    let referred: BTreeSet<Seq> = entries.iter().filter_map(|t| t.ref_seq).collect();
+    entries.iter().filter(|e| e.status == status::RUNNING && !referred.contains(&e.seq)).map(|e| e.seq).collect()
 }
 
-/// Suspensions no resolution closes, over the whole journal.
+/// Suspensions no resolution closes, over the whole journal; linear, as [`dangling`].
 pub fn open_suspensions(entries: &[JournalEntry]) -> Vec<Seq> {
-    entries
-        .iter()
-        .filter(|e| e.status == status::SUSPENDED && !entries.iter().any(|r| resolution_target(r) == Some(e.seq)))
-        .map(|e| e.seq)
-        .collect()
+    let resolved: BTreeSet<Seq> = entries.iter().filter_map(resolution_target).collect();
+    entries.iter().filter(|e| e.status == status::SUSPENDED && !resolved.contains(&e.seq)).map(|e| e.seq).collect()
 }
 
 /// The seq the next append takes: one past the journal's tail (1 for an empty journal). A tail

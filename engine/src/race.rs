@@ -43,5 +43,9 @@ pub async fn join_all<'a, T>(futures: Vec<LocalFuture<'a, T>>) -> Vec<T> {
         if pending { Poll::Pending } else { Poll::Ready(()) }
     })
     .await;
-    slots.into_iter().filter_map(|(_, out)| out).collect()
+    let count = slots.len();
+    let outputs: Vec<T> = slots.into_iter().filter_map(|(_, out)| out).collect();
+    // Ready only once no slot is pending: an output per future, in the futures' order.
+    assert_eq!(outputs.len(), count, "join_all returned before every future finished");
+    outputs
 }

@@ -73,6 +73,13 @@ impl<'e, E: Env> Segment<'e, E> {
     }
 
     async fn write(&self, write: Write<'_>, lease: Option<&Lease>) -> EngineResult<StoreResult<()>> {
+        // E2: a segment writes under the lease it owns (or none, where a defect drops it), never
+        // under another's.
+        assert!(
+            lease.is_none_or(|l| self.lease.as_ref() == Some(l)),
+            "run {}: a segment write carries a lease it does not hold",
+            self.run
+        );
         let epoch = self.lease.as_ref().map(|l| l.epoch);
         self.engine.write(self.run, epoch, &self.writes, write, lease).await
     }
@@ -84,7 +91,7 @@ impl<'e, E: Env> Segment<'e, E> {
         }
         // A segment appends at its journal's tail + 1, under the one lease it holds: every seq it
         // mints comes from `next_seq` over the journal it read under that lease.
-        debug_assert_eq!(
+        assert_eq!(
             entry.seq.0,
             self.journal.borrow().last().map_or(0, |e| e.seq.0) + 1,
             "run {}: an append not at the journal's tail + 1",
@@ -325,7 +332,17 @@ impl<'e, E: Env> Segment<'e, E> {
     /// A fresh dispatch's running entry.
     async fn fresh_dispatch(&self, agent: &Agent) -> EngineResult<StoreResult<Seq>> {
         self.probe(probe::DISPATCH_FRESH);
-        self.append(entries::running(self.next_seq()?, kind::AGENT, &agent.key)).await
+        let running = entries::running(self.next_seq()?, kind::AGENT, &agent.key);
+        // The writer and `prior`'s reader agree: a resume finds this dispatch by its key.
+        assert!(
+            running.kind == kind::AGENT
+                && running.status == status::RUNNING
+                && entries::key_of(&running) == Some(agent.key.as_str()),
+            "run {}: the running entry of '{}' would not be found again by its key",
+            self.run,
+            agent.key
+        );
+        self.append(running).await
     }
 
     async fn dispatch(&self, agent: &Agent) -> EngineResult<StepEnd> {
@@ -337,6 +354,16 @@ impl<'e, E: Env> Segment<'e, E> {
         let limit =
             |state| self.finish(agent, running, status::LIMIT, json!({"agentStatus": "limit"}), state, &ckpt_ref);
         loop {
+            // A dispatch's phases go in order, call then tool: what the state says was paid
+            // (decoded from a checkpoint under these caps, or counted here) stays within them.
+            assert!(
+                state.tool_calls_used <= state.turns
+                    && state.turns <= agent.max_turns
+                    && state.tool_calls_used <= agent.max_tool_calls,
+                "run {} dispatch {running}: state {state:?} outside the caps of '{}'",
+                self.run,
+                agent.key
+            );
             if self.cancel.is_cancelled() {
                 return Ok(self.abandon(agent, running));
             }
@@ -403,6 +430,14 @@ impl<'e, E: Env> Segment<'e, E> {
 
     async fn save_checkpoint(&self, ckpt_ref: &str, state: Checkpoint) -> EngineResult<StoreResult<()>> {
         let bytes = state.encode();
+        // A redispatch resumes from what it saves: the blob decodes to this state under any caps
+        // it stays within.
+        assert_eq!(
+            Checkpoint::decode(&bytes, state.turns, state.tool_calls_used),
+            Some(state),
+            "run {}: checkpoint {ckpt_ref} does not decode to the state it saves",
+            self.run
+        );
         let lease = self.lease_for(EngineDefect::UnthreadedCheckpointLease);
         self.write(Write::PutBlob { blob_ref: ckpt_ref, bytes: &bytes }, lease).await
     }
@@ -459,10 +494,21 @@ impl<'e, E: Env> Segment<'e, E> {
         match existing {
             Some(Some(value)) => Ok(StepEnd::Value(value)),
             Some(None) => Ok(StepEnd::Parked),
-            None => match self.append(entries::suspension(self.next_seq()?, kind_name, key)).await? {
-                Ok(_) => Ok(StepEnd::Parked),
-                Err(e) => Ok(self.body_failure(&e)),
-            },
+            None => {
+                let suspension = entries::suspension(self.next_seq()?, kind_name, key);
+                // The writer and the lookup above agree: a resume finds this suspension again.
+                assert!(
+                    suspension.status == status::SUSPENDED
+                        && suspension.kind == kind_name
+                        && entries::key_of(&suspension) == Some(key),
+                    "run {}: the suspension '{key}' would not be found again",
+                    self.run
+                );
+                match self.append(suspension).await? {
+                    Ok(_) => Ok(StepEnd::Parked),
+                    Err(e) => Ok(self.body_failure(&e)),
+                }
+            }
         }
     }
 
@@ -507,10 +553,27 @@ impl<'e, E: Env> Segment<'e, E> {
                 || (last.is_none() && !journal.is_empty() && !self.has(EngineDefect::SettleSkippedOnReplay));
             (needed, last.is_some_and(|s| s.run_status == status))
         };
+        // Drain before settle: no cancelled dispatch's terminal may land after the `run_settle`
+        // (only the planted `stragglers-after-settle` drains late).
+        assert!(
+            late_stragglers || self.stragglers.borrow().is_empty(),
+            "run {}: cancelled dispatches left undrained at the settle",
+            self.run
+        );
         if needed {
             let settle = entries::run_settle(self.next_seq()?, status, segment);
             match self.append(settle).await? {
-                Ok(_) => recorded = true,
+                Ok(_) => {
+                    recorded = true;
+                    // The settle just appended is the one every reader folds: the journal's
+                    // last, parsed back to this status, before any terminal meta (E6).
+                    let journal = self.journal.borrow();
+                    assert!(
+                        journal.last().and_then(entries::as_settle).is_some_and(|s| s.run_status == status),
+                        "run {}: the run_settle appended does not read back as the journal's last settle '{status}'",
+                        self.run
+                    );
+                }
                 Err(cause) if cause.is_lease_held() && !self.has(EngineDefect::SupersededGreen) => {
                     return Err(EngineError::Superseded { run: self.run.clone(), status, cause });
                 }

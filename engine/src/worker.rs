@@ -698,7 +698,9 @@ struct Flag<'a>(&'a Cell<bool>);
 
 impl Drop for Flag<'_> {
     fn drop(&mut self) {
-        self.0.set(false);
+        // One sweep at a time: the flag is raised by the sweep it guards and lowered only here.
+        let was = self.0.replace(false);
+        assert!(was || std::thread::panicking(), "a sweep ended that was never marked as running");
     }
 }
 

@@ -9,12 +9,18 @@
 use std::collections::BTreeMap;
 
 use super::model::holder;
-use super::{Context, Violation};
+use super::{Context, Descriptor, Scope, Violation};
 use crate::checker::Checker;
 use crate::history::{Event, Payload, Role, Surface};
 use fencesim_store::{RunId, RunStatus};
 
 pub(super) const WORKER_CANDIDACY: Checker = Checker::WorkerCandidacy;
+pub(super) const WORKER_CANDIDACY_CHECK: Descriptor = Descriptor {
+    checker: WORKER_CANDIDACY,
+    scope: Scope::Engine,
+    invariant: "a worker's or the sweeper's segment boot (an accepted running meta) never follows a terminal meta of the same generation: a sweep re-checks candidacy under its lease (E8)",
+    check: worker_candidacy,
+};
 
 pub(super) fn worker_candidacy(ctx: &Context) -> Vec<Violation> {
     let mut found = Vec::new();

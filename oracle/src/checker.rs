@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// An invariant, by the name reports print.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -68,7 +68,7 @@ pub enum Checker {
     LogComplete,
     /// `integrity` (the store soak's judge)
     Integrity,
-    /// `writers-accounted` (the store soak's judge)
+    /// `writers-accounted` (the soaks' judges)
     WritersAccounted,
     /// `audit-consistent` (the engine soak's and the kill points' judges)
     AuditConsistent,
@@ -79,34 +79,9 @@ pub enum Checker {
 }
 
 impl Checker {
-    /// The oracle's checkers, in the order [`crate::check`] runs and reports them.
-    pub const ORACLE: [Checker; 25] = [
-        Checker::NoStaleAcceptance,
-        Checker::EpochsIncreasing,
-        Checker::OneLiveLease,
-        Checker::SerialHistory,
-        Checker::JournalSeqOrder,
-        Checker::OneSettlePerSegment,
-        Checker::MetaNotAhead,
-        Checker::NoCheckpointRegression,
-        Checker::RepayBound,
-        Checker::Liveness,
-        Checker::HonestOutcome,
-        Checker::DispatchIdentity,
-        Checker::SilentReplay,
-        Checker::RenewLoss,
-        Checker::JustifiedRepair,
-        Checker::HealthyHolder,
-        Checker::ReferenceModel,
-        Checker::ObservablesMonotonic,
-        Checker::CancelAsked,
-        Checker::FailedWriteEnds,
-        Checker::DeleteFinished,
-        Checker::WorkerCandidacy,
-        Checker::SeqContiguous,
-        Checker::TypedRejections,
-        Checker::LinearizableReads,
-    ];
+    /// The oracle's checkers, in the order [`crate::check`] runs and reports them (derived from
+    /// [`crate::DESCRIPTORS`]).
+    pub const ORACLE: [Checker; crate::DESCRIPTORS.len()] = crate::CHECKERS;
 
     /// The real-process judges' own checks over their processes and files, beside the oracle's:
     /// the store soak's, the engine soak's audit of its repaired copy, and the kill points'.
@@ -160,78 +135,13 @@ impl Checker {
         }
     }
 
-    /// The invariant it asserts, in one line.
-    #[allow(clippy::too_many_lines, reason = "one arm per checker: the table reads best whole")]
-    pub const fn invariant(self) -> &'static str {
+    /// The invariant it asserts, in one line: an oracle checker's from its descriptor
+    /// ([`crate::DESCRIPTORS`]), a judge's from the table below.
+    pub fn invariant(self) -> &'static str {
+        if let Some(d) = crate::DESCRIPTORS.iter().find(|d| d.checker == self) {
+            return d.invariant;
+        }
         match self {
-            Checker::NoStaleAcceptance => {
-                "every accepted mutation, renew and release carried the live holder's lease of its target run (2.7.1)"
-            }
-            Checker::EpochsIncreasing => {
-                "per run, granted epochs are unique and strictly increasing across delete/recreate, one node per (run, epoch) (2.7.2)"
-            }
-            Checker::OneLiveLease => "no acquire is granted while another lease row of the run is live (2.7.3)",
-            Checker::SerialHistory => {
-                "journal, meta and blobs equal the accepted mutations replayed in (epoch, row) order; epochs never decrease along the journal (2.7.5-6, 5.9)"
-            }
-            Checker::JournalSeqOrder => {
-                "stored seqs strictly increase and every accepted append was above the journal's tail (2.7.4)"
-            }
-            Checker::OneSettlePerSegment => "a tenure appends at most one run_settle and nothing after it (3.6, D14)",
-            Checker::MetaNotAhead => {
-                "a terminal meta is only ever written and kept over an empty journal or one whose last run_settle has its status (3.6, D1)"
-            }
-            Checker::NoCheckpointRegression => {
-                "a checkpoint ref is never overwritten by an older tenure, and holds its last accepted put (3.5, D2)"
-            }
-            Checker::RepayBound => {
-                "a dispatch's turn or tool is paid once per tenure, never after its terminal, never again once an accepted checkpoint covers it, and at most 1 + (unreleased tenures that paid into that dispatch) times (3.5, E11, 5.13)"
-            }
-            Checker::Liveness => {
-                "every planned run reached the store, and after quiescence every run is settled (terminal meta backed by a final run_settle) or waits on an open suspension"
-            }
-            Checker::HonestOutcome => {
-                "a settled outcome a node reports is backed by its own accepted run_settle, by the journal it read, or over an empty journal by its own accepted meta write (3.6, D12b)"
-            }
-            Checker::DispatchIdentity => {
-                "a dispatch is its running entry: at most one dispatch of a run is open at a time, so a re-dispatch reuses its dangling entry, and a terminal closes an open running entry of its own step (E10)"
-            }
-            Checker::SilentReplay => {
-                "a journal that records a terminal run_settle is final: a tenure that finds its run settled appends nothing, and no run_settle repeats the last with nothing new (E12)"
-            }
-            Checker::RenewLoss => {
-                "after a failed renew of its own lease a holder pays no call turn and runs no tool under that epoch (E13, 9.2)"
-            }
-            Checker::JustifiedRepair => {
-                "the operator repairs only runs that a crash, stall, takeover, failed segment, unreleased tenure or offline resolution touched (E14)"
-            }
-            Checker::HealthyHolder => {
-                "a holder nothing disturbed (no fault on its node or run, no busy or failing store call of its own) never lets its lease lapse: a fenced call of its tenure is never refused for its own expired row (E2, E8)"
-            }
-            Checker::ReferenceModel => {
-                "each run's journal walks its workflow's script in order (a step opens only after the steps before it finished, ok terminals carry the scripted answer, ok settles only a finished script) and no dispatch pays past what its step can reach (1.3, 3.4-3.6)"
-            }
-            Checker::ObservablesMonotonic => {
-                "within a generation, segments never decrease, genesis and workflow binding never change, and a journal's final run_settle is never overturned: no other settle status, no other terminal meta, no non-terminal meta but a new segment's boot (1.2, 3.1, 3.6, 4.3)"
-            }
-            Checker::CancelAsked => {
-                "a run settles cancelled only when its client cancelled it, a renew of the settling tenure's lease failed, or the settling node's worker was asked to stop (1.2, 3.2, 3.8)"
-            }
-            Checker::FailedWriteEnds => {
-                "once a durable write of a tenure fails with a storage error, its node pays no more calls or tools under that lease and appends no ok settle under it (E15)"
-            }
-            Checker::DeleteFinished => {
-                "a workload run is deleted under a lease only while its latest meta or its journal's last settle is terminal (3.8, E20)"
-            }
-            Checker::WorkerCandidacy => {
-                "a worker's or the sweeper's segment boot (an accepted running meta) never follows a terminal meta of the same generation: a sweep re-checks candidacy under its lease (E8)"
-            }
-            Checker::TypedRejections => {
-                "a rejected acquire is held-by; a fenced call is never rejected for the live holder's lease, and otherwise run-mismatch for another run's lease, else stale; the fence is checked before the seq guard (2.7.7)"
-            }
-            Checker::LinearizableReads => {
-                "every journal load and meta read saw the writes recorded before it, each whole: some choice of taking each cut call as done or not explains every read (2.1, S6)"
-            }
             Checker::CleanBoot => "every writer opens the store at the concurrent boot of all writers (4.5, B2)",
             Checker::TypedRefusals => {
                 "a soak writer meets only the refusals the writer protocol expects, and no writer dies of an error (5.3-5.5)"
@@ -240,11 +150,8 @@ impl Checker {
                 "a logged call lacks its outcome only where the referee killed its writer, and no outcome is logged without its call (5.6)"
             }
             Checker::Integrity => "SQLite's integrity_check passes on the stormed file (4.5)",
-            Checker::SeqContiguous => {
-                "every stored journal numbers its entries 1..n, a gap only where an append of that seq failed or was refused (2.7.4, J5, 9.8)"
-            }
             Checker::WritersAccounted => {
-                "every writer process ended as the referee expects: killed by it, or cleanly at the stop file (5.6)"
+                "every writer process ended as the referee expects: killed by it, or cleanly at the stop file (5.6), and the engine soak's client cleanly once it drove its runs"
             }
             Checker::AuditConsistent => {
                 "the audit's table finds every run consistent after the operator's repair (the engine soak's file, on a copy) and after a kill point's resume (4.2, 4.3)"
@@ -255,6 +162,7 @@ impl Checker {
             Checker::KillPointReached => {
                 "every kill point's child reaches its point and dies there: a point never reached tests nothing"
             }
+            oracle => unreachable!("{} is an oracle checker without a descriptor", oracle.name()),
         }
     }
 
@@ -282,6 +190,15 @@ impl Serialize for Checker {
     }
 }
 
+/// A checker read back by its name (the real kill points' resume reports its findings so); an
+/// unknown name is refused.
+impl<'de> Deserialize<'de> for Checker {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        Checker::parse(&name).ok_or_else(|| serde::de::Error::custom(format!("unknown checker '{name}'")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,5 +212,15 @@ mod tests {
             assert!(!checker.invariant().is_empty());
         }
         assert_eq!(Checker::parse("no-stale-accept"), None, "a misspelt name is refused");
+    }
+
+    #[test]
+    fn a_checker_reads_back_from_its_name_and_refuses_another() {
+        for checker in Checker::all() {
+            let text = serde_json::to_string(&checker).expect("a name");
+            assert_eq!(serde_json::from_str::<Checker>(&text).expect("parses back"), checker);
+        }
+        let refused = serde_json::from_str::<Checker>("\"no-stale-accept\"").expect_err("a misspelt name");
+        assert!(refused.to_string().contains("unknown checker 'no-stale-accept'"), "{refused}");
     }
 }

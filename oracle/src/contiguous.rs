@@ -11,11 +11,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use fencesim_store::{JournalEntry, RunId};
 
 use super::model::index_of;
-use super::{Context, Violation};
+use super::{Context, Descriptor, Scope, Violation};
 use crate::checker::Checker;
 use crate::history::{Payload, Surface};
 
 pub(super) const SEQ_CONTIGUOUS: Checker = Checker::SeqContiguous;
+pub(super) const SEQ_CONTIGUOUS_CHECK: Descriptor = Descriptor {
+    checker: SEQ_CONTIGUOUS,
+    scope: Scope::Store,
+    invariant: "every stored journal numbers its entries 1..n, a gap only where an append of that seq failed or was refused (2.7.4, J5, 9.8)",
+    check: seq_contiguous,
+};
 
 pub(super) fn seq_contiguous(ctx: &Context) -> Vec<Violation> {
     // Per run, the seqs of its appends the store did not accept: holes they may have left.

@@ -12,12 +12,18 @@
 use std::collections::BTreeMap;
 
 use super::model::{holder, settle_status};
-use super::{Context, Violation};
+use super::{Context, Descriptor, Scope, Violation};
 use crate::checker::Checker;
 use crate::history::{Event, Payload, Surface};
 use fencesim_store::{RunId, RunStatus};
 
 pub(super) const DELETE_FINISHED: Checker = Checker::DeleteFinished;
+pub(super) const DELETE_FINISHED_CHECK: Descriptor = Descriptor {
+    checker: DELETE_FINISHED,
+    scope: Scope::Engine,
+    invariant: "a workload run is deleted under a lease only while its latest meta or its journal's last settle is terminal (3.8, E20)",
+    check: delete_finished,
+};
 
 /// What the accepted writes of one generation of a run say so far.
 #[derive(Default)]

@@ -13,11 +13,17 @@
 //! over is not judged here (clock skews between nodes decide those).
 
 use super::model::Fence;
-use super::{Context, Violation};
+use super::{Context, Descriptor, Scope, Violation};
 use crate::checker::Checker;
 use crate::history::{CallOutcome, Event, Role, Surface};
 
 pub(super) const HEALTHY_HOLDER: Checker = Checker::HealthyHolder;
+pub(super) const HEALTHY_HOLDER_CHECK: Descriptor = Descriptor {
+    checker: HEALTHY_HOLDER,
+    scope: Scope::Engine,
+    invariant: "a holder nothing disturbed (no fault on its node or run, no busy or failing store call of its own) never lets its lease lapse: a fenced call of its tenure is never refused for its own expired row (E2, E8)",
+    check: healthy_holder,
+};
 
 /// How far before a tenure's grant a fault of its node still excuses it, in ttls: a stall pauses
 /// the whole node and may have begun before the grant (the history records its start only), and

@@ -13,12 +13,18 @@
 use std::collections::BTreeMap;
 
 use super::model::{holder, settle_status};
-use super::{Context, Violation};
+use super::{Context, Descriptor, Scope, Violation};
 use crate::checker::Checker;
 use crate::history::{CallOutcome, Event, Payload, Surface};
 use fencesim_store::{Epoch, RunId, RunStatus};
 
 pub(super) const FAILED_WRITE_ENDS: Checker = Checker::FailedWriteEnds;
+pub(super) const FAILED_WRITE_ENDS_CHECK: Descriptor = Descriptor {
+    checker: FAILED_WRITE_ENDS,
+    scope: Scope::Engine,
+    invariant: "once a durable write of a tenure fails with a storage error, its node pays no more calls or tools under that lease and appends no ok settle under it (E15)",
+    check: failed_write_ends,
+};
 
 pub(super) fn failed_write_ends(ctx: &Context) -> Vec<Violation> {
     let mut found = Vec::new();

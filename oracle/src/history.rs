@@ -553,6 +553,11 @@ struct Inner {
     counters: BTreeMap<String, BTreeMap<(RunId, Epoch), u64>>,
     /// Leases granted so far, in grant order: what [`History::grants`] answers without a scan.
     grants: Vec<Lease>,
+    /// Each lease's last extension (the caller's clock at its grant or last accepted renew), by
+    /// (run, owner, epoch): what [`History::last_extension`] answers without a scan of the rows.
+    extensions: BTreeMap<(RunId, String, Epoch), i64>,
+    /// Each (run, owner)'s latest grant: what [`History::latest_grant`] answers without a scan.
+    latest: BTreeMap<(RunId, String), Lease>,
     /// Nodes killed inside synchronous code (a store call the simulator cut): what they would
     /// push before their task stops at its next await is dropped, as a dead process does nothing.
     silenced: BTreeSet<String>,
@@ -601,10 +606,16 @@ impl History {
 
     /// Append an event stamped with the recorder's current time.
     pub fn push(&self, node: &str, event: Event) {
+        self.push_row(node, event);
+    }
+
+    /// [`History::push`], saying where the row went: its index, or `None` when the node is
+    /// silenced and the row was dropped.
+    fn push_row(&self, node: &str, event: Event) -> Option<usize> {
         let at_ms = (self.now_ms)();
         let mut inner = self.lock();
         if !inner.silenced.is_empty() && inner.silenced.contains(node) {
-            return;
+            return None;
         }
         let index = inner.rows.len();
         // A history is a timeline: a row's time never precedes the row before it.
@@ -616,18 +627,26 @@ impl History {
             &event
         {
             inner.grants.push(lease.clone());
+            inner.latest.insert((lease.run.clone(), lease.owner.clone()), lease.clone());
+        }
+        if let Event::Call(c @ Call { surface: Surface::Acquire | Surface::Renew, lease: Some(lease), .. }) = &event
+            && c.outcome.is_ok()
+        {
+            inner.extensions.insert((lease.run.clone(), lease.owner.clone(), lease.epoch), c.clock_ms);
         }
         inner.rows.push(Row { index, at_ms, node: node.to_owned(), role: (self.role_of)(node), event });
+        Some(index)
     }
 
-    /// Append a call, numbering it within its node's tenure (`Call::counter`).
-    pub fn push_call(&self, node: &str, mut call: Call) {
+    /// Append a call, numbering it within its node's tenure (`Call::counter`). Its row's index,
+    /// or `None` when the node is silenced (the row was dropped).
+    pub fn push_call(&self, node: &str, mut call: Call) -> Option<usize> {
         if let Some(lease) = &call.lease
             && call.surface != Surface::Acquire
         {
             let mut inner = self.lock();
             if inner.silenced.contains(node) {
-                return;
+                return None;
             }
             // Keyed by node first, so that a call finds its node's counters without a new key.
             if !inner.counters.contains_key(node) {
@@ -638,32 +657,40 @@ impl History {
             *counter += 1;
             call.counter = *counter;
         }
-        self.push(node, Event::Call(call));
+        self.push_row(node, Event::Call(call))
     }
 
     /// Every row, leaving the history empty: the world's end, without copying it.
     pub fn take_rows(&self) -> Vec<Row> {
         let mut inner = self.lock();
         inner.grants.clear();
+        inner.extensions.clear();
+        inner.latest.clear();
         std::mem::take(&mut inner.rows)
     }
 
-    /// Leases granted so far, in grant order.
+    /// Leases granted so far, in grant order. A copy of them all: a caller that asks again and
+    /// again as the history grows asks [`History::grants_since`] for the new ones instead.
     pub fn grants(&self) -> Vec<Lease> {
         self.lock().grants.clone()
     }
 
+    /// The leases granted after the first `known`, in grant order: a caller that keeps what it
+    /// read reads each grant once, however often it asks.
+    pub fn grants_since(&self, known: usize) -> Vec<Lease> {
+        self.lock().grants.get(known..).map_or_else(Vec::new, <[Lease]>::to_vec)
+    }
+
+    /// The latest lease granted to `owner` on `run`, if any.
+    pub fn latest_grant(&self, run: &RunId, owner: &str) -> Option<Lease> {
+        self.lock().latest.get(&(run.clone(), owner.to_owned())).cloned()
+    }
+
     /// The caller's clock at the last call that set `lease`'s expiry (its grant or a renew that
-    /// was accepted): the lease expires `ttl` after it. `None` if it was never granted.
+    /// was accepted): the lease expires `ttl` after it. `None` if it was never granted. Kept as
+    /// the rows are pushed, so asking costs no scan of the history.
     pub fn last_extension(&self, lease: &Lease) -> Option<i64> {
-        self.lock()
-            .rows
-            .iter()
-            .filter_map(Row::call)
-            .filter(|c| matches!(c.surface, Surface::Acquire | Surface::Renew) && c.outcome.is_ok())
-            .filter(|c| c.lease.as_ref() == Some(lease))
-            .map(|c| c.clock_ms)
-            .next_back()
+        self.lock().extensions.get(&(lease.run.clone(), lease.owner.clone(), lease.epoch)).copied()
     }
 }
 

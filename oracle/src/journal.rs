@@ -11,13 +11,37 @@ use fencesim_store::{Epoch, JournalEntry, RunId, Seq};
 use super::model::{
     Run, blob_digest, entry_label, from_row, holder, index_of, is_checkpoint, last_settle, settle_status,
 };
-use super::{Context, Violation};
+use super::{Context, Descriptor, Scope, Violation};
 use crate::history::{CallOutcome, Payload, Row, Surface};
 
 pub(super) const JOURNAL_SEQ_ORDER: Checker = Checker::JournalSeqOrder;
+pub(super) const JOURNAL_SEQ_ORDER_CHECK: Descriptor = Descriptor {
+    checker: JOURNAL_SEQ_ORDER,
+    scope: Scope::Store,
+    invariant: "stored seqs strictly increase and every accepted append was above the journal's tail (2.7.4)",
+    check: journal_seq_order,
+};
 pub(super) const ONE_SETTLE_PER_SEGMENT: Checker = Checker::OneSettlePerSegment;
+pub(super) const ONE_SETTLE_PER_SEGMENT_CHECK: Descriptor = Descriptor {
+    checker: ONE_SETTLE_PER_SEGMENT,
+    scope: Scope::Engine,
+    invariant: "a tenure appends at most one run_settle and nothing after it (3.6, D14)",
+    check: one_settle_per_segment,
+};
 pub(super) const META_NOT_AHEAD: Checker = Checker::MetaNotAhead;
+pub(super) const META_NOT_AHEAD_CHECK: Descriptor = Descriptor {
+    checker: META_NOT_AHEAD,
+    scope: Scope::Engine,
+    invariant: "a terminal meta is only ever written and kept over an empty journal or one whose last run_settle has its status (3.6, D1)",
+    check: meta_not_ahead,
+};
 pub(super) const NO_CHECKPOINT_REGRESSION: Checker = Checker::NoCheckpointRegression;
+pub(super) const NO_CHECKPOINT_REGRESSION_CHECK: Descriptor = Descriptor {
+    checker: NO_CHECKPOINT_REGRESSION,
+    scope: Scope::Engine,
+    invariant: "a checkpoint ref is never overwritten by an older tenure, and holds its last accepted put (3.5, D2)",
+    check: no_checkpoint_regression,
+};
 
 /// An accepted append, its run and entry.
 fn accepted_append(row: &Row) -> Option<(&RunId, &JournalEntry)> {
@@ -46,6 +70,7 @@ pub(super) fn journal_seq_order(ctx: &Context) -> Vec<Violation> {
             tails.remove(&key);
         }
         let Some((run, entry)) = accepted_append(row) else { continue };
+        assert!(*key == *run, "row {}: an append keyed by another run", row.index);
         match tails.get(&key) {
             Some(&(tail, at)) if entry.seq <= tail => {
                 found.push(Violation::new(

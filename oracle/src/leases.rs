@@ -10,13 +10,37 @@ use std::collections::{BTreeMap, BTreeSet};
 use fencesim_store::{Epoch, RunId};
 
 use super::model::{Fence, Run, holder, target};
-use super::{Context, Violation};
+use super::{Context, Descriptor, Scope, Violation};
 use crate::history::{Call, CallOutcome, Role, Surface};
 
 pub(super) const NO_STALE_ACCEPTANCE: Checker = Checker::NoStaleAcceptance;
+pub(super) const NO_STALE_ACCEPTANCE_CHECK: Descriptor = Descriptor {
+    checker: NO_STALE_ACCEPTANCE,
+    scope: Scope::Store,
+    invariant: "every accepted mutation, renew and release carried the live holder's lease of its target run (2.7.1)",
+    check: no_stale_acceptance,
+};
 pub(super) const EPOCHS_INCREASING: Checker = Checker::EpochsIncreasing;
+pub(super) const EPOCHS_INCREASING_CHECK: Descriptor = Descriptor {
+    checker: EPOCHS_INCREASING,
+    scope: Scope::Store,
+    invariant: "per run, granted epochs are unique and strictly increasing across delete/recreate, one node per (run, epoch) (2.7.2)",
+    check: epochs_increasing,
+};
 pub(super) const ONE_LIVE_LEASE: Checker = Checker::OneLiveLease;
+pub(super) const ONE_LIVE_LEASE_CHECK: Descriptor = Descriptor {
+    checker: ONE_LIVE_LEASE,
+    scope: Scope::Store,
+    invariant: "no acquire is granted while another lease row of the run is live (2.7.3)",
+    check: one_live_lease,
+};
 pub(super) const TYPED_REJECTIONS: Checker = Checker::TypedRejections;
+pub(super) const TYPED_REJECTIONS_CHECK: Descriptor = Descriptor {
+    checker: TYPED_REJECTIONS,
+    scope: Scope::Store,
+    invariant: "a rejected acquire is held-by; a fenced call is never rejected for the live holder's lease, and otherwise run-mismatch for another run's lease, else stale; the fence is checked before the seq guard (2.7.7)",
+    check: typed_rejections,
+};
 
 /// An administrator's unleased deletes (of a run, of a blob) are the administrative purge the
 /// SPI allows (contracts S6), not an unfenced write.
@@ -31,12 +55,14 @@ pub(super) fn no_stale_acceptance(ctx: &Context) -> Vec<Violation> {
         let Some(call) = row.call().filter(|c| c.outcome.is_ok()) else { continue };
         let Some(fence) = ctx.leases.fence(pos) else { continue };
         // Nearly every call met its live holder: the labels below are formatted for a violation only.
-        if matches!(fence, Fence::Holder) || (matches!(fence, Fence::Unleased) && is_admin_purge(row.role, call)) {
+        if matches!(fence, Fence::Holder | Fence::HolderInDoubt)
+            || (matches!(fence, Fence::Unleased) && is_admin_purge(row.role, call))
+        {
             continue;
         }
         let (op, on, under) = (call.surface.as_str(), target(call), holder(call));
         let (why, cause) = match fence {
-            Fence::Holder => (None, None),
+            Fence::Holder | Fence::HolderInDoubt => (None, None),
             // S6: the administrator's unleased purge is legal; anyone else's unleased write is not.
             Fence::Unleased if is_admin_purge(row.role, call) => (None, None),
             Fence::Unleased => (Some(format!("unleased {op} of {on} accepted")), None),
@@ -198,7 +224,11 @@ fn fenced_rejection(call: &Call, fence: &Fence, rejection: &CallOutcome) -> Opti
     };
     match (rejection, fence) {
         (CallOutcome::Error(code), _) => Some(format!("unexpected error {code} on {op} of {on}")),
-        (CallOutcome::JournalOrder, Fence::Holder | Fence::Unleased) if call.surface == Surface::Append => None,
+        (CallOutcome::JournalOrder, Fence::Holder | Fence::HolderInDoubt | Fence::Unleased)
+            if call.surface == Surface::Append =>
+        {
+            None
+        }
         (CallOutcome::JournalOrder, _) if call.surface == Surface::Append => Some(format!(
             "append to {on} under {under} rejected journal-order, but its lease was not the live holder: the fence must be checked first"
         )),
@@ -208,6 +238,9 @@ fn fenced_rejection(call: &Call, fence: &Fence, rejection: &CallOutcome) -> Opti
         (_, Fence::Holder) => {
             Some(format!("the live holder's {op} of {on} under {under} was rejected with {rejection}"))
         }
+        // The row may have been removed by an indeterminate release or delete: refused as stale.
+        (CallOutcome::Stale, Fence::HolderInDoubt) => None,
+        (_, Fence::HolderInDoubt) => expected("stale"),
         (CallOutcome::RunMismatch, Fence::OtherRun(_)) => None,
         (_, Fence::OtherRun(_)) => expected("run-mismatch"),
         (CallOutcome::Stale, _) => None,
@@ -219,6 +252,9 @@ fn fenced_rejection(call: &Call, fence: &Fence, rejection: &CallOutcome) -> Opti
 fn standing(call: &Call, fence: &Fence) -> String {
     match fence {
         Fence::Holder => "its lease was the live holder".to_owned(),
+        Fence::HolderInDoubt => {
+            "its lease was the live holder, unless an indeterminate release or delete removed it".to_owned()
+        }
         Fence::Unleased => "it carried no lease".to_owned(),
         Fence::OtherRun(other) => format!("its lease is for run {other}"),
         Fence::Expired { clock, expires_at } => format!("its lease expired at {expires_at}, clock {clock}"),

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize, Serializer};
 
 use fencesim_store::{Epoch, RunFilter, RunId, RunMeta, RunStatus, Store, StoreResult};
 
@@ -65,23 +65,59 @@ pub struct OracleConfig {
 pub enum Scope {
     /// Every checker: a history of engines driving runs (a simulated world, an engine soak).
     Engine,
-    /// The store's fencing promises only ([`STORE_CHECKERS`]): a history of raw store calls (the
+    /// The store's fencing promises only ([`store_checkers`]): a history of raw store calls (the
     /// store-level soak), whose runs follow no journal vocabulary and never settle.
     Store,
 }
 
-/// The checkers of [`Scope::Store`]: leases, rejections, the serial history, seq order and
-/// contiguity.
-pub const STORE_CHECKERS: &[Checker] = &[
-    leases::NO_STALE_ACCEPTANCE,
-    leases::EPOCHS_INCREASING,
-    leases::ONE_LIVE_LEASE,
-    serial::SERIAL_HISTORY,
-    journal::JOURNAL_SEQ_ORDER,
-    contiguous::SEQ_CONTIGUOUS,
-    leases::TYPED_REJECTIONS,
-    reads::LINEARIZABLE_READS,
+/// One checker of the oracle: its name, which histories it judges, the invariant it asserts and
+/// the function that asserts it. Each checker's file exports one; [`DESCRIPTORS`] lists them, and
+/// every other list of checkers ([`CHECKERS`], [`store_checkers`], the report schema's enum, the
+/// docs' tables) is derived from it or held to it by a test.
+pub struct Descriptor {
+    pub checker: Checker,
+    /// [`Scope::Store`]: a promise of the store alone, judged on every history (a store soak's
+    /// too); [`Scope::Engine`]: judged only on histories of engines driving runs.
+    pub scope: Scope,
+    /// What it asserts, in one line, citing the contracts.
+    pub invariant: &'static str,
+    check: fn(&Context) -> Vec<Violation>,
+}
+
+/// Every checker of the oracle, in the order [`check`] runs and reports them: the one list.
+pub const DESCRIPTORS: [Descriptor; 25] = [
+    leases::NO_STALE_ACCEPTANCE_CHECK,
+    leases::EPOCHS_INCREASING_CHECK,
+    leases::ONE_LIVE_LEASE_CHECK,
+    serial::SERIAL_HISTORY_CHECK,
+    journal::JOURNAL_SEQ_ORDER_CHECK,
+    journal::ONE_SETTLE_PER_SEGMENT_CHECK,
+    journal::META_NOT_AHEAD_CHECK,
+    journal::NO_CHECKPOINT_REGRESSION_CHECK,
+    outcomes::REPAY_BOUND_CHECK,
+    outcomes::LIVENESS_CHECK,
+    outcomes::HONEST_OUTCOME_CHECK,
+    conduct::DISPATCH_IDENTITY_CHECK,
+    conduct::SILENT_REPLAY_CHECK,
+    conduct::RENEW_LOSS_CHECK,
+    conduct::JUSTIFIED_REPAIR_CHECK,
+    duties::HEALTHY_HOLDER_CHECK,
+    script::REFERENCE_MODEL_CHECK,
+    monotonic::OBSERVABLES_MONOTONIC_CHECK,
+    requests::CANCEL_ASKED_CHECK,
+    failures::FAILED_WRITE_ENDS_CHECK,
+    deletes::DELETE_FINISHED_CHECK,
+    candidacy::WORKER_CANDIDACY_CHECK,
+    contiguous::SEQ_CONTIGUOUS_CHECK,
+    leases::TYPED_REJECTIONS_CHECK,
+    reads::LINEARIZABLE_READS_CHECK,
 ];
+
+/// The checkers of [`Scope::Store`]: the store's fencing promises (leases, rejections, the serial
+/// history, seq order and contiguity, linearizable reads), in [`CHECKERS`] order.
+pub fn store_checkers() -> impl Iterator<Item = Checker> {
+    DESCRIPTORS.iter().filter(|d| d.scope == Scope::Store).map(|d| d.checker)
+}
 
 /// What every checker reads: the world's history, its final snapshot and config, and the views of
 /// the history several checkers share, each computed once.
@@ -103,20 +139,24 @@ struct Context<'a> {
 impl<'a> Context<'a> {
     fn new(rows: &'a [Row], snapshot: &'a Snapshot, cfg: &'a OracleConfig) -> Self {
         let runs = Runs::new(rows);
+        let epochs = effective_epochs(rows, &runs);
+        // The checkers index the per-row views by a row's position.
+        assert_eq!(epochs.len(), rows.len(), "the effective epochs have a slot per row");
         Self {
             rows,
             snapshot,
             cfg,
             writers: Writers::new(rows),
-            epochs: effective_epochs(rows, &runs),
+            epochs,
             leases: LeaseReplay::new(rows, &runs, cfg.ttl_ms),
             runs,
         }
     }
 }
 
-/// One broken invariant.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// One broken invariant: what the oracle's checkers find in a history, and what every other judge
+/// reports (the kill points, the soaks' own checks), so one type flows to every report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Violation {
     /// The invariant's name, one of [`CHECKERS`].
     pub checker: Checker,
@@ -129,9 +169,25 @@ pub struct Violation {
 }
 
 impl Violation {
-    fn new(checker: Checker, explanation: String, row: Option<usize>, cause: Option<usize>) -> Self {
+    pub fn new(checker: Checker, explanation: String, row: Option<usize>, cause: Option<usize>) -> Self {
         Self { checker, explanation, row, cause }
     }
+
+    /// A judge's finding that names no history row (a kill point's, a soak's check over its
+    /// processes and files): `<checker>: <why>` when printed.
+    pub fn of(checker: Checker, why: impl fmt::Display) -> Self {
+        Self::new(checker, why.to_string(), None, None)
+    }
+}
+
+/// Violations as their printed lines (`#[serde(serialize_with = ...)]`): the kill points' and the
+/// engine soak's reports carry them so.
+///
+/// # Errors
+///
+/// The serializer's.
+pub fn serialize_lines<S: Serializer>(violations: &[Violation], serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(violations.iter().map(ToString::to_string))
 }
 
 /// `serial-history: <explanation> (row 12, cause 7)`.
@@ -147,8 +203,16 @@ impl fmt::Display for Violation {
     }
 }
 
-/// Every checker of the oracle, in the order [`check`] runs them.
-pub const CHECKERS: [Checker; Checker::ORACLE.len()] = Checker::ORACLE;
+/// Every checker of the oracle, in the order [`check`] runs them: [`DESCRIPTORS`]' checkers.
+pub const CHECKERS: [Checker; DESCRIPTORS.len()] = {
+    let mut out = [Checker::NoStaleAcceptance; DESCRIPTORS.len()];
+    let mut i = 0;
+    while i < DESCRIPTORS.len() {
+        out[i] = DESCRIPTORS[i].checker;
+        i += 1;
+    }
+    out
+};
 
 /// At most this many violations per checker are reported, so a report stays readable.
 pub const MAX_PER_CHECKER: usize = 3;
@@ -168,39 +232,12 @@ pub fn check(rows: &[Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Viola
         assert!(pos == 0 || rows[pos - 1].at_ms <= row.at_ms, "history time went backwards at row {pos}");
     }
     let ctx = Context::new(rows, snapshot, cfg);
-    let checkers: [fn(&Context) -> Vec<Violation>; CHECKERS.len()] = [
-        leases::no_stale_acceptance,
-        leases::epochs_increasing,
-        leases::one_live_lease,
-        serial::serial_history,
-        journal::journal_seq_order,
-        journal::one_settle_per_segment,
-        journal::meta_not_ahead,
-        journal::no_checkpoint_regression,
-        outcomes::repay_bound,
-        outcomes::liveness,
-        outcomes::honest_outcome,
-        conduct::dispatch_identity,
-        conduct::silent_replay,
-        conduct::renew_loss,
-        conduct::justified_repair,
-        duties::healthy_holder,
-        script::reference_model,
-        monotonic::observables_monotonic,
-        requests::cancel_asked,
-        failures::failed_write_ends,
-        deletes::delete_finished,
-        candidacy::worker_candidacy,
-        contiguous::seq_contiguous,
-        leases::typed_rejections,
-        reads::linearizable_reads,
-    ];
-    checkers
-        .into_iter()
-        .zip(CHECKERS)
-        .filter(|(_, checker)| cfg.scope == Scope::Engine || STORE_CHECKERS.contains(checker))
-        .flat_map(|(checker, _)| {
-            let mut found = checker(&ctx);
+    DESCRIPTORS
+        .iter()
+        .filter(|d| cfg.scope == Scope::Engine || d.scope == Scope::Store)
+        .flat_map(|d| {
+            let mut found = (d.check)(&ctx);
+            assert!(found.iter().all(|v| v.checker == d.checker), "{} reported another checker", d.checker);
             found.sort_by_key(|v| v.row.unwrap_or(usize::MAX));
             found.truncate(MAX_PER_CHECKER);
             found

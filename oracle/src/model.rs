@@ -89,7 +89,10 @@ impl<'a> Runs<'a> {
             rank[*first_seen as usize] = u32::try_from(by_name).expect("fewer than 2^32 runs");
             *first_seen = rank[*first_seen as usize];
         }
-        let of_row = seen.into_iter().map(|s| s.map(|(n, id)| Run { number: rank[n as usize], id })).collect();
+        // Runs are numbered in name order: maps keyed by number iterate (and report) as names do.
+        assert!(numbers.values().enumerate().all(|(i, &n)| n as usize == i), "runs numbered out of name order");
+        let of_row: Vec<_> = seen.into_iter().map(|s| s.map(|(n, id)| Run { number: rank[n as usize], id })).collect();
+        assert_eq!(of_row.len(), rows.len(), "a run slot per row");
         Self { numbers, of_row }
     }
 
@@ -113,6 +116,10 @@ pub(super) struct Tenancy<'a> {
     pub expires_at: i64,
     /// The row (`Row::index`) of the acquire that granted it.
     pub granted: usize,
+    /// An indeterminate release or delete that a correct store could have committed may have
+    /// removed the row: it is gone for an acquire's check and there for a fenced call's, so
+    /// neither is judged against a fate the dead call may not have had.
+    pub in_doubt: bool,
 }
 
 impl Tenancy<'_> {
@@ -130,6 +137,9 @@ impl Tenancy<'_> {
 pub(super) enum Fence<'a> {
     /// The lease is the live holder of the call's target run.
     Holder,
+    /// The lease is the run's live row, which an indeterminate release or delete before the call
+    /// may have removed ([`Tenancy::in_doubt`]): the call may be accepted, or refused as stale.
+    HolderInDoubt,
     /// The call carried no lease.
     Unleased,
     /// The lease fences another run.
@@ -160,13 +170,14 @@ impl<'a> Leases<'a> {
         Self { ttl_ms, rows: BTreeMap::new() }
     }
 
-    /// The run's lease row if it is live at `clock`.
+    /// The run's lease row if it is live at `clock` (and not in doubt: an acquire may have met
+    /// it gone).
     fn live(&self, run: Run<'a>, clock: i64) -> Option<&Tenancy<'a>> {
-        self.rows.get(&run).filter(|t| clock < t.expires_at)
+        self.rows.get(&run).filter(|t| !t.in_doubt && clock < t.expires_at)
     }
 
-    /// Whether `call`'s lease was the live holder of its target run at the call.
-    /// `run` is the call's target run.
+    /// Whether `call`'s lease was the live holder of its target run at the call. `run` is the
+    /// call's target run.
     fn fence(&self, run: Run<'a>, call: &'a Call) -> Fence<'a> {
         let Some(lease) = &call.lease else { return Fence::Unleased };
         if lease.run != call.run {
@@ -174,6 +185,9 @@ impl<'a> Leases<'a> {
         }
         let row = self.rows.get(&run);
         match row {
+            Some(t) if call.clock_ms < t.expires_at && t.is(&lease.owner, lease.epoch) && t.in_doubt => {
+                Fence::HolderInDoubt
+            }
             Some(t) if call.clock_ms < t.expires_at && t.is(&lease.owner, lease.epoch) => Fence::Holder,
             Some(t) if call.clock_ms < t.expires_at => Fence::Superseded(t.clone()),
             Some(t) if t.is(&lease.owner, lease.epoch) => {
@@ -188,17 +202,38 @@ impl<'a> Leases<'a> {
     /// removes the row (the epoch high-water mark it keeps is [`effective_epochs`]' business).
     ///
     /// An indeterminate call (its process died before the outcome) is taken the way that can only
-    /// loosen the table: a release or delete as committed, a renew or acquire as not, so a later
-    /// grant is never judged against a lease the dead call may have ended or failed to extend.
-    fn apply(&mut self, index: usize, run: Run<'a>, call: &'a Call) {
-        let loosens = matches!(call.surface, Surface::Release | Surface::Delete);
-        if !(call.outcome.is_ok() || (call.outcome == CallOutcome::Indeterminate && loosens)) {
+    /// loosen the table: a renew or acquire as not committed, so a later grant is never judged
+    /// against a lease the dead call may have failed to extend; a release or delete that a correct
+    /// store could have committed (`fence`, what the call met: its lease the live holder, or a
+    /// delete with none) leaves the row in doubt ([`Tenancy::in_doubt`]), and one it must have
+    /// refused changes nothing. Taking such a call as committed outright loosened the table for a
+    /// grant but tightened it for the live holder: a stale delete probe cut by a SIGKILL removed
+    /// the holder's row, and the holder's next accepted writes were judged unleased (issue 38).
+    fn apply(&mut self, index: usize, run: Run<'a>, call: &'a Call, fence: Option<&Fence<'a>>) {
+        if call.outcome == CallOutcome::Indeterminate {
+            let could_commit = matches!(
+                (call.surface, fence),
+                (Surface::Release | Surface::Delete, Some(Fence::Holder | Fence::HolderInDoubt))
+                    | (Surface::Delete, Some(Fence::Unleased))
+            );
+            if let Some(t) = self.rows.get_mut(&run).filter(|_| could_commit) {
+                t.in_doubt = true;
+            }
+            return;
+        }
+        if !call.outcome.is_ok() {
             return;
         }
         let expiry = call.clock_ms.saturating_add(self.ttl_ms);
         match (call.surface, &call.lease) {
             (Surface::Acquire, Some(lease)) => {
-                let tenancy = Tenancy { owner: &lease.owner, epoch: lease.epoch, expires_at: expiry, granted: index };
+                let tenancy = Tenancy {
+                    owner: &lease.owner,
+                    epoch: lease.epoch,
+                    expires_at: expiry,
+                    granted: index,
+                    in_doubt: false,
+                };
                 self.rows.insert(run, tenancy);
             }
             (Surface::Renew, Some(lease)) => {
@@ -232,6 +267,8 @@ impl<'a> LeaseReplay<'a> {
         let mut replay = LeaseReplay { fences: Vec::with_capacity(rows.len()), live: Vec::with_capacity(rows.len()) };
         for (pos, row) in rows.iter().enumerate() {
             let call = row.call().zip(runs.at(pos));
+            // The lease table is keyed by the run the call itself names.
+            assert!(call.is_none_or(|(call, run)| *run == call.run), "row {pos}: a call keyed by another run");
             let (fence, live) = match call {
                 Some((call, run)) if is_fenced(call.surface) => (Some(leases.fence(run, call)), None),
                 Some((call, run)) if call.surface == Surface::Acquire => {
@@ -239,11 +276,11 @@ impl<'a> LeaseReplay<'a> {
                 }
                 _ => (None, None),
             };
+            if let Some((call, run)) = call {
+                leases.apply(row.index, run, call, fence.as_ref());
+            }
             replay.fences.push(fence);
             replay.live.push(live);
-            if let Some((call, run)) = call {
-                leases.apply(row.index, run, call);
-            }
         }
         replay
     }

@@ -23,10 +23,16 @@ use fencesim_store::{JournalEntry, RunMeta, RunStatus};
 use serde_json::Value;
 
 use super::model::{Run, settle_status};
-use super::{Context, Violation};
+use super::{Context, Descriptor, Scope, Violation};
 use crate::history::{Call, Event, Payload, Surface};
 
 pub(super) const OBSERVABLES_MONOTONIC: Checker = Checker::ObservablesMonotonic;
+pub(super) const OBSERVABLES_MONOTONIC_CHECK: Descriptor = Descriptor {
+    checker: OBSERVABLES_MONOTONIC,
+    scope: Scope::Engine,
+    invariant: "within a generation, segments never decrease, genesis and workflow binding never change, and a journal's final run_settle is never overturned: no other settle status, no other terminal meta, no non-terminal meta but a new segment's boot (1.2, 3.1, 3.6, 4.3)",
+    check: observables_monotonic,
+};
 
 /// What a generation of a run has shown so far.
 #[derive(Default)]

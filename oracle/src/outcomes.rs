@@ -19,14 +19,32 @@ use std::collections::{BTreeMap, BTreeSet};
 use fencesim_store::{Epoch, RunId, RunStatus, Seq};
 
 use super::model::{Run, last_settle, open_suspensions, settle_status};
-use super::{Context, Violation};
+use super::{Context, Descriptor, Scope, Violation};
 use crate::history::{
     Call, CallOutcome, Effect, EffectKind, Event, Payload, RunState, SegmentError, SegmentResult, Surface,
 };
 
 pub(super) const REPAY_BOUND: Checker = Checker::RepayBound;
+pub(super) const REPAY_BOUND_CHECK: Descriptor = Descriptor {
+    checker: REPAY_BOUND,
+    scope: Scope::Engine,
+    invariant: "a dispatch's turn or tool is paid once per tenure, never after its terminal, never again once an accepted checkpoint covers it, and at most 1 + (unreleased tenures that paid into that dispatch) times (3.5, E11, 5.13)",
+    check: repay_bound,
+};
 pub(super) const LIVENESS: Checker = Checker::Liveness;
+pub(super) const LIVENESS_CHECK: Descriptor = Descriptor {
+    checker: LIVENESS,
+    scope: Scope::Engine,
+    invariant: "every planned run reached the store, and after quiescence every run is settled (terminal meta backed by a final run_settle) or waits on an open suspension",
+    check: liveness,
+};
 pub(super) const HONEST_OUTCOME: Checker = Checker::HonestOutcome;
+pub(super) const HONEST_OUTCOME_CHECK: Descriptor = Descriptor {
+    checker: HONEST_OUTCOME,
+    scope: Scope::Engine,
+    invariant: "a settled outcome a node reports is backed by its own accepted run_settle, by the journal it read, or over an empty journal by its own accepted meta write (3.6, D12b)",
+    check: honest_outcome,
+};
 
 /// A paid effect's identity within a generation of its run: (run, generation, running seq, kind, n).
 type Dispatch<'a> = (Run<'a>, u32, Seq, EffectKind, u32);

@@ -14,11 +14,17 @@ use std::collections::BTreeMap;
 use fencesim_store::{RunId, RunStatus};
 
 use super::serial::MAX_INDETERMINATE_PER_RUN;
-use super::{Context, Violation};
+use super::{Context, Descriptor, Scope, Violation};
 use crate::checker::Checker;
 use crate::history::{CallOutcome, Payload, Read, Surface};
 
 pub(super) const LINEARIZABLE_READS: Checker = Checker::LinearizableReads;
+pub(super) const LINEARIZABLE_READS_CHECK: Descriptor = Descriptor {
+    checker: LINEARIZABLE_READS,
+    scope: Scope::Store,
+    invariant: "every journal load and meta read saw the writes recorded before it, each whole: some choice of taking each cut call as done or not explains every read (2.1, S6)",
+    check: linearizable_reads,
+};
 
 /// A run as the writes before a row left it.
 #[derive(Clone, Copy, Default)]

@@ -12,12 +12,18 @@
 //! soak does not log its processes' stop requests, so it leaves this checker out.
 
 use super::model::{holder, settle_status};
-use super::{Context, Violation};
+use super::{Context, Descriptor, Scope, Violation};
 use crate::checker::Checker;
 use crate::history::{CallOutcome, Event, Payload, Request, Surface};
 use fencesim_store::RunStatus;
 
 pub(super) const CANCEL_ASKED: Checker = Checker::CancelAsked;
+pub(super) const CANCEL_ASKED_CHECK: Descriptor = Descriptor {
+    checker: CANCEL_ASKED,
+    scope: Scope::Engine,
+    invariant: "a run settles cancelled only when its client cancelled it, a renew of the settling tenure's lease failed, or the settling node's worker was asked to stop (1.2, 3.2, 3.8)",
+    check: cancel_asked,
+};
 
 pub(super) fn cancel_asked(ctx: &Context) -> Vec<Violation> {
     let mut found = Vec::new();

@@ -24,10 +24,16 @@ use fencesim_store::{JournalEntry, RunId, RunStatus, Seq};
 use serde_json::{Value, json};
 
 use super::model::settle_status;
-use super::{Context, Violation};
+use super::{Context, Descriptor, Scope, Violation};
 use crate::history::{Effect, EffectKind, Event, Surface};
 
 pub(super) const REFERENCE_MODEL: Checker = Checker::ReferenceModel;
+pub(super) const REFERENCE_MODEL_CHECK: Descriptor = Descriptor {
+    checker: REFERENCE_MODEL,
+    scope: Scope::Engine,
+    invariant: "each run's journal walks its workflow's script in order (a step opens only after the steps before it finished, ok terminals carry the scripted answer, ok settles only a finished script) and no dispatch pays past what its step can reach (1.3, 3.4-3.6)",
+    check: reference_model,
+};
 
 /// A workflow as the oracle knows it: its name (the run meta's `workflow` binding) and steps.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -12,10 +12,16 @@ use fencesim_store::{Epoch, JournalEntry, RunId, RunMeta};
 use super::model::{
     Writers, blob_digest, blob_label, entry_label, from_row, holder, index_of, meta_label, same_entry, same_meta,
 };
-use super::{Context, Violation};
+use super::{Context, Descriptor, Scope, Violation};
 use crate::history::{CallOutcome, Payload, Row, RunState, Surface};
 
 pub(super) const SERIAL_HISTORY: Checker = Checker::SerialHistory;
+pub(super) const SERIAL_HISTORY_CHECK: Descriptor = Descriptor {
+    checker: SERIAL_HISTORY,
+    scope: Scope::Store,
+    invariant: "journal, meta and blobs equal the accepted mutations replayed in (epoch, row) order; epochs never decrease along the journal (2.7.5-6, 5.9)",
+    check: serial_history,
+};
 
 /// A run's state as the serial history has it; every item keeps the position of its row.
 #[derive(Default)]
@@ -85,8 +91,11 @@ pub(super) fn serial_history(ctx: &Context) -> Vec<Violation> {
 fn judge_run(ctx: &Context, run: &RunId, order: &[(Epoch, usize)]) -> Vec<Violation> {
     let (rows, writers, epochs) = (ctx.rows, &ctx.writers, &ctx.epochs);
     let mut model = Model::default();
+    // Replayed in (epoch, row) order, each row once.
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{run}: the serial order is not sorted");
     for &(_, pos) in order {
         let Some(call) = rows.get(pos).and_then(Row::call) else { continue };
+        assert!(call.run == *run && call.surface.is_mutation(), "{run}: row {pos} replayed into another run's model");
         match (call.surface, &call.payload, &call.blob_ref) {
             (Surface::Append, Payload::Entry(entry), _) => model.journal.push((pos, entry)),
             (Surface::PutMeta, Payload::Meta(meta), _) => model.meta = Some((pos, meta)),

@@ -17,6 +17,7 @@
 //! kit run is single-threaded, and each worker thread of a sweep has its own process.
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,12 +26,14 @@ use fencesim_store::{
     Clock, FaultAction, FaultHook, FaultPoint, FaultSite, JournalEntry, JournalStore, LeasableStore, Lease, Op,
     RunFilter, RunId, RunMeta, Store, StoreError, StoreResult, TranscriptStore,
 };
-use serde_json::{Value, json};
+use serde::Deserialize;
+use serde_json::Value;
 
 use crate::error::{AdapterError, Failure};
 use crate::process::Process;
+use crate::request::{self, Call, CallLine, NowMs, Reply, Request, Resume, TimeGiven, WireFilter, lease_arg};
 use crate::spec::Spec;
-use crate::wire;
+use crate::wire::{self, AdapterLine, FaultLine, FaultName, True, WireLease};
 
 /// What an adapter said about itself in its handshake.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,6 +45,10 @@ pub struct Hello {
     pub fenced_writes: bool,
     /// It calls back at the fault points of `store/src/fault.rs`.
     pub fault_points: bool,
+    /// It keeps every integer of a payload exactly. `false` is a declared property of the store
+    /// (rulvar's stores read payloads back as JavaScript doubles and round integers beyond 2^53);
+    /// the kit then reports `a4-exact-integers` as skipped for that reason. Absent means `true`.
+    pub exact_integers: bool,
 }
 
 /// One adapter process after a successful handshake. Clones share it; it is killed when the last
@@ -49,44 +56,18 @@ pub struct Hello {
 #[derive(Clone)]
 pub struct Adapter(Arc<Shared>);
 
+/// How many answered requests are remembered, to name a second answer to one of them.
+const ANSWERED: usize = 16;
+
 struct Shared {
     spec: Spec,
     hello: Hello,
     process: Mutex<Process>,
     next_id: AtomicU64,
+    /// The requests answered last (id, op), newest last.
+    answered: Mutex<VecDeque<(u64, String)>>,
     /// The first protocol failure: every later call fails with it, and the harness reports it.
     broken: Mutex<Option<AdapterError>>,
-}
-
-/// One line an adapter sent while a call was in flight, by what it is.
-enum Answer<'a> {
-    /// The call's result.
-    Ok(&'a Value),
-    /// The call's typed error (`None`: not an error object of the protocol).
-    Error(Option<StoreError>),
-    /// It asks for the time, in-lock.
-    Time,
-    /// It stopped at a fault point and waits for `resume`.
-    Fault(FaultPoint, RunId),
-    Unknown,
-}
-
-impl<'a> Answer<'a> {
-    fn of(line: &'a Value) -> Self {
-        if let Some(ok) = line.get("ok") {
-            return Answer::Ok(ok);
-        }
-        if let Some(error) = line.get("error") {
-            return Answer::Error(wire::parse_error(error));
-        }
-        let run = || RunId::new(line.get("run").and_then(Value::as_str).unwrap_or_default());
-        match (line.get("fault").and_then(Value::as_str), line.get("time")) {
-            (Some("fence_checked"), _) => Answer::Fault(FaultPoint::FenceChecked, run()),
-            (Some("acquire_checked"), _) => Answer::Fault(FaultPoint::AcquireChecked, run()),
-            (None, Some(Value::Bool(true))) => Answer::Time,
-            _ => Answer::Unknown,
-        }
-    }
 }
 
 /// A call's failure: the store's typed answer, or the adapter's own failure.
@@ -99,32 +80,40 @@ impl Adapter {
     /// Start the adapter and shake hands: the protocol version must be this build's.
     pub fn start(spec: &Spec) -> Result<Adapter, AdapterError> {
         let mut process = Process::spawn(spec)?;
-        let hello = json!({ "id": 0, "op": "hello", "protocol": wire::PROTOCOL_VERSION });
-        process.send("hello", &hello.to_string())?;
-        let line = process.recv("hello")?;
-        let answer = parse_line(&line).ok_or_else(|| garbage(&mut process, "hello", &line, "not a JSON object"))?;
-        if answer.get("id") != Some(&json!(0)) {
-            return Err(process.fail("hello", Failure::Unasked { line }));
-        }
-        let Some(ok) = answer.get("ok") else {
-            return Err(garbage(&mut process, "hello", &line, "no `ok` in the handshake"));
+        process.send("hello", &request::line(&Request::hello()))?;
+        let text = process.recv("hello")?;
+        let garbage =
+            |process: &mut Process, why: String| process.fail("hello", Failure::Garbage { line: text.clone(), why });
+        let ok = match AdapterLine::parse(&text) {
+            Ok(AdapterLine::Ok(line)) if line.id == 0 => line.ok,
+            Ok(line) if line.id() != 0 => return Err(process.fail("hello", Failure::Unasked { line: text })),
+            Ok(_) => return Err(garbage(&mut process, "the handshake's answer is not `ok`".to_owned())),
+            Err(why) => return Err(garbage(&mut process, why)),
         };
-        let version = ok.get("protocol").cloned().unwrap_or(Value::Null);
-        if version != json!(wire::PROTOCOL_VERSION) {
+        // The version first, whatever the rest of another version's handshake looks like.
+        let version = wire::HelloVersion::deserialize(&ok).map_or(Value::Null, |v| v.protocol);
+        if version.as_u64() != Some(u64::from(wire::PROTOCOL_VERSION)) {
             return Err(process.fail("hello", Failure::Version { theirs: version.to_string() }));
         }
-        let flag = |name: &str| ok.get("capabilities").and_then(|c| c.get(name)).and_then(Value::as_bool);
-        let (Some(name), Some(leases), Some(fenced_writes), Some(fault_points)) =
-            (ok.get("name").and_then(Value::as_str), flag("leases"), flag("fenced_writes"), flag("fault_points"))
-        else {
-            return Err(garbage(&mut process, "hello", &line, "the handshake lacks name or capabilities"));
+        let hello = match wire::HelloOk::deserialize(&ok) {
+            Ok(hello) if !hello.name.is_empty() => hello,
+            Ok(_) => return Err(garbage(&mut process, "the handshake names no adapter".to_owned())),
+            Err(e) => return Err(garbage(&mut process, format!("not the handshake's answer: {e}"))),
         };
-        let hello = Hello { name: name.to_owned(), leases, fenced_writes, fault_points };
+        let caps = hello.capabilities;
+        let hello = Hello {
+            name: hello.name,
+            leases: caps.leases,
+            fenced_writes: caps.fenced_writes,
+            fault_points: caps.fault_points,
+            exact_integers: caps.exact_integers,
+        };
         Ok(Adapter(Arc::new(Shared {
             spec: spec.clone(),
             hello,
             process: Mutex::new(process),
             next_id: AtomicU64::new(1),
+            answered: Mutex::new(VecDeque::with_capacity(ANSWERED)),
             broken: Mutex::new(None),
         })))
     }
@@ -137,26 +126,47 @@ impl Adapter {
         &self.0.hello
     }
 
+    /// The adapter process's pid (the leader of its process group, unless it runs in the
+    /// caller's).
+    pub fn pid(&self) -> u32 {
+        lock(&self.0.process).pid()
+    }
+
     /// The adapter's first protocol failure, if it had one: whatever ran on it is not a verdict.
     pub fn broken(&self) -> Option<AdapterError> {
         lock(&self.0.broken).clone()
     }
 
+    /// Refuse an adapter whose handshake lacks leases or fenced writes, which `needed_by` (a
+    /// command storming lease-fenced writes) cannot do without: a harness error, not a verdict.
+    pub fn require_fenced_leases(&self, needed_by: &'static str) -> Result<(), AdapterError> {
+        let hello = self.hello();
+        let missing: Vec<&str> = [("leases", hello.leases), ("fenced writes", hello.fenced_writes)]
+            .into_iter()
+            .filter_map(|(what, has)| (!has).then_some(what))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let failure = Failure::Lacks { what: missing.join(" and "), needed_by };
+        Err(self.0.spec.error("hello", failure, String::new()))
+    }
+
     /// Open a connection over `location` (a folder the harness made for the adapter's files) with
     /// this raw lease ttl, which the adapter validates (contracts B1). Its calls read `clock`.
     pub fn open(&self, location: &Path, ttl_ms: i64, clock: Arc<dyn Clock>) -> StoreResult<CmdStore> {
-        let request = json!({ "op": "open", "location": location.to_string_lossy(), "ttl_ms": ttl_ms });
-        let ok = self.call(Op::Boot, request, None, None).map_err(|e| self.store_error(Op::Boot, e))?;
-        let (Some(conn), Some(ttl)) =
-            (ok.get("conn").and_then(Value::as_u64), ok.get("ttl_ms").and_then(Value::as_u64))
-        else {
-            let line = ok.to_string();
-            return Err(
-                self.break_with(Op::Boot, Failure::Garbage { line, why: "`open` answered no conn or ttl_ms".into() })
-            );
-        };
-        let ttl_ms = u32::try_from(ttl).unwrap_or(u32::MAX);
-        Ok(CmdStore { adapter: self.clone(), conn, ttl_ms, clock, hook: RefCell::new(None), time_in_lock: false })
+        let request = Request::Open { id: 0, location: location.to_string_lossy().into_owned(), ttl_ms };
+        let ok = self.call(request, None, None).map_err(|e| self.store_error(Op::Boot, e))?;
+        let opened: wire::Opened = self.decode(Op::Boot, "open", &ok)?;
+        let ttl_ms = u32::try_from(opened.ttl_ms).unwrap_or(u32::MAX);
+        Ok(CmdStore {
+            adapter: self.clone(),
+            conn: opened.conn,
+            ttl_ms,
+            clock,
+            hook: RefCell::new(None),
+            time_in_lock: false,
+        })
     }
 
     /// One request and its answer: the `ok` value, or the typed error. Fault callbacks and asks
@@ -164,64 +174,102 @@ impl Adapter {
     /// while a hook runs.
     fn call(
         &self,
-        op: Op,
-        mut request: Value,
+        mut request: Request,
         hook: Option<&RefCell<Option<FaultHook>>>,
         clock: Option<&dyn Clock>,
     ) -> Result<Value, CallError> {
-        let name = op_name(op, &request);
+        let (op, name) = (request.op(), request.name());
         if let Some(broken) = self.broken() {
             return Err(CallError::Adapter(self.0.spec.error(
-                &name,
+                name,
                 Failure::Broken(broken.to_string()),
                 String::new(),
             )));
         }
+        self.nothing_unasked()?;
         let id = self.0.next_id.fetch_add(1, Ordering::Relaxed);
-        request["id"] = id.into();
-        if hook.is_some_and(|h| h.borrow().is_some()) {
-            request["faults"] = true.into();
+        request.set_id(id);
+        if let Request::Call(line) = &mut request {
+            line.faults = hook.is_some_and(|h| h.borrow().is_some());
         }
-        self.with_process(|p| p.send(&name, &request.to_string()))?;
-        let given_time = request.get("now_ms") != Some(&Value::Null);
+        self.with_process(|p| p.send(name, &request::line(&request)))?;
+        let clock = clock.filter(|_| !request.gives_time());
         // Where a hook cut the call (the caller died there), if one did: the adapter, another
         // process, finishes the call all the same, and its answer is discarded.
         let mut cut: Option<FaultPoint> = None;
         loop {
-            let line = self.with_process(|p| p.recv(&name))?;
-            let garbage = |why: &str| Failure::Garbage { line: line.clone(), why: why.to_owned() };
-            let Some(answer) = parse_line(&line) else {
-                return Err(self.adapter_failure(&name, garbage("not a JSON object")));
+            let text = self.with_process(|p| p.recv(name))?;
+            let garbage = |why: String| Failure::Garbage { line: text.clone(), why };
+            let line = match AdapterLine::parse(&text) {
+                Ok(line) => line,
+                Err(why) => return Err(self.adapter_failure(name, garbage(why))),
             };
-            if answer.get("id") != Some(&json!(id)) {
-                return Err(self.adapter_failure(&name, Failure::Unasked { line }));
+            if line.id() != id {
+                return Err(self.misdirected(name, line.id(), text));
             }
-            let reply = match Answer::of(&answer) {
-                Answer::Ok(_) | Answer::Error(Some(_)) if let Some(point) = cut => {
-                    return Err(CallError::Store(StoreError::storage(
-                        op,
-                        format!("cut at {}: the caller died", point.as_str()),
-                    )));
+            let reply = match line {
+                AdapterLine::Ok(_) | AdapterLine::Error(_) if let Some(point) = cut => {
+                    self.answered(id, name);
+                    let why = format!("cut at {}: the caller died", point.as_str());
+                    return Err(CallError::Store(StoreError::storage(op, why)));
                 }
-                Answer::Ok(ok) => return Ok(ok.clone()),
-                Answer::Error(Some(error)) => return Err(CallError::Store(error)),
-                Answer::Error(None) => return Err(self.adapter_failure(&name, garbage("an unknown error object"))),
-                Answer::Unknown => {
-                    return Err(self.adapter_failure(&name, garbage("neither ok, error, fault nor time")));
+                AdapterLine::Ok(answer) => {
+                    self.answered(id, name);
+                    return Ok(answer.ok);
                 }
-                Answer::Time => match clock.filter(|_| !given_time) {
-                    Some(clock) => json!({ "id": id, "now_ms": clock.now_ms() }),
-                    None => return Err(self.adapter_failure(&name, garbage("asked for a time it was given"))),
+                AdapterLine::Error(answer) => match wire::parse_error(&answer.error) {
+                    Ok(error) => {
+                        self.answered(id, name);
+                        return Err(CallError::Store(error));
+                    }
+                    Err(why) => {
+                        return Err(self.adapter_failure(name, garbage(format!("an unknown error object: {why}"))));
+                    }
                 },
-                Answer::Fault(point, run) => {
-                    if fire(hook, &FaultSite { point, op, run: &run }) == FaultAction::Crash {
+                AdapterLine::Time(_) => match clock {
+                    Some(clock) => Reply::Time(TimeGiven { id, now_ms: clock.now_ms() }),
+                    None => {
+                        return Err(self.adapter_failure(name, garbage("asked for a time it was given".to_owned())));
+                    }
+                },
+                AdapterLine::Fault(fault) => {
+                    if let Some(point) = stopped(hook, op, fault) {
                         cut.get_or_insert(point);
                     }
-                    json!({ "id": id, "resume": true })
+                    Reply::Resume(Resume { id, resume: True })
                 }
             };
-            self.with_process(|p| p.send(&name, &reply.to_string()))?;
+            self.with_process(|p| p.send(name, &request::line(&reply)))?;
         }
+    }
+
+    /// Between requests the adapter owes nothing: a line already written now (a second answer to
+    /// the last request, typically) breaks it, named by the request it follows.
+    fn nothing_unasked(&self) -> Result<(), CallError> {
+        let last = lock(&self.0.answered).back().map_or_else(|| "hello".to_owned(), |(_, op)| op.clone());
+        let Some(text) = self.with_process(|p| p.stray(&last))? else { return Ok(()) };
+        match AdapterLine::parse(&text) {
+            Ok(line) => Err(self.misdirected(&last, line.id(), text)),
+            Err(why) => Err(self.adapter_failure(&last, Failure::Garbage { line: text, why })),
+        }
+    }
+
+    /// A line for another request than `request`'s: a second answer to one answered before, or
+    /// one to a request never made.
+    fn misdirected(&self, request: &str, id: u64, line: String) -> CallError {
+        let earlier = lock(&self.0.answered).iter().find(|(answered, _)| *answered == id).map(|(_, op)| op.clone());
+        match earlier {
+            Some(op) => self.adapter_failure(&op, Failure::AnsweredTwice { id, line }),
+            None => self.adapter_failure(request, Failure::Unasked { line }),
+        }
+    }
+
+    fn answered(&self, id: u64, op: &str) {
+        let mut answered = lock(&self.0.answered);
+        if answered.len() == ANSWERED {
+            answered.pop_front();
+        }
+        answered.push_back((id, op.to_owned()));
     }
 
     fn with_process<T>(&self, f: impl FnOnce(&mut Process) -> Result<T, AdapterError>) -> Result<T, CallError> {
@@ -229,9 +277,9 @@ impl Adapter {
         result.map_err(|e| self.record(e))
     }
 
+    /// The adapter broke the protocol: its group is killed and the failure recorded.
     fn adapter_failure(&self, request: &str, failure: Failure) -> CallError {
         let error = lock(&self.0.process).fail(request, failure);
-        lock(&self.0.process).kill();
         self.record(error)
     }
 
@@ -240,9 +288,12 @@ impl Adapter {
         CallError::Adapter(error)
     }
 
-    fn break_with(&self, op: Op, failure: Failure) -> StoreError {
-        let error = self.adapter_failure(op.as_str(), failure);
-        self.store_error(op, error)
+    /// An `ok` answer as what `request` answers; one of another shape breaks the adapter.
+    fn decode<'a, T: Deserialize<'a>>(&self, op: Op, request: &str, value: &'a Value) -> StoreResult<T> {
+        T::deserialize(value).map_err(|e| {
+            let why = format!("not what {request} answers: {e}");
+            self.store_error(op, self.adapter_failure(request, Failure::Garbage { line: value.to_string(), why }))
+        })
     }
 
     /// A call's failure as the SPI answers it: an adapter failure is a storage error (and stays
@@ -255,16 +306,15 @@ impl Adapter {
     }
 }
 
-fn op_name(op: Op, request: &Value) -> String {
-    request.get("op").and_then(Value::as_str).map_or_else(|| op.as_str().to_owned(), str::to_owned)
-}
-
-fn parse_line(line: &str) -> Option<Value> {
-    serde_json::from_str::<Value>(line).ok().filter(Value::is_object)
-}
-
-fn garbage(process: &mut Process, request: &str, line: &str, why: &str) -> AdapterError {
-    process.fail(request, Failure::Garbage { line: line.to_owned(), why: why.to_owned() })
+/// A call stopped at a fault point: run the hook there; where it cuts the call (the caller died
+/// there), that point.
+fn stopped(hook: Option<&RefCell<Option<FaultHook>>>, op: Op, fault: FaultLine) -> Option<FaultPoint> {
+    let point = match fault.fault {
+        FaultName::FenceChecked => FaultPoint::FenceChecked,
+        FaultName::AcquireChecked => FaultPoint::AcquireChecked,
+    };
+    let run = RunId::new(fault.run);
+    (fire(hook, &FaultSite { point, op, run: &run }) == FaultAction::Crash).then_some(point)
 }
 
 /// Run the hook, taken out of its slot while it runs (as `SqliteStore` does).
@@ -309,94 +359,94 @@ impl CmdStore {
         self
     }
 
-    /// One SPI call on this connection; `timed` calls carry the time (or ask for it in-lock).
-    fn call(&self, op: Op, timed: bool, args: Value) -> StoreResult<Value> {
-        let mut request = json!({ "op": op.as_str(), "conn": self.conn });
-        if timed {
-            request["now_ms"] = if self.time_in_lock { Value::Null } else { self.clock.now_ms().into() };
-        }
-        if let (Value::Object(request), Value::Object(args)) = (&mut request, args) {
-            request.extend(args);
-        }
+    /// The time a timed call carries: the clock read now, or `None`: the adapter asks in-lock.
+    fn now(&self) -> NowMs {
+        (!self.time_in_lock).then(|| self.clock.now_ms())
+    }
+
+    /// A write's time: a fenced write is timed, an unfenced one carries none.
+    fn now_if(&self, lease: Option<&Lease>) -> Option<NowMs> {
+        lease.map(|_| self.now())
+    }
+
+    /// One SPI call on this connection.
+    fn call(&self, call: Call) -> StoreResult<Value> {
+        let op = call.op();
+        let request = Request::Call(CallLine { id: 0, conn: self.conn, faults: false, call });
         let clock: &dyn Clock = self.clock.as_ref();
-        self.adapter.call(op, request, Some(&self.hook), Some(clock)).map_err(|e| self.adapter.store_error(op, e))
+        self.adapter.call(request, Some(&self.hook), Some(clock)).map_err(|e| self.adapter.store_error(op, e))
     }
 
-    /// An answer of the wrong shape breaks the adapter.
-    fn decode<T>(&self, op: Op, value: Value, parse: impl FnOnce(&Value) -> Option<T>) -> StoreResult<T> {
-        match parse(&value) {
-            Some(parsed) => Ok(parsed),
-            None => Err(self
-                .adapter
-                .break_with(op, Failure::Garbage { line: value.to_string(), why: format!("not what {op} answers") })),
-        }
+    /// A call whose `ok` is a `T`: an answer of another shape breaks the adapter.
+    fn typed<T: serde::de::DeserializeOwned>(&self, call: Call) -> StoreResult<T> {
+        let op = call.op();
+        let value = self.call(call)?;
+        self.adapter.decode(op, op.as_str(), &value)
     }
 
-    /// A write answered `null`; timed when it is fenced (or a lease call).
-    fn unit(&self, op: Op, timed: bool, args: Value) -> StoreResult<()> {
-        let value = self.call(op, timed, args)?;
-        self.decode(op, value, |v| v.is_null().then_some(()))
+    /// A write answered `null`.
+    fn unit(&self, call: Call) -> StoreResult<()> {
+        self.typed(call)
     }
 }
 
 impl Drop for CmdStore {
     fn drop(&mut self) {
-        let request = json!({ "op": "close", "conn": self.conn });
-        let _ = self.adapter.call(Op::Boot, request, None, None);
+        let _ = self.adapter.call(Request::Close { id: 0, conn: self.conn }, None, None);
     }
 }
 
 impl JournalStore for CmdStore {
     fn append(&self, run: &RunId, entry: &JournalEntry, lease: Option<&Lease>) -> StoreResult<()> {
         entry.check_fields(run)?;
-        self.unit(
-            Op::Append,
-            lease.is_some(),
-            json!({ "run": run.as_str(), "entry": entry, "lease": wire::lease_or_null(lease) }),
-        )
+        let (run, entry) = (run.as_str().to_owned(), entry.clone());
+        self.unit(Call::Append { run, entry, lease: lease_arg(lease), now_ms: self.now_if(lease) })
     }
 
     fn load(&self, run: &RunId) -> StoreResult<Vec<JournalEntry>> {
-        let value = self.call(Op::Load, false, json!({ "run": run.as_str() }))?;
-        self.decode(Op::Load, value, |v| serde_json::from_value(v.clone()).ok())
+        self.typed(Call::Load { run: run.as_str().to_owned() })
     }
 
     fn put_meta(&self, meta: &RunMeta, lease: Option<&Lease>) -> StoreResult<()> {
         meta.check_fields()?;
-        self.unit(Op::PutMeta, lease.is_some(), json!({ "meta": meta, "lease": wire::lease_or_null(lease) }))
+        self.unit(Call::PutMeta { meta: meta.clone(), lease: lease_arg(lease), now_ms: self.now_if(lease) })
     }
 
     fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<RunMeta>> {
-        let value = self.call(Op::ListRuns, false, json!({ "filter": wire::filter(filter) }))?;
-        self.decode(Op::ListRuns, value, |v| serde_json::from_value(v.clone()).ok())
+        self.typed(Call::ListRuns { filter: WireFilter::from(filter) })
     }
 
     fn get_meta(&self, run: &RunId) -> StoreResult<Option<RunMeta>> {
-        let value = self.call(Op::GetMeta, false, json!({ "run": run.as_str() }))?;
-        self.decode(Op::GetMeta, value, |v| serde_json::from_value(v.clone()).ok())
+        self.typed(Call::GetMeta { run: run.as_str().to_owned() })
     }
 
     fn delete(&self, run: &RunId, lease: Option<&Lease>) -> StoreResult<()> {
-        self.unit(Op::Delete, lease.is_some(), json!({ "run": run.as_str(), "lease": wire::lease_or_null(lease) }))
+        let run = run.as_str().to_owned();
+        self.unit(Call::Delete { run, lease: lease_arg(lease), now_ms: self.now_if(lease) })
     }
 
     fn fenced_writes(&self) -> bool {
         self.adapter.hello().fenced_writes
     }
+
+    fn exact_integers(&self) -> bool {
+        self.adapter.hello().exact_integers
+    }
 }
 
 impl LeasableStore for CmdStore {
     fn acquire(&self, run: &RunId, owner: &str) -> StoreResult<Lease> {
-        let value = self.call(Op::Acquire, true, json!({ "run": run.as_str(), "owner": owner }))?;
-        self.decode(Op::Acquire, value, wire::parse_lease)
+        let call = Call::Acquire { run: run.as_str().to_owned(), owner: owner.to_owned(), now_ms: self.now() };
+        let lease: WireLease = self.typed(call)?;
+        Ok(lease.into())
     }
 
     fn renew(&self, lease: &Lease) -> StoreResult<()> {
-        self.unit(Op::Renew, true, json!({ "lease": wire::lease(lease) }))
+        self.unit(Call::Renew { lease: lease.into(), now_ms: self.now() })
     }
 
     fn release(&self, lease: &Lease) -> StoreResult<()> {
-        self.unit(Op::Release, true, json!({ "lease": wire::lease(lease) }))
+        self.unit(Call::Release { lease: lease.into(), now_ms: self.now() })
     }
 
     fn lease_ttl_ms(&self) -> u32 {
@@ -406,26 +456,30 @@ impl LeasableStore for CmdStore {
 
 impl TranscriptStore for CmdStore {
     fn put_blob(&self, blob_ref: &str, bytes: &[u8], lease: Option<&Lease>) -> StoreResult<()> {
-        let args = json!({ "ref": blob_ref, "hex": wire::hex(bytes), "lease": wire::lease_or_null(lease) });
-        self.unit(Op::PutBlob, lease.is_some(), args)
+        let (blob_ref, hex) = (blob_ref.to_owned(), wire::hex(bytes));
+        self.unit(Call::PutBlob { blob_ref, hex, lease: lease_arg(lease), now_ms: self.now_if(lease) })
     }
 
     fn get_blob(&self, blob_ref: &str) -> StoreResult<Option<Vec<u8>>> {
-        let value = self.call(Op::GetBlob, false, json!({ "ref": blob_ref }))?;
-        self.decode(Op::GetBlob, value, |v| match v {
-            Value::Null => Some(None),
-            Value::String(text) => wire::unhex(text).map(Some),
-            _ => None,
-        })
+        let Some(text) = self.typed::<Option<String>>(Call::GetBlob { blob_ref: blob_ref.to_owned() })? else {
+            return Ok(None);
+        };
+        match wire::unhex(&text) {
+            Some(bytes) => Ok(Some(bytes)),
+            None => {
+                let failure = Failure::Garbage { line: text, why: "not what get_blob answers: not hex".into() };
+                Err(self.adapter.store_error(Op::GetBlob, self.adapter.adapter_failure("get_blob", failure)))
+            }
+        }
     }
 
     fn list_blobs(&self, run: &RunId) -> StoreResult<Vec<String>> {
-        let value = self.call(Op::ListBlobs, false, json!({ "run": run.as_str() }))?;
-        self.decode(Op::ListBlobs, value, |v| serde_json::from_value(v.clone()).ok())
+        self.typed(Call::ListBlobs { run: run.as_str().to_owned() })
     }
 
     fn delete_blob(&self, blob_ref: &str, lease: Option<&Lease>) -> StoreResult<()> {
-        self.unit(Op::DeleteBlob, lease.is_some(), json!({ "ref": blob_ref, "lease": wire::lease_or_null(lease) }))
+        let blob_ref = blob_ref.to_owned();
+        self.unit(Call::DeleteBlob { blob_ref, lease: lease_arg(lease), now_ms: self.now_if(lease) })
     }
 
     fn fenced_blob_writes(&self) -> bool {

@@ -3,13 +3,14 @@
 
 use std::fmt;
 
+use crate::child::ProcessGroup;
 use crate::error::{AdapterError, Failure};
 
 /// How long fencesim waits for one answer line by default, in ms: far above any store call a
 /// correct adapter makes (a few ms), far below a CI job's patience.
 pub const TIMEOUT_MS_DEFAULT: u32 = 10_000;
 
-/// An adapter's command line and its answer timeout.
+/// An adapter's command line, its answer timeout and its process group.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Spec {
     /// The program and its arguments (never empty).
@@ -17,6 +18,8 @@ pub struct Spec {
     /// The command as the user gave it, for every message that names the adapter.
     pub text: String,
     pub timeout_ms: u32,
+    /// A group of its own (the default), or the caller's.
+    pub group: ProcessGroup,
 }
 
 impl Spec {
@@ -30,11 +33,17 @@ impl Spec {
         if argv.is_empty() {
             return Err(SpecError("the adapter command after cmd: is empty".to_owned()));
         }
-        Ok(Spec { argv, text: command.trim().to_owned(), timeout_ms: TIMEOUT_MS_DEFAULT })
+        Ok(Spec { argv, text: command.trim().to_owned(), timeout_ms: TIMEOUT_MS_DEFAULT, group: ProcessGroup::Own })
     }
 
     pub fn timeout_ms(mut self, ms: u32) -> Self {
         self.timeout_ms = ms;
+        self
+    }
+
+    /// Start the adapter in this process group.
+    pub fn group(mut self, group: ProcessGroup) -> Self {
+        self.group = group;
         self
     }
 

@@ -7,13 +7,14 @@ pub use crate::defect::{Defect, defect_names};
 use crate::scenario::{Scenario, ScenarioError};
 
 /// `(name, file text)` of every built-in scenario, sorted by name.
-pub const SCENARIOS: [(&str, &str); 14] = [
+pub const SCENARIOS: [(&str, &str); 15] = [
     ("boot-storm", include_str!("../../scenarios/boot-storm.toml")),
     ("branches", include_str!("../../scenarios/branches.toml")),
     ("client-reattach", include_str!("../../scenarios/client-reattach.toml")),
     ("crash-between-journal-and-meta", include_str!("../../scenarios/crash-between-journal-and-meta.toml")),
     ("crash-inside-calls", include_str!("../../scenarios/crash-inside-calls.toml")),
     ("long-turns", include_str!("../../scenarios/long-turns.toml")),
+    ("look-alikes", include_str!("../../scenarios/look-alikes.toml")),
     ("mid-call-takeover", include_str!("../../scenarios/mid-call-takeover.toml")),
     ("skewed-clocks", include_str!("../../scenarios/skewed-clocks.toml")),
     ("stale-checkpoint", include_str!("../../scenarios/stale-checkpoint.toml")),

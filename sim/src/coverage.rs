@@ -57,6 +57,8 @@ pub fn events() -> Vec<String> {
     all.push("stall-woke-at-expiry-instant".to_owned());
     all.push("takeover-aimed-at-expiry-instant".to_owned());
     all.extend(ROLES.iter().map(|r| format!("store-error-{r}")));
+    all.push("look-alike-run-listed".to_owned());
+    all.push("seq-refused-above-count".to_owned());
     all.extend(fencesim_engine::probe::ALL.iter().map(|p| probe_event(*p)));
     all
 }
@@ -112,6 +114,7 @@ pub fn count(rows: &[Row], ttl_ms: i64) -> BTreeMap<String, u64> {
                 count.refusals(row, node, call);
                 count.expiries(call);
                 count.grants(row, node, call);
+                count.look_alikes(call);
             }
             _ => {}
         }
@@ -140,6 +143,10 @@ struct Count<'a> {
     row_expiry: BTreeMap<&'a str, i64>,
     /// Nodes whose stall was aimed at their lease's expiry instant.
     aimed: BTreeMap<&'a str, ()>,
+    /// Runs a blob was put into (accepted).
+    blob_runs: BTreeMap<&'a str, ()>,
+    /// Run -> (accepted appends since its last delete, the last accepted seq).
+    journals: BTreeMap<&'a str, (i64, i64)>,
 }
 
 impl<'a> Count<'a> {
@@ -307,6 +314,43 @@ impl<'a> Count<'a> {
             {
                 self.hit("recreate-tombstone-held".to_owned());
             }
+        }
+    }
+}
+
+impl<'a> Count<'a> {
+    /// What a store matching by prefix or counting entries would confuse: a blob listing of a run
+    /// whose id begins another run's that holds blobs (`r1` and `r10`), and an append refused at
+    /// the tail although its seq is above the journal's entry count (a journal with a gap).
+    fn look_alikes(&mut self, call: &'a Call) {
+        let run = call.run.as_str();
+        match call.surface {
+            Surface::PutBlob if call.outcome.is_ok() => {
+                self.blob_runs.insert(run, ());
+            }
+            Surface::ListBlobs
+                if call.outcome.is_ok()
+                    && self.blob_runs.keys().any(|other| *other != run && other.starts_with(run)) =>
+            {
+                self.hit("look-alike-run-listed".to_owned());
+            }
+            Surface::Append => {
+                let crate::history::Payload::Entry(entry) = &call.payload else { return };
+                if call.outcome.is_ok() {
+                    let journal = self.journals.entry(run).or_default();
+                    *journal = (journal.0 + 1, entry.seq.0);
+                } else if call.outcome == CallOutcome::JournalOrder
+                    && let Some((count, tail)) = self.journals.get(run)
+                    && entry.seq.0 > *count
+                    && entry.seq.0 <= *tail
+                {
+                    self.hit("seq-refused-above-count".to_owned());
+                }
+            }
+            Surface::Delete if call.outcome.is_ok() => {
+                self.journals.remove(run);
+            }
+            _ => {}
         }
     }
 }

@@ -3,6 +3,8 @@
 //! target that is a directory or a symbolic link is refused whatever the caller says (a rename
 //! would replace the link, not write where it points, and an operator who pointed it somewhere
 //! meant something else); an existing file is refused unless the caller was told `--force`.
+//! An output file gets the mode a plain write would give it (`0666 & !umask`, what a shell's `>`
+//! makes), not a temporary file's private `0600`: the rename is an implementation detail.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -22,22 +24,131 @@ pub struct Output {
     pub overwrite: bool,
 }
 
-/// Write `bytes` to `path` atomically. Without `overwrite`, an existing file is refused (checked
-/// again at the rename, which never replaces one).
+/// The mode an output file is created with, the umask applied by the kernel at creation: a
+/// plain write's (`0666 & !umask`).
+pub const OUTPUT_MODE: u32 = 0o666;
+
+/// A temporary file in the folder `path` will be renamed into, created with [`OUTPUT_MODE`]
+/// under the process's umask, so that once renamed it has the mode a plain write of `path`
+/// would have given it (a temporary file is otherwise `0600` whatever the umask).
+pub fn temporary_beside(path: &Path, prefix: &str) -> std::io::Result<tempfile::NamedTempFile> {
+    use std::os::unix::fs::PermissionsExt as _;
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .permissions(std::fs::Permissions::from_mode(OUTPUT_MODE))
+        .tempfile_in(parent(path))
+}
+
+/// Write `bytes` to `path` atomically, with a plain write's mode ([`temporary_beside`]). Without
+/// `overwrite`, an existing file is refused (checked again at the rename, which never replaces
+/// one). The temporary file is a [`Temporary`]: a signal that ends the process meanwhile removes
+/// it.
 pub fn write_atomic(path: &Path, bytes: &[u8], overwrite: bool) -> Result<(), WriteError> {
     let fail = |message: String| WriteError { path: path.display().to_string(), message };
     check_place(path, overwrite)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".fencesim-")
-        .tempfile_in(parent(path))
+    let mut tmp = Temporary::create(|| temporary_beside(path, ".fencesim-"))
         .map_err(|e| fail(format!("cannot create a temporary file beside it: {e}")))?;
-    tmp.write_all(bytes).and_then(|()| tmp.as_file().sync_all()).map_err(|e| fail(format!("cannot write: {e}")))?;
-    if overwrite {
-        tmp.persist(path).map_err(|e| fail(format!("cannot rename into place: {}", e.error)))?;
-    } else {
-        tmp.persist_noclobber(path).map_err(|e| fail(format!("cannot rename into place: {}", e.error)))?;
+    let file = tmp.as_file_mut();
+    file.write_all(bytes).and_then(|()| file.sync_all()).map_err(|e| fail(format!("cannot write: {e}")))?;
+    hold_for_a_test(tmp.path());
+    tmp.persist(path, overwrite).map_err(|e| fail(format!("cannot rename into place: {e}")))
+}
+
+/// The temporary files of this process not yet renamed into place or removed ([`Temporary`]).
+static TEMPORARIES: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn temporaries() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    TEMPORARIES.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A temporary file beside an output, registered while it exists: renamed into place by
+/// [`Temporary::persist`], removed when dropped (an error, a panic), and removed by
+/// [`remove_temporaries`] when a signal ends the process, which runs no drop. It is created,
+/// renamed and removed under the registry's lock, so a signal never finds one half made.
+pub struct Temporary(Option<tempfile::NamedTempFile>);
+
+impl Temporary {
+    /// Make the temporary file with `make` and register it.
+    pub fn create(make: impl FnOnce() -> std::io::Result<tempfile::NamedTempFile>) -> std::io::Result<Self> {
+        let mut live = temporaries();
+        let file = make()?;
+        live.push(file.path().to_owned());
+        Ok(Self(Some(file)))
     }
-    Ok(())
+
+    fn file(&self) -> &tempfile::NamedTempFile {
+        self.0.as_ref().expect("a temporary file is there until persisted or dropped")
+    }
+
+    pub fn path(&self) -> &Path {
+        self.file().path()
+    }
+
+    pub fn as_file(&self) -> &std::fs::File {
+        self.file().as_file()
+    }
+
+    pub fn as_file_mut(&mut self) -> &mut std::fs::File {
+        self.0.as_mut().expect("a temporary file is there until persisted or dropped").as_file_mut()
+    }
+
+    /// Rename it to `path` (replacing a file there only with `overwrite`); on failure it stays
+    /// registered and is removed when dropped.
+    pub fn persist(mut self, path: &Path, overwrite: bool) -> std::io::Result<()> {
+        let mut live = temporaries();
+        let file = self.0.take().expect("a temporary file is there until persisted or dropped");
+        let from = file.path().to_owned();
+        let renamed = if overwrite { file.persist(path) } else { file.persist_noclobber(path) };
+        match renamed {
+            Ok(_) => {
+                live.retain(|p| *p != from);
+                Ok(())
+            }
+            Err(e) => {
+                self.0 = Some(e.file);
+                Err(e.error)
+            }
+        }
+    }
+}
+
+impl Drop for Temporary {
+    fn drop(&mut self) {
+        if let Some(file) = self.0.take() {
+            let mut live = temporaries();
+            let path = file.path().to_owned();
+            drop(file);
+            live.retain(|p| *p != path);
+        }
+    }
+}
+
+/// Remove every temporary file still registered, for a process a signal is ending (no drop will
+/// run). The registry stays locked for good: a file being made or renamed now finishes first,
+/// and no other is made before the exit.
+pub fn remove_temporaries() {
+    let live = temporaries();
+    for path in live.iter() {
+        let _ = std::fs::remove_file(path);
+    }
+    std::mem::forget(live);
+}
+
+/// The test hook of `sim/cli/tests/it/interrupted_writes.rs`: with `FENCESIM_TEST_HOLD_WRITE=1`,
+/// the first atomic write (or `--keep-db` copy) says `holding PATH` (its temporary file) on
+/// stderr once the file is written, then waits for good, so a test signals the process at
+/// exactly that point. Unset, nothing.
+pub fn hold_for_a_test(tmp: &Path) {
+    static HELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if std::env::var_os("FENCESIM_TEST_HOLD_WRITE").is_none_or(|v| v != "1")
+        || HELD.swap(true, std::sync::atomic::Ordering::SeqCst)
+    {
+        return;
+    }
+    let _ = writeln!(std::io::stderr(), "holding {}", tmp.display());
+    loop {
+        std::thread::park();
+    }
 }
 
 /// The folder a file of `path` is renamed into (`.` for a bare name).
@@ -63,7 +174,8 @@ pub fn check_target(path: &Path, overwrite: bool) -> Result<(), WriteError> {
 /// Create and remove a file in `dir`: whether this process can write there now (permissions,
 /// a read-only mount, a folder that is not one).
 fn probe(dir: &Path) -> std::io::Result<()> {
-    tempfile::Builder::new().prefix(".fencesim-probe-").tempfile_in(dir)?.close()
+    drop(Temporary::create(|| tempfile::Builder::new().prefix(".fencesim-probe-").tempfile_in(dir))?);
+    Ok(())
 }
 
 /// Make a report folder (with its parents) if needed and check that it takes new files, before

@@ -15,6 +15,10 @@ use fencesim_store::{
 };
 
 pub use fencesim_oracle::history::*;
+use fencesim_protocol::request::{Call as WireCall, WireFilter, lease_arg};
+use fencesim_protocol::wire::{self, ErrorObject, WireLease};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::env::{elapsed_ms, virtual_ms};
 use crate::rng::Stream;
@@ -37,6 +41,8 @@ pub struct Recorder {
     cut: Option<Arc<dyn Cut>>,
     /// Set when a cut killed the node: its later calls never reach the store and leave no row.
     dead: Arc<AtomicBool>,
+    /// Where every recorded call's request and full answer go, for the differential.
+    answers: Option<Answers>,
 }
 
 /// Whether a crash kills the node at a point of the store's calls: inside a write, after one of
@@ -107,7 +113,23 @@ impl FailInjector {
 impl Recorder {
     /// `clock` must be the clock `inner` reads, so the row shows what the store compared.
     pub fn new(inner: Box<dyn Store>, node: impl Into<String>, clock: Arc<dyn Clock>, history: History) -> Self {
-        Self { inner, node: node.into(), clock, history, busy: None, failures: None, cut: None, dead: Arc::default() }
+        Self {
+            inner,
+            node: node.into(),
+            clock,
+            history,
+            busy: None,
+            failures: None,
+            cut: None,
+            dead: Arc::default(),
+            answers: None,
+        }
+    }
+
+    /// Keep each recorded call's request and full answer in `answers` (the differential).
+    pub fn with_answers(mut self, answers: Option<Answers>) -> Self {
+        self.answers = answers;
+        self
     }
 
     /// Let `cut` kill the node inside and after its store writes; `dead` is raised when it does.
@@ -132,9 +154,9 @@ impl Recorder {
 
     /// Run one store call and record it. `lease` is what the call carried; an acquire records
     /// the lease it was granted instead (`granted`), and who asked (`owner`); a read what it
-    /// returned (`seen`).
+    /// returned (`seen`). `filter` is a `list_runs` call's, for the differential's request.
     #[allow(clippy::too_many_arguments, reason = "one row's fields, named at every call site")]
-    fn record<T>(
+    fn record<T: Answer>(
         &self,
         surface: Surface,
         run: &RunId,
@@ -144,6 +166,7 @@ impl Recorder {
         call: impl FnOnce() -> StoreResult<T>,
         granted: impl FnOnce(&T) -> Option<Lease>,
         seen: impl FnOnce(&T) -> Option<Read>,
+        filter: Option<&RunFilter>,
     ) -> StoreResult<T> {
         let op = surface.op();
         if self.dead.load(Ordering::SeqCst) {
@@ -181,7 +204,11 @@ impl Recorder {
                 () => CallOutcome::of(&result),
             },
         };
-        self.history.push_call(&self.node, row);
+        let exchange = self.answers.as_ref().map(|_| (request(&row, filter), answer(&result)));
+        let index = self.history.push_call(&self.node, row);
+        if let (Some(answers), Some(row), Some((request, answer))) = (&self.answers, index, exchange) {
+            answers.push(Exchange { row, node: self.node.clone(), request, answer });
+        }
         // After any accepted write: a mutation, or a lease call (a step of a repair, a retention
         // pass, a segment's start or end); a refused one changed nothing to be cut after.
         let writes = surface.is_mutation() || matches!(surface, Surface::Acquire | Surface::Renew | Surface::Release);
@@ -198,7 +225,7 @@ impl Recorder {
     }
 
     /// [`Recorder::record`] for every call but acquire.
-    fn plain<T>(
+    fn plain<T: Answer>(
         &self,
         surface: Surface,
         run: &RunId,
@@ -207,7 +234,7 @@ impl Recorder {
         payload: Payload,
         call: impl FnOnce() -> StoreResult<T>,
     ) -> StoreResult<T> {
-        self.record(surface, run, blob_ref, lease, payload, call, |_| None, |_| None)
+        self.record(surface, run, blob_ref, lease, payload, call, |_| None, |_| None, None)
     }
 
     fn leasable(&self) -> StoreResult<&dyn LeasableStore> {
@@ -224,7 +251,8 @@ impl JournalStore for Recorder {
 
     fn load(&self, run: &RunId) -> StoreResult<Vec<JournalEntry>> {
         let load = || self.inner.load(run);
-        self.record(Surface::Load, run, None, None, Payload::None, load, |_| None, |j| Some(Read::Journal(j.len())))
+        let seen = |j: &Vec<JournalEntry>| Some(Read::Journal(j.len()));
+        self.record(Surface::Load, run, None, None, Payload::None, load, |_| None, seen, None)
     }
 
     fn put_meta(&self, meta: &RunMeta, lease: Option<&Lease>) -> StoreResult<()> {
@@ -234,13 +262,24 @@ impl JournalStore for Recorder {
     }
 
     fn list_runs(&self, filter: &RunFilter) -> StoreResult<Vec<RunMeta>> {
-        self.plain(Surface::ListRuns, &RunId::new("*"), None, None, Payload::None, || self.inner.list_runs(filter))
+        let list = || self.inner.list_runs(filter);
+        self.record(
+            Surface::ListRuns,
+            &RunId::new("*"),
+            None,
+            None,
+            Payload::None,
+            list,
+            |_| None,
+            |_| None,
+            Some(filter),
+        )
     }
 
     fn get_meta(&self, run: &RunId) -> StoreResult<Option<RunMeta>> {
         let get = || self.inner.get_meta(run);
         let seen = |meta: &Option<RunMeta>| Some(Read::Meta(meta.as_ref().map(|m| m.status)));
-        self.record(Surface::GetMeta, run, None, None, Payload::None, get, |_| None, seen)
+        self.record(Surface::GetMeta, run, None, None, Payload::None, get, |_| None, seen, None)
     }
 
     fn delete(&self, run: &RunId, lease: Option<&Lease>) -> StoreResult<()> {
@@ -266,6 +305,7 @@ impl LeasableStore for Recorder {
             || leases.acquire(run, owner),
             |granted| Some(granted.clone()),
             |_| None,
+            None,
         )
     }
 
@@ -332,5 +372,156 @@ impl Store for Recorder {
             }
             FaultAction::Resume
         })))
+    }
+}
+
+// The differential's recording (`crate::diff`): every store call as the store protocol carries
+// it and the store's full answer, kept by the recorder beside the history.
+
+/// One store call as the store protocol carries it (docs/protocol.md), and the store's answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exchange {
+    /// The call's row in the world's history (`#row` in its trace).
+    pub row: usize,
+    /// The node that made the call (its label, `w1.2`).
+    pub node: String,
+    /// `op` and its arguments as the protocol's typed call (`fencesim_protocol::request::Call`,
+    /// `now_ms` on the calls that carry the time) prints them; no `id` or `conn`.
+    pub request: Value,
+    /// `{"ok": value}`, the value as the protocol encodes it, or `{"error": {...}}`, the protocol's
+    /// error object of the store's `StoreError` (messages included). For a call a cut killed
+    /// mid-call (its row `indeterminate`) it is what the store returned, which the caller never saw.
+    pub answer: Value,
+}
+
+/// What a recording world keeps for the differential: its exchanges in row order, and the store's
+/// final state as the oracle read it.
+#[derive(Clone, Debug, Default)]
+pub struct Recording {
+    pub exchanges: Vec<Exchange>,
+    pub snapshot: Snapshot,
+}
+
+/// Where a world's recorders put their exchanges (clones share it).
+#[derive(Clone, Debug, Default)]
+pub struct Answers(Arc<Mutex<Recording>>);
+
+impl Answers {
+    pub fn push(&self, exchange: Exchange) {
+        lock(&self.0).exchanges.push(exchange);
+    }
+
+    pub fn set_snapshot(&self, snapshot: &Snapshot) {
+        lock(&self.0).snapshot = snapshot.clone();
+    }
+
+    /// Everything recorded, leaving the sink empty.
+    pub fn take(&self) -> Recording {
+        std::mem::take(&mut *lock(&self.0))
+    }
+}
+
+/// A store call's `ok` value as the protocol encodes it.
+pub trait Answer {
+    fn wire(&self) -> Value;
+}
+
+impl Answer for () {
+    fn wire(&self) -> Value {
+        Value::Null
+    }
+}
+
+impl Answer for Lease {
+    fn wire(&self) -> Value {
+        serde_json::to_value(WireLease::from(self)).unwrap_or(Value::Null)
+    }
+}
+
+impl Answer for Vec<JournalEntry> {
+    fn wire(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+impl Answer for Option<RunMeta> {
+    fn wire(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+impl Answer for Vec<RunMeta> {
+    fn wire(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+impl Answer for Option<Vec<u8>> {
+    fn wire(&self) -> Value {
+        self.as_deref().map_or(Value::Null, |bytes| wire::hex(bytes).into())
+    }
+}
+
+impl Answer for Vec<String> {
+    fn wire(&self) -> Value {
+        self.iter().map(|s| Value::from(s.as_str())).collect()
+    }
+}
+
+/// A call's answer as the differential keeps it: `{"ok": ...}` or `{"error": {...}}`.
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Answered {
+    Ok(Value),
+    Error(ErrorObject),
+}
+
+/// A call's answer: `{"ok": ...}` or `{"error": {...}}`.
+pub fn answer<T: Answer>(result: &StoreResult<T>) -> Value {
+    let answered = match result {
+        Ok(value) => Answered::Ok(value.wire()),
+        Err(error) => Answered::Error(ErrorObject::from(error)),
+    };
+    serde_json::to_value(answered).unwrap_or(Value::Null)
+}
+
+/// A recorded call as the protocol's request ([`WireCall`]): `op` and its arguments (an
+/// acquire's row holds the granted lease, so its request is rebuilt from the run and the asking
+/// owner). `filter` is a `list_runs` call's, which its row does not keep (none: the empty filter).
+pub fn request(call: &Call, filter: Option<&RunFilter>) -> Value {
+    wire_call(call, filter).to_value()
+}
+
+fn wire_call(call: &Call, filter: Option<&RunFilter>) -> WireCall {
+    let run = call.run.as_str().to_owned();
+    let lease = lease_arg(call.lease.as_ref());
+    let blob_ref = call.blob_ref.clone().unwrap_or_default();
+    // The calls that carry the time (docs/protocol.md): lease calls and leased writes.
+    let now = call.clock_ms;
+    let now_ms = call.lease.as_ref().map(|_| Some(now));
+    let wire_lease = || WireLease::from(call.lease.as_ref().expect("a renew or release row carries its lease"));
+    match (call.surface, &call.payload) {
+        (Surface::Acquire, _) => {
+            WireCall::Acquire { run, owner: call.owner.clone().unwrap_or_default(), now_ms: Some(now) }
+        }
+        (Surface::Renew, _) => WireCall::Renew { lease: wire_lease(), now_ms: Some(now) },
+        (Surface::Release, _) => WireCall::Release { lease: wire_lease(), now_ms: Some(now) },
+        (Surface::Append, Payload::Entry(entry)) => WireCall::Append { run, entry: entry.clone(), lease, now_ms },
+        (Surface::PutMeta, Payload::Meta(meta)) => WireCall::PutMeta { meta: meta.clone(), lease, now_ms },
+        (Surface::Delete, _) => WireCall::Delete { run, lease, now_ms },
+        (Surface::PutBlob, Payload::Blob(bytes)) => {
+            WireCall::PutBlob { blob_ref, hex: wire::hex(bytes), lease, now_ms }
+        }
+        (Surface::DeleteBlob, _) => WireCall::DeleteBlob { blob_ref, lease, now_ms },
+        (Surface::GetBlob, _) => WireCall::GetBlob { blob_ref },
+        (Surface::Load, _) => WireCall::Load { run },
+        (Surface::GetMeta, _) => WireCall::GetMeta { run },
+        (Surface::ListBlobs, _) => WireCall::ListBlobs { run },
+        (Surface::ListRuns, _) => {
+            WireCall::ListRuns { filter: WireFilter::from(filter.unwrap_or(&RunFilter::default())) }
+        }
+        (surface @ (Surface::Append | Surface::PutMeta | Surface::PutBlob), payload) => {
+            panic!("a {} row carries its payload, not {payload:?}", surface.as_str())
+        }
     }
 }

@@ -20,7 +20,7 @@ use fencesim_engine::{
     Engine, EngineDefects, EngineError, EngineOptions, Env, Fault, Ledger, Paid, Phase, Point, RunOptions, Site,
     Workflow, Write,
 };
-use fencesim_oracle::Checker;
+use fencesim_oracle::{Checker, Violation};
 use fencesim_store::{FaultAction, FaultPoint, JournalEntry, RunId, RunStatus, Store, StoreDefects, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -214,7 +214,9 @@ pub struct PointReport {
     /// Paid calls beyond a clean run's.
     pub repays: u32,
     pub limit_terminals: usize,
-    pub violations: Vec<String>,
+    /// Reported as their printed lines (`<checker>: <why>`).
+    #[serde(serialize_with = "fencesim_oracle::serialize_lines")]
+    pub violations: Vec<Violation>,
 }
 
 impl PointReport {
@@ -406,7 +408,7 @@ pub struct Crashed {
     pub index: Option<u32>,
     pub write: Option<String>,
     pub paid: Paid,
-    pub violations: Vec<String>,
+    pub violations: Vec<Violation>,
 }
 
 /// What the referee saw: the crash residue, its resume and the store after it. Shared by the
@@ -420,7 +422,7 @@ pub struct RefereeReport {
     pub unstamped_limit: bool,
     /// `limit` terminals in the journal after the resume.
     pub limit_terminals: usize,
-    pub violations: Vec<String>,
+    pub violations: Vec<Violation>,
 }
 
 /// The referee: check the crash residue (meta never ahead of the journal), resume the run over
@@ -520,7 +522,7 @@ pub fn judge(point: &KillPoint, clean: Paid, child: Crashed, referee: RefereeRep
 /// The re-pay bound: one crash re-pays at most the call and the tool in flight at it (a tool's
 /// at-least-once window runs to the next checkpoint save). An unstamped limit terminal in a
 /// never-settled run is documented to rerun whole (contracts 5.13).
-fn repay_violations(total: Paid, clean: Paid, unstamped_limit: bool) -> Vec<String> {
+fn repay_violations(total: Paid, clean: Paid, unstamped_limit: bool) -> Vec<Violation> {
     let allowed = if unstamped_limit { clean } else { Paid { calls: 1, tools: 1 } };
     let extra = Paid { calls: total.calls.saturating_sub(clean.calls), tools: total.tools.saturating_sub(clean.tools) };
     let mut violations = Vec::new();
@@ -537,7 +539,7 @@ fn repay_violations(total: Paid, clean: Paid, unstamped_limit: bool) -> Vec<Stri
 
 /// Contiguous seqs from the first (a kill point's world fails no append, so no hole is excused),
 /// and exactly one `run_settle`, with status ok and nothing after it.
-fn check_journal(journal: &[JournalEntry], violations: &mut Vec<String>) {
+fn check_journal(journal: &[JournalEntry], violations: &mut Vec<Violation>) {
     if let Some((expected, at)) = fencesim_oracle::contiguous::first_gap(journal, |_| false) {
         let why = format!("journal seqs not contiguous: seq {} where seq {expected} belongs", journal[at].seq);
         violations.push(finding(Checker::SeqContiguous, why));
@@ -562,14 +564,15 @@ fn check_journal(journal: &[JournalEntry], violations: &mut Vec<String>) {
 
 /// `audit-consistent`: the audit's table finds the run consistent `when` (after a kill point's
 /// resume, after the engine soak's repair); the finding otherwise.
-pub fn audit_consistent(audit: &audit::RunAudit, when: &str) -> Option<String> {
+pub fn audit_consistent(audit: &audit::RunAudit, when: &str) -> Option<Violation> {
     (audit.verdict != AuditVerdict::Consistent)
         .then(|| finding(Checker::AuditConsistent, format!("audit {when}: {audit}")))
 }
 
-/// A kill point's finding: `<checker>: <why>`, as every judge prints one.
-pub fn finding(checker: Checker, why: impl std::fmt::Display) -> String {
-    format!("{checker}: {why}")
+/// A kill point's finding: a violation of `checker` that names no history row, printed
+/// `<checker>: <why>` as every judge prints one.
+pub fn finding(checker: Checker, why: impl std::fmt::Display) -> Violation {
+    Violation::of(checker, why)
 }
 
 #[cfg(test)]
@@ -591,7 +594,7 @@ mod tests {
     fn violations(j: &[(i64, Option<RunStatus>)]) -> Vec<String> {
         let mut v = Vec::new();
         check_journal(&journal(j), &mut v);
-        v
+        v.iter().map(ToString::to_string).collect()
     }
 
     /// `audit-consistent` fails on a run the audit's table does not find consistent: a meta left
@@ -603,7 +606,8 @@ mod tests {
         let meta = fencesim_store::RunMeta::new(run.clone(), RunStatus::Running);
         let behind = audit::audit_entries(&run, Some(&meta), &settled);
         let found = audit_consistent(&behind, "after resume").expect("meta behind is not consistent");
-        assert!(found.starts_with("audit-consistent: audit after resume: kp meta-behind"), "{found}");
+        assert_eq!((found.checker, found.row, found.cause), (Checker::AuditConsistent, None, None));
+        assert!(found.to_string().starts_with("audit-consistent: audit after resume: kp meta-behind"), "{found}");
         let done = fencesim_store::RunMeta::new(run.clone(), RunStatus::Ok);
         assert_eq!(audit_consistent(&audit::audit_entries(&run, Some(&done), &settled), "after resume"), None);
     }

@@ -57,8 +57,14 @@ impl Stream {
 
     /// One element of a non-empty slice.
     pub fn pick<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
-        let n = u64::try_from(items.len()).ok()?;
-        items.get(usize::try_from(self.below(n)).ok()?)
+        items.get(self.pick_index(items.len())?)
+    }
+
+    /// The index [`Stream::pick`] picks from `len` items, drawn the same way; `None` when there
+    /// are none (which draws nothing).
+    pub fn pick_index(&mut self, len: usize) -> Option<usize> {
+        let n = u64::try_from(len).ok()?;
+        usize::try_from(self.below(n)).ok().filter(|i| *i < len)
     }
 }
 

@@ -13,7 +13,7 @@
 //! (each worker thread of `sweep`, `replay` and `mutants`), their folder with them, the file's
 //! WAL emptied too: a file world still has a file of its own, real locks between its
 //! connections, its WAL and its checkpoints. An emptied database answers as a fresh one would:
-//! the store's spares tests check the emptying, and `sim/cli/tests/run_cli.rs` that a world on a
+//! the store's spares tests check the emptying, and `sim/cli/tests/it/run_cli.rs` that a world on a
 //! reused database has the fingerprint of one on a fresh database, memdb and file. A database
 //! still held by a store of an earlier world is never reused ([`Spares::clear`]), nor a folder
 //! the process was told to keep.
@@ -97,7 +97,7 @@ impl Backing {
     pub fn detach_folder(&mut self) -> Option<FolderGuard> {
         match self {
             Backing::Sqlite(db) => db.detach_folder().map(FolderGuard::Sqlite),
-            Backing::Adapter(adapter) => adapter.detach_folder().map(FolderGuard::Adapter),
+            Backing::Adapter(adapter) => adapter.detach_folder().map(|dir| FolderGuard::Adapter(AdapterFolder(dir))),
         }
     }
 
@@ -122,7 +122,22 @@ impl Backing {
 #[derive(Debug)]
 pub enum FolderGuard {
     Sqlite(Folder),
-    Adapter(TempDir),
+    Adapter(AdapterFolder),
+}
+
+/// A store adapter's location, removed when dropped (unless the process keeps its temporary
+/// folders) with [`crate::removal::remove_tree`]: what the adapter wrote there is its own, read-only
+/// folders included. What even that cannot remove is left to the process root's removal, which
+/// names it (`fencesim_real::proc::janitor`).
+#[derive(Debug)]
+pub struct AdapterFolder(pub TempDir);
+
+impl Drop for AdapterFolder {
+    fn drop(&mut self) {
+        if !KEEP_TEMP.load(Ordering::Relaxed) {
+            let _ = crate::removal::remove_tree(self.0.path());
+        }
+    }
 }
 
 /// A maker of temporary folders: `(prefix, keep)` to a new folder named `<prefix>XXXXXX` that is

@@ -24,6 +24,11 @@ pub trait JournalStore {
     fn delete(&self, run: &RunId, lease: Option<&Lease>) -> StoreResult<()>;
     /// The fenced-writes marker: a promise, never inferred (W6).
     fn fenced_writes(&self) -> bool;
+    /// Whether every integer of a payload comes back exactly (J4). A store that reads payloads
+    /// as doubles declares `false`; the kit then skips `a4-exact-integers` saying why.
+    fn exact_integers(&self) -> bool {
+        true
+    }
 }
 
 pub trait LeasableStore {

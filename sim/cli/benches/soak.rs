@@ -140,16 +140,10 @@ fn floors_met(doc: &Value) -> String {
 /// The hidden argument that makes this bench binary a busy loop pinned to one CPU.
 const BUSY_LOOP: &str = "--busy-loop";
 
-/// Spin forever on CPU `cpu`; die with the parent (the death signal first, then the parent check
-/// that closes the race with a parent that died before it was set).
+/// Spin forever on CPU `cpu` (started dying with the bench: `fencesim_protocol::die_with_parent`).
 fn busy_loop(cpu: usize) -> ! {
     use nix::sched::{CpuSet, sched_setaffinity};
     use nix::unistd::Pid;
-    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).expect("parent-death signal");
-    let parent: i32 = std::env::var("FENCESIM_BENCH_PARENT").ok().and_then(|p| p.parse().ok()).unwrap_or(0);
-    if nix::unistd::getppid().as_raw() != parent {
-        std::process::exit(0);
-    }
     let mut set = CpuSet::new();
     set.set(cpu).expect("cpu in range");
     sched_setaffinity(Pid::from_raw(0), &set).expect("pin the busy loop");
@@ -168,9 +162,10 @@ impl Loaders {
         let exe = std::env::current_exe().expect("the bench binary");
         let children = (0..cores)
             .map(|cpu| {
-                Command::new(&exe)
+                let mut command = Command::new(&exe);
+                fencesim_protocol::die_with_parent(&mut command);
+                command
                     .args([BUSY_LOOP, &cpu.to_string()])
-                    .env("FENCESIM_BENCH_PARENT", std::process::id().to_string())
                     .stdin(std::process::Stdio::null())
                     .spawn()
                     .expect("start a busy loop")

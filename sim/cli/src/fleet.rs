@@ -103,7 +103,9 @@ struct Facts {
     /// The lines that carry a failure.
     failing_lines: u64,
     coverage: Vec<report::CoverageDoc>,
-    /// The run's description, field by field, which every shard of one run shares.
+    /// The run's description, field by field, which every shard of one run shares: what ran and
+    /// what ran it (`build`), never where (`commit` is the checkout a shard ran in, null outside
+    /// one; shards of one build may differ in it).
     run: Vec<(&'static str, String)>,
 }
 
@@ -121,6 +123,19 @@ const ERRORS: usize = 4;
 /// The summary's count fields, by their index in [`Facts::counts`].
 const COUNT_KEYS: [&str; 6] = ["worlds", "passed", "failed", "nondeterministic", "errors", "virtual_ms"];
 
+/// Why a report whose `schema` this merge does not read is refused: another version's lacks what
+/// identifies its run (`build`, the content hashes), so it says to run the shard again.
+fn unread_schema(schema: Option<&str>) -> String {
+    match schema {
+        Some(old) if old.starts_with("fencesim.sweep/") || old.starts_with("fencesim.replay/") => format!(
+            "schema '{old}', not {} or {}: written by another fencesim; run the shard again",
+            report::SWEEP_SCHEMA,
+            report::REPLAY_SCHEMA
+        ),
+        other => format!("schema {}", other.map_or("missing".to_owned(), |o| format!("'{o}'"))),
+    }
+}
+
 impl Facts {
     fn read(r: &ShardReport) -> Result<Facts, MergeError> {
         let malformed = |why: String| MergeError::Malformed(r.from.clone(), why);
@@ -132,6 +147,7 @@ impl Facts {
             Some(report::SWEEP_SCHEMA) => {
                 let d: report::SweepDoc =
                     serde_json::from_value(r.doc.clone()).map_err(|e| malformed(e.to_string()))?;
+                check_repros(&d).map_err(malformed)?;
                 let s = &d.summary;
                 Ok(Facts {
                     kind: Kind::Sweep,
@@ -148,12 +164,13 @@ impl Facts {
                     run: vec![
                         ("scenario", d.scenario.clone()),
                         ("source", d.source.clone()),
+                        ("scenario_sha256", d.scenario_sha256.clone()),
                         ("db", d.db.clone()),
                         ("defects", d.defects.join(",")),
                         ("start", d.start.to_string()),
                         ("seeds", d.seeds.to_string()),
                         ("aims", d.aims.join(",")),
-                        ("commit", format!("{:?}", d.commit)),
+                        ("build", d.build.clone()),
                     ],
                 })
             }
@@ -176,12 +193,14 @@ impl Facts {
                     coverage: d.coverage.clone(),
                     run: vec![
                         ("corpus", d.corpus.clone()),
+                        ("corpus_sha256", d.corpus_sha256.clone()),
                         ("entries", entries.to_string()),
-                        ("commit", format!("{:?}", d.commit)),
+                        ("db", d.summary.db.clone()),
+                        ("build", d.build.clone()),
                     ],
                 })
             }
-            other => Err(malformed(format!("schema {}", other.map_or("missing".to_owned(), |o| format!("'{o}'"))))),
+            other => Err(malformed(unread_schema(other))),
         }
     }
 
@@ -275,6 +294,20 @@ impl Facts {
         }
         Ok(())
     }
+}
+
+/// A command the merged report would print is fencesim's own, never the shard's: each failure's
+/// repro must be exactly the one its run's description gives.
+fn check_repros(d: &report::SweepDoc) -> Result<(), String> {
+    for f in &d.failures {
+        if f.repro.as_ref().is_some_and(|repro| *repro != report::repro_of(&d.source, f.seed, &d.db, &d.defects)) {
+            return Err(format!(
+                "failures names seed {} with a repro that is not the command fencesim prints for it",
+                f.seed
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Every shard of one run: same kind, run description and shard count as the first, each holding
@@ -471,7 +504,10 @@ mod tests {
         };
         if doc["schema"] == report::SWEEP_SCHEMA {
             for (key, default) in [
+                ("build", json!("b")),
+                ("commit", json!(null)),
                 ("scenario", json!("swarm")),
+                ("scenario_sha256", json!("s")),
                 ("source", json!("swarm")),
                 ("db", json!("memdb")),
                 ("defects", json!([])),
@@ -490,6 +526,9 @@ mod tests {
                 fill(line, "first", json!("a violation"));
             }
         } else {
+            for (key, default) in [("build", json!("b")), ("commit", json!(null)), ("corpus_sha256", json!("c"))] {
+                fill(&mut doc, key, default);
+            }
             for (key, default) in [("db", json!("memdb")), ("jobs", json!(1)), ("seconds", json!(0.0))] {
                 fill(&mut doc["summary"], key, default);
             }
@@ -596,6 +635,32 @@ mod tests {
         }
     }
 
+    /// A failure's repro is recomputed from the run's description, never copied on trust: the
+    /// command fencesim prints for it merges, anything else (a command with more after it, another
+    /// seed's, one writing files) is refused naming the shard.
+    #[test]
+    fn a_shards_repro_must_be_the_command_fencesim_prints() {
+        let with = |repro: &str| {
+            let mut reports = shards_of_thirty();
+            reports[1].doc["failures"][0]["repro"] = json!(repro);
+            merge(&reports)
+        };
+        let merged = with("fencesim run --scenario swarm --seed 4 --trace").unwrap();
+        assert_eq!(merged.doc["failures"][0]["repro"], "fencesim run --scenario swarm --seed 4 --trace");
+        for forged in [
+            "fencesim run --scenario swarm --seed 4 --trace; rm -rf ~",
+            "fencesim run --scenario swarm --seed 5 --trace",
+            "fencesim run --scenario swarm --seed 4 --trace --keep-db ~/.bashrc --force",
+        ] {
+            match with(forged) {
+                Err(MergeError::Malformed(from, why)) => {
+                    assert!(from == "s1/sweep.json" && why.contains("repro"), "{why}")
+                }
+                other => panic!("{forged}: merged: {other:?}"),
+            }
+        }
+    }
+
     /// Three shards of seeds 1..=30 as a real sweep writes them: shard I owns the ten seeds equal
     /// to I modulo 3, shard 1's seed 4 failed, and each saw `crash-at-meta`.
     fn shards_of_thirty() -> Vec<ShardReport> {
@@ -664,6 +729,56 @@ mod tests {
         let mut reports = shards_of_thirty();
         reports[2].doc["seeds"] = json!(31);
         assert!(matches!(merge(&reports), Err(MergeError::Mismatch(..))));
+    }
+
+    /// Shards are one run only if they ran the same thing with the same build: another scenario
+    /// file's content, another store, another corpus's content under one name or another build
+    /// is refused naming the field that differs. `commit` (the folder a shard ran in, null
+    /// outside a checkout) is not what ran: shards of one build may differ in it.
+    #[test]
+    fn shards_must_share_what_ran_and_the_build() {
+        for (pointer, value) in [("/scenario_sha256", "other"), ("/db", "file"), ("/build", "other")] {
+            let mut reports = shards_of_thirty();
+            *reports[2].doc.pointer_mut(pointer).unwrap() = json!(value);
+            match merge(&reports) {
+                Err(MergeError::Mismatch(_, from, what)) => {
+                    assert_eq!((from.as_str(), what.as_str()), ("s2/sweep.json", &pointer[1..]))
+                }
+                other => panic!("{pointer}: {other:?}"),
+            }
+        }
+        let mut reports = shards_of_thirty();
+        reports[0].doc["commit"] = json!("0".repeat(40));
+        assert!(merge(&reports).is_ok(), "a commit is not a build");
+        let replay = |index: u64| ShardReport {
+            from: format!("r{index}/replay.json"),
+            doc: full(json!({
+                "schema": report::REPLAY_SCHEMA,
+                "corpus": "c.txt",
+                "entries": 2,
+                "shard": {"index": index, "count": 2},
+                "summary": {"verdict": "pass", "worlds": 1, "passed": 1, "failed": 0, "nondeterministic": 0},
+                "worlds": [{"index": index}],
+            })),
+        };
+        assert!(merge(&[replay(0), replay(1)]).is_ok());
+        for (pointer, value, what) in
+            [("/corpus_sha256", "other", "corpus_sha256"), ("/summary/db", "file", "db"), ("/build", "other", "build")]
+        {
+            let mut second = replay(1);
+            *second.doc.pointer_mut(pointer).unwrap() = json!(value);
+            match merge(&[replay(0), second]) {
+                Err(MergeError::Mismatch(_, _, differs)) => assert_eq!(differs, what, "{pointer}"),
+                other => panic!("{pointer}: {other:?}"),
+            }
+        }
+        let mut old = replay(1);
+        old.doc["schema"] = json!("fencesim.replay/1");
+        let e = merge(&[replay(0), old]).expect_err("another version");
+        assert!(
+            e.to_string().contains("schema 'fencesim.replay/1'") && e.to_string().contains("run the shard again"),
+            "{e}"
+        );
     }
 
     /// A replay shard owns the corpus entries whose index is I modulo N: it must hold exactly

@@ -27,21 +27,25 @@ fn main() -> ExitCode {
             .map(|s| (*s).to_owned())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_default();
-        // A reader that went away (`fencesim run ... | head`) is not our error: stop quietly,
-        // with the exit status a shell gives a process killed by SIGPIPE.
+        // A print that is not `cli::out`'s (commands print through it: a closed pipe never stops
+        // them before their files are written) to a reader that went away: stop quietly, with the
+        // exit status a shell gives a process killed by SIGPIPE.
         if message.contains("failed printing to stdout") && message.contains("Broken pipe") {
             std::process::exit(141);
         }
         // stdout that cannot be written (a full disk): one line, exit 2, no panic message.
         if message.contains("failed printing to std") {
-            eprintln!(
-                "fencesim: error: cannot write the output: {}",
+            cli::out::stderr(format_args!(
+                "fencesim: error: cannot write the output: {}\n",
                 message.split_whitespace().collect::<Vec<_>>().join(" ")
-            );
+            ));
             std::process::exit(2);
         }
         let at = info.location().map_or(String::new(), |l| format!(" at {}:{}", l.file(), l.line()));
-        eprintln!("fencesim: panic: {}{at}", message.split_whitespace().collect::<Vec<_>>().join(" "));
+        cli::out::stderr(format_args!(
+            "fencesim: panic: {}{at}\n",
+            message.split_whitespace().collect::<Vec<_>>().join(" ")
+        ));
     }));
     std::panic::catch_unwind(cli::main).unwrap_or(ExitCode::from(2))
 }

@@ -13,8 +13,20 @@ use fencesim_sim::world::{Counters, WorldReport};
 
 /// The JSON report's schema identifier; bump on any incompatible change.
 pub const WORLD_SCHEMA: &str = "fencesim.world/1";
-pub const REPLAY_SCHEMA: &str = "fencesim.replay/1";
-pub const SWEEP_SCHEMA: &str = "fencesim.sweep/1";
+pub const REPLAY_SCHEMA: &str = "fencesim.replay/2";
+pub const SWEEP_SCHEMA: &str = "fencesim.sweep/2";
+
+/// What built this binary: a SHA-256 over every source it is compiled from and how (`build.rs`).
+/// Every sweep and replay report carries it as `build`, and `fencesim merge` refuses shards of
+/// different builds: a report's `commit` only says which checkout the command ran in.
+pub const BUILD_ID: &str = env!("FENCESIM_BUILD_ID");
+
+/// The SHA-256 of `bytes`, in lowercase hex: a corpus's and a scenario file's content in the
+/// reports (`corpus_sha256`, `scenario_sha256`).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
 
 /// One word for a POSIX shell: as it is when it holds only characters no shell treats specially,
 /// else in single quotes (a quote inside written `'\''`).
@@ -28,16 +40,22 @@ pub fn sh_quote(word: &str) -> String {
 /// The command that reproduces this world byte for byte, shell-quoted (a scenario path with
 /// spaces or quotes is pasted as one word).
 pub fn repro(report: &WorldReport, defects: &[Defect]) -> String {
-    let mut command = match report.source.strip_prefix(fencesim_sim::scenario::planfile::PLAN_SOURCE_PREFIX) {
+    let names: Vec<String> = defects.iter().map(ToString::to_string).collect();
+    repro_of(&report.source, report.seed, report.store_name(), &names)
+}
+
+/// [`repro`] from a world's parts as reports record them: its source (a scenario's name or path,
+/// or `plan:PATH`), seed, store (`memdb`, `file`, or a store adapter's `cmd:...`) and defects.
+/// `merge` holds a shard report's commands to it: a command in a report is never taken on trust.
+pub fn repro_of(source: &str, seed: u64, store: &str, defects: &[String]) -> String {
+    let mut command = match source.strip_prefix(fencesim_sim::scenario::planfile::PLAN_SOURCE_PREFIX) {
         Some(plan) => format!("fencesim run --plan {}", sh_quote(plan)),
-        None => format!("fencesim run --scenario {} --seed {}", sh_quote(&report.source), report.seed),
+        None => format!("fencesim run --scenario {} --seed {seed}", sh_quote(source)),
     };
-    match &report.adapter {
-        Some(adapter) => command.push_str(&format!(" --store {}", sh_quote(adapter))),
-        None if report.db != fencesim_sim::stores::DbKind::Memdb => {
-            command.push_str(&format!(" --db {}", report.db.as_str()))
-        }
-        None => {}
+    if store.starts_with("cmd:") {
+        command.push_str(&format!(" --store {}", sh_quote(store)));
+    } else if store != fencesim_sim::stores::DbKind::Memdb.as_str() {
+        command.push_str(&format!(" --db {store}"));
     }
     for d in defects {
         command.push_str(&format!(" --defect {d}"));
@@ -121,12 +139,15 @@ pub struct CoverageDoc {
     pub total: u64,
 }
 
-/// A replay report (`fencesim.replay/1`, `reports/replay.schema.json`), as read back.
+/// A replay report (`fencesim.replay/2`, `reports/replay.schema.json`), as read back.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReplayDoc {
     pub schema: String,
     pub corpus: String,
+    /// The corpus's content: the SHA-256 of its bytes (of a plan folder's files, by name).
+    pub corpus_sha256: String,
+    pub build: String,
     pub commit: Option<String>,
     #[serde(default)]
     pub entries: Option<u64>,
@@ -165,14 +186,17 @@ pub struct ReplayWorld {
     pub failure: Option<String>,
 }
 
-/// A sweep report or a merge of them (`fencesim.sweep/1`, `reports/sweep.schema.json`), as read
+/// A sweep report or a merge of them (`fencesim.sweep/2`, `reports/sweep.schema.json`), as read
 /// back.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SweepDoc {
     pub schema: String,
+    pub build: String,
     pub commit: Option<String>,
     pub scenario: String,
+    /// The scenario's content: the SHA-256 of its file (a built-in's compiled-in text).
+    pub scenario_sha256: String,
     pub aims: Vec<String>,
     pub source: String,
     pub db: String,

@@ -253,6 +253,10 @@ impl Shrinker<'_> {
             for (k, &fi) in kinds.iter().enumerate() {
                 c.plan.faults[fi].on = keep.contains(&(n_events + k));
             }
+            // A kind switched off takes its events along: a plan never keeps an event that
+            // cannot fire (`PlanFile::parse` refuses one).
+            let on: Vec<_> = c.plan.faults.iter().filter(|f| f.on).map(|f| f.kind).collect();
+            c.plan.events.retain(|(_, e)| on.contains(&e.kind()));
             c
         };
         let mut test = |keep: &[usize]| self.try_plan(build(keep));

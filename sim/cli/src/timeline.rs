@@ -11,7 +11,6 @@
 //! gives the same bytes.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
@@ -221,22 +220,74 @@ fn data(report: &WorldReport, defects: &[Defect]) -> Value {
     })
 }
 
-/// The page for one world.
+/// The page for one world. What a user controls (a scenario's name, a plan's run ids, a checker's
+/// explanation quoting them) reaches the page in two places, each escaped for where it lands:
+/// the `<title>` as HTML text ([`html_text`]) and the data as JSON inside a `<script>` element
+/// ([`script_json`]). The skeleton is filled in one pass, so a value is never read again as a
+/// placeholder (a scenario named `{{DATA}}`).
 pub fn html(report: &WorldReport, defects: &[Defect]) -> String {
-    let data = data(report, defects).to_string().replace("</", "<\\/").replace("<!--", "<\\!--");
-    let mut out = String::with_capacity(data.len() + PAGE_HTML.len() + PAGE_CSS.len() + PAGE_JS.len() + 64);
-    let title = format!("{} seed {}", report.scenario, report.seed)
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;");
-    let page = PAGE_HTML.replace("{{CSS}}", PAGE_CSS).replace("{{SCRIPT}}", PAGE_JS);
-    let _ = write!(out, "{}", page.replace("{{TITLE}}", &title).replace("{{DATA}}", &data));
+    let data = script_json(&data(report, defects));
+    let title = html_text(&format!("{} seed {}", report.scenario, report.seed));
+    fill(PAGE_HTML, &[("{{CSS}}", PAGE_CSS), ("{{SCRIPT}}", PAGE_JS), ("{{TITLE}}", &title), ("{{DATA}}", &data)])
+}
+
+/// `template` with each placeholder replaced by its value, in one pass from the start: text a
+/// value brings in is never searched for placeholders.
+fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len() + values.iter().map(|(_, v)| v.len()).sum::<usize>());
+    let mut rest = template;
+    while let Some((at, key, value)) =
+        values.iter().filter_map(|(key, value)| rest.find(key).map(|at| (at, *key, *value))).min_by_key(|(at, ..)| *at)
+    {
+        out.push_str(&rest[..at]);
+        out.push_str(value);
+        rest = &rest[at + key.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Text for an HTML element's content or a quoted attribute value: the five markup characters as
+/// entities.
+pub fn html_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A value as JSON that is inert inside a `<script>` element: `<`, `>` and `&` (which could end
+/// the element, `</script>`, or open a comment, `<!--`, that changes where it ends) and the line
+/// separators U+2028 and U+2029 (line ends to older JavaScript) written as `\uXXXX` escapes. They
+/// occur only inside JSON strings, where the escape reads back as the same character: the page's
+/// `JSON.parse` sees the value unchanged.
+pub fn script_json(value: &Value) -> String {
+    let text = value.to_string();
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
     out
 }
 
 /// The page's skeleton, style and script: real files under `src/timeline/`, so they can be read
-/// and linted as HTML, CSS and JavaScript. `{{CSS}}` and `{{SCRIPT}}` are filled first, then
-/// the world's `{{TITLE}}` and `{{DATA}}`.
+/// and linted as HTML, CSS and JavaScript. [`html`] fills the skeleton's `{{CSS}}`, `{{SCRIPT}}`,
+/// `{{TITLE}}` and `{{DATA}}`.
 const PAGE_HTML: &str = include_str!("timeline/page.html");
 const PAGE_CSS: &str = include_str!("timeline/page.css");
 const PAGE_JS: &str = include_str!("timeline/page.js");
@@ -276,6 +327,53 @@ mod tests {
         let per_row = small / one.len() + 1;
         assert!(page.len() < per_row * (MAX_ROWS + 1000), "{} bytes for {total} rows", page.len());
     }
+
+    /// A scenario name and run ids a user wrote, made to break the page: each lands escaped for
+    /// where it goes. The data still parses as JSON, equal to what the page was given (the
+    /// escapes read back as the characters), no `<script>` ends early, nothing opens a comment,
+    /// and the title keeps `{{DATA}}` as text. (`tests/it/timeline_browser.rs` renders such a page.)
+    #[test]
+    fn hostile_names_land_escaped_for_where_they_go() {
+        let scenario = fencesim_sim::catalogue::scenario("mid-call-takeover").expect("built in");
+        let defect = Defect::parse("non-atomic-fence").expect("a defect");
+        let mut file = fencesim_sim::scenario::planfile::PlanFile::draw(&scenario, 1, &[defect]);
+        file.scenario = HOSTILE_SCENARIO.to_owned();
+        for (run, id) in file.plan.runs.iter_mut().zip(HOSTILE_RUNS) {
+            run.id = fencesim_store::RunId::new(id);
+        }
+        let cfg = fencesim_sim::world::WorldConfig {
+            scenario: file.scenario("p.toml"),
+            seed: file.seed,
+            db: fencesim_sim::stores::DbKind::Memdb,
+            store_defects: fencesim_sim::catalogue::Defect::split(&file.defects).1,
+            engine_defects: fencesim_sim::catalogue::Defect::split(&file.defects).0,
+            keep_db: None,
+            adapter: None,
+        };
+        let report = fencesim_sim::world::run(&cfg).expect("runs");
+        let page = html(&report, &file.defects);
+        let open = "<script id=\"data\" type=\"application/json\">";
+        let start = page.find(open).expect("the data element") + open.len();
+        let inside = &page[start..start + page[start..].find("</script>").expect("its end")];
+        let parsed: Value = serde_json::from_str(inside).expect("the data is JSON to its end");
+        assert_eq!(parsed, data(&report, &file.defects));
+        assert!(HOSTILE_RUNS.iter().all(|id| parsed["runs"].as_array().unwrap().contains(&Value::from(*id))));
+        for c in ['<', '>', '&', '\u{2028}', '\u{2029}'] {
+            assert!(!inside.contains(c), "{c:?} raw in the data");
+        }
+        assert_eq!(page.matches("<script").count(), 2, "a script element was opened");
+        assert_eq!(page.matches("</script>").count(), 2, "a script element was ended early");
+        assert!(!page.contains("<!--"), "a comment was opened");
+        let title = &page[page.find("<title>").unwrap()..page.find("</title>").unwrap()];
+        assert!(title.contains("{{DATA}}") && title.contains("&lt;/title&gt;&lt;!--"), "{title}");
+    }
+
+    /// What a user may put in a plan's scenario name and run ids, made to break the page: the
+    /// ends and comments of script, title and page, a placeholder, quotes, ampersands and the
+    /// JavaScript line separators.
+    pub const HOSTILE_SCENARIO: &str = "</title><!--<script>{{DATA}} \u{2028}\u{2029}</script><script>document.title='pwned'</script>'\"&amp;{{TITLE}}";
+    pub const HOSTILE_RUNS: [&str; 4] =
+        ["<!--<script>", "</script><script>document.title='pwned'</script>", "{{DATA}}", "a&amp;b\"c'd\u{2028}"];
 
     #[test]
     fn lanes_drop_the_incarnation_and_sort_workers_first() {

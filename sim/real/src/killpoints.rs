@@ -12,9 +12,8 @@
 //! short ttl ([`REAL_CHILD_TTL_MS`]) expires: the resume retries until then. Counts do not depend
 //! on the ttl: nothing is paid while the resume waits.
 //!
-//! Hygiene: every child sets `PR_SET_PDEATHSIG` to `SIGKILL` first thing and then checks that its
-//! parent is still the pid the parent passed in [`PARENT_PID_ENV`] (closing the race with a
-//! parent that died before the prctl); the parent kills and reaps a child it stops waiting for;
+//! Hygiene: every child dies with its parent ([`fencesim_protocol::die_with_parent`], before its
+//! `exec`); the parent kills and reaps a child it stops waiting for;
 //! each point's folder is a [`tempfile::TempDir`] inside the suite's, each removed on every
 //! return, error and panic; the suite's lives in the binary's process root, whose janitor
 //! removes it if the parent is `SIGKILL`ed, alone or with its process group
@@ -50,16 +49,14 @@ use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
 use crate::proc::signals::Deferral;
-use fencesim_oracle::Checker;
 use fencesim_oracle::history::{Effect, EffectKind};
+use fencesim_oracle::{Checker, Violation};
 use fencesim_sim::killpoints::{
     self, Config, Crashed, KillPhase, KillPoint, Matcher, PointReport, RefereeReport, Target, Trigger, finding,
 };
 
 /// The real child's lease ttl: short, so the resume waits at most about this long after a kill.
 pub const REAL_CHILD_TTL_MS: u32 = 500;
-/// The environment variable carrying the parent's pid to a child.
-pub const PARENT_PID_ENV: &str = "FENCESIM_KILLPOINT_PARENT";
 /// How long a child or resume process may run before the parent kills it and fails the point.
 pub const PROCESS_DEADLINE_MS: u64 = 60_000;
 /// How often the parent polls a running process (and its pending signals).
@@ -75,8 +72,6 @@ pub enum RealError {
     Store(StoreError),
     #[error("{what}: {error}")]
     Signal { what: &'static str, error: nix::Error },
-    #[error("the parent process {expected} is gone (the parent is now {actual})")]
-    Orphaned { expected: String, actual: i32 },
     #[error("interrupted by {0}")]
     Interrupted(Signal),
     #[error("{0}")]
@@ -271,25 +266,6 @@ impl ResumeSpec {
     }
 }
 
-/// First thing in a child: die with the parent (`PR_SET_PDEATHSIG`), then make sure the parent
-/// named in [`PARENT_PID_ENV`] is still ours (it may have died before the prctl). A termination
-/// signal is handled as in any `fencesim` process ([`crate::proc::signals`]).
-pub fn guard_parent() -> Result<(), RealError> {
-    die_with_parent(&std::env::var(PARENT_PID_ENV).unwrap_or_default())
-}
-
-/// Die with the parent (`PR_SET_PDEATHSIG`), then make sure the parent is still `expected` (a
-/// pid): one that died before the prctl left this process to another parent.
-pub fn die_with_parent(expected: &str) -> Result<(), RealError> {
-    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
-        .map_err(|error| RealError::Signal { what: "cannot set the parent-death signal", error })?;
-    let actual = nix::unistd::getppid().as_raw();
-    if expected.parse::<i32>().ok() != Some(actual) {
-        return Err(RealError::Orphaned { expected: expected.to_owned(), actual });
-    }
-    Ok(())
-}
-
 pub(crate) fn tokio_runtime() -> Result<tokio::runtime::Runtime, RealError> {
     tokio::runtime::Builder::new_current_thread().enable_time().build().map_err(io("start a tokio runtime"))
 }
@@ -365,7 +341,6 @@ impl Env for KillEnv {
 /// The `killpoint-child` process: run the workflow until the target write kills this process.
 /// Returns only when the point was not reached.
 pub fn run_child(spec: &ChildSpec) -> Result<ChildEnd, RealError> {
-    guard_parent()?;
     let log = OpenOptions::new().create(true).append(true).open(&spec.effects).map_err(io("open the effects log"))?;
     let store = open_store(&spec.db, spec.ttl_ms, spec.store_defects)?;
     let trigger = Trigger::new(spec.target, spec.phase);
@@ -397,7 +372,6 @@ pub fn run_child(spec: &ChildSpec) -> Result<ChildEnd, RealError> {
 
 /// The `killpoint-resume` process: the referee over the file, in real time.
 pub fn run_resume(spec: &ResumeSpec) -> Result<RefereeReport, RealError> {
-    guard_parent()?;
     let store = open_store(&spec.db, killpoints::REFEREE_TTL_MS, spec.store_defects)?;
     let config = Config { engine_defects: spec.engine_defects, store_defects: spec.store_defects, ..Config::default() };
     let retry_ms = u64::from(spec.child_ttl_ms.div_ceil(3).max(50));
@@ -458,14 +432,15 @@ impl Drop for Reaped {
     }
 }
 
-/// Start `argv` as this binary, stdout and stderr to `<name>.out` and `<name>.err` in `dir`, with
-/// this process's pid in [`PARENT_PID_ENV`].
+/// Start `argv` as this binary, stdout and stderr to `<name>.out` and `<name>.err` in `dir`, dying
+/// with this process ([`fencesim_protocol::die_with_parent`]).
 pub(crate) fn spawn(exe: &Path, argv: &[OsString], dir: &Path, name: &str) -> Result<Reaped, RealError> {
     let stdout = File::create(dir.join(format!("{name}.out"))).map_err(io(format!("create {name}.out")))?;
     let stderr = File::create(dir.join(format!("{name}.err"))).map_err(io(format!("create {name}.err")))?;
-    let child = Command::new(exe)
+    let mut command = Command::new(exe);
+    fencesim_protocol::die_with_parent(&mut command);
+    let child = command
         .args(argv)
-        .env(PARENT_PID_ENV, nix::unistd::getpid().as_raw().to_string())
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr)
@@ -524,6 +499,18 @@ pub fn run_points_real(points: &[KillPoint], config: &Config) -> Result<Vec<Poin
     Ok(reports)
 }
 
+/// `kill-point-reached`: the child died of its own `SIGKILL` at the point; the finding otherwise (it
+/// ran to completion, failed first, naming the first line of `err`, or hung and was killed).
+fn reached(status: Option<ExitStatus>, err: &Path) -> Option<Violation> {
+    let why = match status {
+        Some(status) if status.signal() == Some(Signal::SIGKILL as i32) => return None,
+        Some(status) if status.success() => "the child ran to completion: the kill point was never reached".to_owned(),
+        Some(status) => format!("the child failed before its kill point ({status}): {}", first_line(err)),
+        None => format!("the child hung past {PROCESS_DEADLINE_MS} ms and was killed"),
+    };
+    Some(finding(Checker::KillPointReached, why))
+}
+
 /// One real kill point: child, residue and resume in a fresh folder inside `suite`, removed on
 /// every return.
 fn run_point_real(
@@ -550,27 +537,8 @@ fn run_point_real(
         engine_defects: config.engine_defects,
         store_defects: config.store_defects,
     };
-    let mut violations = Vec::new();
-    match run_process(signals, exe, &child.argv(), dir.path(), "child")? {
-        Some(status) if status.signal() == Some(Signal::SIGKILL as i32) => {}
-        Some(status) if status.success() => {
-            violations.push(finding(
-                Checker::KillPointReached,
-                "the child ran to completion: the kill point was never reached",
-            ));
-        }
-        Some(status) => {
-            let why = format!(
-                "the child failed before its kill point ({status}): {}",
-                first_line(&dir.path().join("child.err"))
-            );
-            violations.push(finding(Checker::KillPointReached, why));
-        }
-        None => {
-            let why = format!("the child hung past {PROCESS_DEADLINE_MS} ms and was killed");
-            violations.push(finding(Checker::KillPointReached, why));
-        }
-    }
+    let status = run_process(signals, exe, &child.argv(), dir.path(), "child")?;
+    let violations = reached(status, &dir.path().join("child.err")).into_iter().collect();
     let (ledger, killed) = read_effects(&child.effects)?;
     let (index, write) = killed.unzip();
     let crashed = Crashed { index, write, paid: ledger.run_total(&run), violations };
@@ -597,7 +565,10 @@ fn run_point_real(
             )));
         }
         None => {
-            let violations = vec![format!("the resume hung past {PROCESS_DEADLINE_MS} ms and was killed")];
+            let violations = vec![finding(
+                Checker::Liveness,
+                format!("the resume hung past {PROCESS_DEADLINE_MS} ms and was killed"),
+            )];
             RefereeReport { violations, ..RefereeReport::default() }
         }
     };

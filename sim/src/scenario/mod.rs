@@ -97,6 +97,16 @@ pub struct WorldShape {
     /// The operator repairs this long after its audit (a person reading the report first), so
     /// runs move on in between; 0 repairs at once.
     pub repair_after_ms: u32,
+    /// Run ids without their padding (`r1` ... `r9`, `r10`, ...), so that one run's id is a prefix
+    /// of another's (`r1` of `r10` to `r19`): a store matching a run's refs by prefix lists (and a
+    /// cascade deletes) another run's blobs. Off: `r01`, `r02`, ..., none a prefix of another
+    /// below a hundred runs. Names only: nothing the seed draws changes.
+    pub prefix_ids: bool,
+    /// The zombie's scratch run also probes the seq guard over a gap (with `zombie` faults on):
+    /// after seq 1 it appends seq 3 (a seq 2 it tried under a forged lease was refused, so the
+    /// gap is excused, 9.8), then seq 3 again, which must be refused at the tail: a guard that
+    /// compares the seq with the entry count (2) takes it.
+    pub seq_gaps: bool,
 }
 
 impl Default for WorldShape {
@@ -124,6 +134,8 @@ impl Default for WorldShape {
             misbind: false,
             corrupt: false,
             repair_after_ms: 0,
+            prefix_ids: false,
+            seq_gaps: false,
         }
     }
 }
@@ -251,6 +263,12 @@ impl Limits {
     }
 }
 
+/// The first name `items` lists a second time, if any.
+fn first_repeat<T: fmt::Display>(items: &[T]) -> Option<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    items.iter().map(ToString::to_string).find(|name| !seen.insert(name.clone()))
+}
+
 impl FaultSpec {
     /// The settings of one fault kind held to [`LIMITS`], in a scenario and in a plan alike
     /// (`on`: whether the kind can be on): the key at fault and why.
@@ -265,6 +283,13 @@ impl FaultSpec {
         }
         if self.factor.1 > LIMITS.stall_factor {
             return Err(("factor", format!("at most {} ttls, got {}", LIMITS.stall_factor, self.factor.1)));
+        }
+        // Every fault point a kind reaches scans its lists: a name listed again and again (a 64 MiB
+        // file holds millions) made each point cost the list's length. Each at most once.
+        for (key, repeated) in [("sites", first_repeat(&self.sites)), ("nodes", first_repeat(&self.nodes))] {
+            if let Some(name) = repeated {
+                return Err((key, format!("'{name}' is listed twice: list each at most once")));
+            }
         }
         if let Some(store) = self.sites.iter().find(|s| matches!(s, SiteTarget::Class(c) if c.in_store()))
             && kind != FaultKind::Crash
@@ -677,6 +702,10 @@ impl Scenario {
 
     /// Each fault kind's settings: one that is on can fire, rates within their unit's bound, the
     /// timed kinds' events within the limit, and no setting a kind does not read.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one refusal per fault kind that could never fire: the table reads best whole"
+    )]
     fn check_faults(&self) -> Result<(), (&'static str, &'static str, String)> {
         let w = &self.world;
         let mut timed_events = 0.0;
@@ -742,6 +771,26 @@ impl Scenario {
             }
             if !kind.aims_at_expiry() && f.expiry.0 > 0.0 {
                 return fault("expiry", format!("{kind} faults have no lease expiry to aim at; remove it"));
+            }
+            // A kind named that could never fire: off with a rate (`on` left out is 0), or a
+            // clock that may neither skew nor jump.
+            if f.on.0 <= 0.0 && f.rate.1 > 0.0 {
+                return fault(
+                    "rate",
+                    format!(
+                        "[{}, {}] is set, but {kind} is off (on = 0, the default): it could never fire; switch it on \
+                         (on = 1.0 for every seed) or remove the rate",
+                        f.rate.0, f.rate.1
+                    ),
+                );
+            }
+            if kind == FaultKind::Clock && f.on.0 > 0.0 && f.max_ms == 0 {
+                return fault(
+                    "on",
+                    "clock is on, but max_ms is 0: it could never fire (no skew to draw, no jump to make); set max_ms \
+                     above 0"
+                        .into(),
+                );
             }
         }
         Ok(())
@@ -922,6 +971,19 @@ mod tests {
         assert!(e.to_string().starts_with("scenarios/x.toml:3: world.poll_ms: at most"), "{e}");
         let e = parse("description = \"x\"\n[faults.zombie]\non = 1.0\nrate = 1e9\n").expect_err("rate");
         assert!(e.to_string().starts_with("scenarios/x.toml:4: faults.zombie.rate: is events per second"), "{e}");
+        // A kind named that could never fire: on at rate 0, off with a rate, a clock with no max_ms.
+        let e = parse("description = \"x\"\n[faults.zombie]\non = 1.0\nrate = 0\n").expect_err("rate 0");
+        assert!(
+            e.to_string().starts_with("scenarios/x.toml:4: faults.zombie.rate: is zero: the fault could never fire")
+        );
+        let e = parse("description = \"x\"\n[faults.zombie]\nrate = [0.5, 1.0]\n").expect_err("off");
+        assert!(
+            e.to_string().starts_with("scenarios/x.toml:3: faults.zombie.rate: [0.5, 1] is set, but zombie is off")
+        );
+        let e = parse("description = \"x\"\n[faults.stall]\non = 0.0\nrate = 0.1\n").expect_err("off");
+        assert!(e.to_string().contains("scenarios/x.toml:4: faults.stall.rate: [0.1, 0.1] is set, but stall is off"));
+        let e = parse("description = \"x\"\n[faults.clock]\non = 1.0\nrate = 1.0\n").expect_err("max_ms");
+        assert!(e.to_string().starts_with("scenarios/x.toml:3: faults.clock.on: clock is on, but max_ms is 0"), "{e}");
         let e = parse("description = \"x\"\n[faults.crash]\nexpiry = 0.5\n").expect_err("expiry");
         assert!(e.to_string().contains("faults.crash.expiry: crash faults have no lease expiry"), "{e}");
         let e = parse("description = \"x\"\n[faults.busy]\nsites = [\"meta\"]\n").expect_err("sites");
@@ -932,13 +994,32 @@ mod tests {
         assert!(e.to_string().contains("unknown site 'nowhere'"), "{e}");
     }
 
+    /// A site or node listed twice is refused with its line: each fault point scans the lists,
+    /// so a list repeating one name a million times made every point cost a million steps.
+    #[test]
+    fn a_site_or_node_listed_twice_is_refused_with_its_line() {
+        let e = parse(
+            "description = \"x\"\n[faults.crash]\non = 1.0\nrate = 0.1\nsites = [\"meta\", \"delete\", \"meta\"]\n",
+        )
+        .expect_err("sites");
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(e.to_string().contains("faults.crash.sites: 'meta' is listed twice: list each at most once"), "{e}");
+        let e = parse("description = \"x\"\n[faults.busy]\non = 1.0\nrate = 0.1\nnodes = [\"client\", \"client\"]\n")
+            .expect_err("nodes");
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(e.to_string().contains("faults.busy.nodes: 'client' is listed twice: list each at most once"), "{e}");
+        parse("description = \"x\"\n[faults.crash]\non = 1.0\nrate = 0.1\nsites = [\"meta\", \"delete\"]\n")
+            .expect("each once");
+    }
+
     #[test]
     fn every_fault_kind_and_site_round_trips_through_its_name() {
         for kind in FaultKind::ALL {
             assert_eq!(FaultKind::parse(kind.as_str()), Some(kind));
             assert_eq!(format!("{kind:<8}|"), format!("{:<8}|", kind.as_str()), "Display pads like a str");
             // Every kind's table is a field of `[faults]`.
-            let text = format!("description = \"x\"\n[faults.{kind}]\non = 0.5\nrate = 0.01\n");
+            let skew = if kind == FaultKind::Clock { "max_ms = 100\n" } else { "" };
+            let text = format!("description = \"x\"\n[faults.{kind}]\non = 0.5\nrate = 0.01\n{skew}");
             assert_eq!(parse(&text).unwrap_or_else(|e| panic!("{kind}: {e}")).faults.get(kind).on, Ratio(0.5));
         }
         assert_eq!(FaultKind::parse("stal"), None);

@@ -43,6 +43,8 @@ pub struct Settings {
     pub corrupt: bool,
     #[serde(skip_serializing_if = "is_zero")]
     pub repair_after_ms: u32,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub seq_gaps: bool,
 }
 
 fn is_zero(ms: &u32) -> bool {
@@ -64,6 +66,7 @@ impl Settings {
             misbind: w.misbind,
             corrupt: w.corrupt,
             repair_after_ms: w.repair_after_ms,
+            seq_gaps: w.seq_gaps,
         }
     }
 }

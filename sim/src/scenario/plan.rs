@@ -95,6 +95,17 @@ pub enum Scheduled {
     Restart { node: String, after_ms: u32 },
 }
 
+impl Scheduled {
+    /// The fault kind it is an event of, which must be on for it to fire.
+    pub fn kind(&self) -> FaultKind {
+        match self {
+            Scheduled::Jump { .. } => FaultKind::Clock,
+            Scheduled::Zombie => FaultKind::Zombie,
+            Scheduled::Restart { .. } => FaultKind::Restart,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
     pub workers: Vec<String>,
@@ -134,7 +145,8 @@ impl Plan {
                 let resolve = load.chance(w.resolve.0);
                 let recreate = load.chance(w.recreate.0);
                 let cancel_ms = load.chance(w.cancel.0).then(|| u32::try_from(load.range(1, 200)).unwrap_or(1));
-                RunPlan { id: RunId::new(format!("r{i:02}")), workflow, start_ms, resolve, recreate, cancel_ms }
+                let id = if w.prefix_ids { format!("r{i}") } else { format!("r{i:02}") };
+                RunPlan { id: RunId::new(id), workflow, start_ms, resolve, recreate, cancel_ms }
             })
             .collect();
 

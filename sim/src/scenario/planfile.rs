@@ -96,6 +96,7 @@ impl PlanFile {
                 misbind: s.misbind,
                 corrupt: s.corrupt,
                 repair_after_ms: s.repair_after_ms,
+                seq_gaps: s.seq_gaps,
                 ..WorldShape::default()
             },
             faults: FaultRanges::default(),
@@ -180,6 +181,8 @@ struct DocWorld {
     #[serde(default)]
     corrupt: bool,
     repair_after_ms: Option<Spanned<u32>>,
+    #[serde(default)]
+    seq_gaps: bool,
 }
 
 #[derive(Deserialize)]
@@ -314,11 +317,12 @@ impl Doc {
             misbind: w.misbind,
             corrupt: w.corrupt,
             repair_after_ms: bounded("repair_after_ms", w.repair_after_ms.as_ref(), 0, limits.step_ms)?,
+            seq_gaps: w.seq_gaps,
         };
         let skews = self.skews(&workers)?;
         let faults = self.faults(&workers, &settings)?;
         let runs = self.runs(&settings)?;
-        let events = self.events(&workers, &settings)?;
+        let events = self.events(&workers, &settings, &faults)?;
         let plan = Plan { workers, concurrency, poll_ms, ttl_ms, runs, faults, skews, events };
         self.check_pace(&plan, &settings)?;
         Ok(PlanFile { scenario: self.scenario, seed, defects, expect, story: self.story, settings, plan })
@@ -435,6 +439,10 @@ impl Doc {
             };
             // The bounds a scenario's settings are held to (stall factor, restart_ms, hold_ms, max_ms).
             spec.check_settings(kind, f.on).map_err(|(key, message)| bad(format!("{key}: {message}")))?;
+            // As in a scenario: a kind that is on fires at some rate.
+            if f.on && f.rate <= 0.0 {
+                return Err(bad("on at rate 0: it could never fire; give it a rate above 0, or switch it off".into()));
+            }
             // As in a scenario: a fault that is on must be able to fire in this world.
             if f.on {
                 if spec.sites.is_empty() || spec.nodes.is_empty() {
@@ -506,9 +514,14 @@ impl Doc {
         Ok(runs)
     }
 
-    /// The timed events, inside the fault window and no denser than a scenario may draw them,
-    /// in time order.
-    fn events(&self, workers: &[String], settings: &Settings) -> Result<Vec<(u32, Scheduled)>, Bad> {
+    /// The timed events, inside the fault window, each of a kind that is on, and no denser than a
+    /// scenario may draw them, in time order.
+    fn events(
+        &self,
+        workers: &[String],
+        settings: &Settings,
+        faults: &[Applied],
+    ) -> Result<Vec<(u32, Scheduled)>, Bad> {
         let limits = &crate::scenario::LIMITS;
         let mut events = Vec::new();
         if let Some(e) = self.events.get(limits.timed_events as usize) {
@@ -548,6 +561,16 @@ impl Doc {
                 }
                 other => return Err(bad(format!("unknown kind '{other}' (known: jump, zombie, restart)"))),
             };
+            // An event of a kind that is off never fires (a zombie probe needs the zombie): refused,
+            // not run as if it were there.
+            let kind = scheduled.kind();
+            if !faults.iter().any(|f| f.kind == kind && f.on) {
+                return Err(bad(format!(
+                    "a {} event at {} ms, but faults.{kind} is off: it could never fire; switch the kind on, or remove \
+                     the event",
+                    ev.kind, ev.at_ms
+                )));
+            }
             events.push((ev.at_ms, scheduled));
         }
         // And no denser than a scenario may draw them: a timed kind at most 50 events per second
@@ -649,6 +672,40 @@ mod tests {
         assert!(empty.plan.runs.is_empty());
     }
 
+    /// A plan naming a fault that could never fire is refused with its line, not run silently: an
+    /// event of a kind that is off (a zombie probe with no zombie, a clock jump with the clock
+    /// off, a restart with restarts off), and a kind on at rate 0.
+    #[test]
+    fn a_plan_naming_a_fault_that_cannot_fire_is_refused_with_its_line() {
+        let scenario = catalogue::scenario("mid-call-takeover").expect("built in");
+        let text = PlanFile::draw(&scenario, 1, &[]).to_toml();
+        let lines = text.lines().count();
+        let off = |kind: &str| format!("[faults.{kind}]\non = false\nrate = 0.0\n");
+        for kind in ["zombie", "clock", "restart"] {
+            assert!(text.contains(&off(kind)), "{kind} is not off at rate 0 in this plan:\n{text}");
+        }
+        let events = [
+            ("zombie", "[[events]]\nat_ms = 5\nkind = \"zombie\"\n"),
+            ("clock", "[[events]]\nat_ms = 5\nkind = \"jump\"\nnode = \"w1\"\ndelta_ms = 300\n"),
+            ("restart", "[[events]]\nat_ms = 5\nkind = \"restart\"\nnode = \"w1\"\nafter_ms = 300\n"),
+        ];
+        for (kind, event) in events {
+            let e = PlanFile::parse(Path::new("p.toml"), &format!("{text}\n{event}")).expect_err(kind);
+            assert_eq!(e.line, Some(lines + 2), "{e}");
+            assert!(e.to_string().contains(&format!("but faults.{kind} is off: it could never fire")), "{e}");
+            // Switched on, the same event is a plan.
+            let on = text.replacen(&off(kind), &format!("[faults.{kind}]\non = true\nrate = 1.0\n"), 1);
+            PlanFile::parse(Path::new("p.toml"), &format!("{on}\n{event}")).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        }
+        let (head, takeover) = text.split_once("[faults.takeover]").expect("a takeover section");
+        let rate = takeover.lines().find(|l| l.starts_with("rate = ")).expect("a rate");
+        let zero = format!("{head}[faults.takeover]{}", takeover.replacen(rate, "rate = 0.0", 1));
+        let e = PlanFile::parse(Path::new("p.toml"), &zero).expect_err("rate 0");
+        assert!(e.to_string().contains("faults.takeover: on at rate 0: it could never fire"), "{e}");
+        let header = text.lines().position(|l| l == "[faults.takeover]").expect("a header") + 1;
+        assert!(e.line.is_some_and(|l| (header..header + 3).contains(&l)), "{e}");
+    }
+
     /// A plan is held to the bounds of a scenario, counts included, with one check shared by
     /// both: a run that starts after this world's window (not the 600,000 ms limit), fault
     /// settings out of bounds (stall factor, restart_ms, hold_ms, max_ms), restarts, jumps and
@@ -698,7 +755,10 @@ mod tests {
                 "is not inside the fault window".into(),
             ),
             (format!("{text}{runs}"), format!("runs: at most {LIMITS_RUNS} runs")),
-            (format!("{text}{}", zombies(fault_ms * 50 / 1000 + 2)), "more than zombie's 50 per second allow".into()),
+            (
+                format!("{}{}", set(&text, "[faults.zombie]", "on", "true"), zombies(fault_ms * 50 / 1000 + 2)),
+                "more than zombie's 50 per second allow".into(),
+            ),
             (format!("{text}{}", zombies(10_001)), "events: at most 10000 events".into()),
             (
                 set(
@@ -727,6 +787,25 @@ mod tests {
     }
 
     const LIMITS_RUNS: u32 = crate::scenario::LIMITS.runs;
+
+    /// As in a scenario, a site or node listed twice is refused naming the fault's line: every
+    /// fault point scans the lists, so a repeated name cost each point the list's length.
+    #[test]
+    fn a_plan_listing_a_site_or_node_twice_is_refused() {
+        let scenario = catalogue::scenario("mid-call-takeover").expect("built in");
+        let text = PlanFile::draw(&scenario, 1, &[]).to_toml();
+        let (head, takeover) = text.split_once("[faults.takeover]").expect("a takeover section");
+        let header = text.lines().position(|l| l == "[faults.takeover]").expect("a header") + 1;
+        for (from, to, says) in [
+            ("sites = [\"any\"]", "sites = [\"any\", \"any\"]", "faults.takeover: sites: 'any' is listed twice"),
+            ("nodes = [\"any\"]", "nodes = [\"w1\", \"any\", \"w1\"]", "faults.takeover: nodes: 'w1' is listed twice"),
+        ] {
+            let edited = format!("{head}[faults.takeover]{}", takeover.replacen(from, to, 1));
+            let e = PlanFile::parse(Path::new("p.toml"), &edited).expect_err(to);
+            assert!(e.to_string().contains(says), "{e}");
+            assert!(e.line.is_some_and(|l| (header..header + 12).contains(&l)), "{e}");
+        }
+    }
 
     /// A seed that is not a whole number from 0 to u64::MAX is refused saying what a seed must be,
     /// with its line (not serde's "did not match any variant"); a worker name the world would

@@ -189,6 +189,22 @@ pub fn run(cfg: &WorldConfig) -> Result<WorldReport, WorldError> {
 /// the world with [`HarnessError::Stopped`]. Reading the flag changes nothing else: a world it
 /// does not stop is the world [`run`] runs, byte for byte.
 pub fn run_stoppable(cfg: &WorldConfig, stop: Option<&AtomicBool>) -> Result<WorldReport, WorldError> {
+    run_with(cfg, stop, None)
+}
+
+/// [`run`], keeping every store call's request and full answer and the store's final state for
+/// the differential (`crate::diff`): the world is [`run`]'s, row for row.
+pub fn run_recording(cfg: &WorldConfig) -> Result<(WorldReport, crate::history::Recording), WorldError> {
+    let answers = crate::history::Answers::default();
+    let report = run_with(cfg, None, Some(answers.clone()))?;
+    Ok((report, answers.take()))
+}
+
+fn run_with(
+    cfg: &WorldConfig,
+    stop: Option<&AtomicBool>,
+    answers: Option<crate::history::Answers>,
+) -> Result<WorldReport, WorldError> {
     let fail =
         |error: HarnessError| WorldError { scenario: cfg.scenario.name.clone(), seed: cfg.seed, error: error.into() };
     IN_WORLD.with(|w| w.set(true));
@@ -203,7 +219,7 @@ pub fn run_stoppable(cfg: &WorldConfig, stop: Option<&AtomicBool>) -> Result<Wor
         // the folder goes, pass or fail, unless the CLI was told to keep temporary folders.
         let folder = db.detach_folder();
         let runtime = Runtime::with_seed_and_config(cfg.seed, madsim::Config::default());
-        let outcome = runtime.block_on(supervise(cfg.clone(), db, stop));
+        let outcome = runtime.block_on(supervise(cfg.clone(), db, stop, answers));
         drop(runtime);
         drop(folder);
         outcome
@@ -229,7 +245,7 @@ pub fn run_stoppable(cfg: &WorldConfig, stop: Option<&AtomicBool>) -> Result<Wor
 pub async fn run_in_runtime(cfg: WorldConfig) -> Result<WorldReport, HarnessError> {
     let mut db = Backing::new(cfg.db, cfg.adapter.as_ref()).map_err(HarnessError::CreateDatabase)?;
     let folder = db.detach_folder();
-    let result = supervise(cfg, db, None).await;
+    let result = supervise(cfg, db, None, None).await;
     // The nodes were killed at the end of `supervise`; madsim drops a killed node's tasks only
     // when its executor next runs them. Yield once so it does: otherwise their futures (each
     // holding the world's connections) stay queued in a runtime they keep alive, and every world
@@ -282,6 +298,8 @@ pub(crate) struct Shared {
     errors: Mutex<Vec<HarnessError>>,
     /// The engine branches the world's nodes took (`fencesim_engine::probe`).
     pub probes: crate::env::Probes,
+    /// Where every connection keeps its calls' requests and answers, for the differential.
+    answers: Option<crate::history::Answers>,
 }
 
 /// A pending restart of a node.
@@ -316,7 +334,7 @@ impl Shared {
             .db
             .open(clock.clone(), i64::from(self.plan.ttl_ms), self.cfg.store_defects)
             .map_err(|error| HarnessError::Connect { node: name.to_owned(), error })?;
-        Ok(Recorder::new(store, label, clock, self.history.clone()))
+        Ok(Recorder::new(store, label, clock, self.history.clone()).with_answers(self.answers.clone()))
     }
 
     fn harness_error(&self, error: HarnessError) {
@@ -380,8 +398,13 @@ impl Shared {
     }
 }
 
-async fn supervise(cfg: WorldConfig, db: Backing, stop: Option<&AtomicBool>) -> Result<WorldReport, HarnessError> {
-    let shared = share(cfg, db);
+async fn supervise(
+    cfg: WorldConfig,
+    db: Backing,
+    stop: Option<&AtomicBool>,
+    answers: Option<crate::history::Answers>,
+) -> Result<WorldReport, HarnessError> {
+    let shared = share(cfg, db, answers);
     shared.history.push(
         &Node::World.to_string(),
         Event::Note(format!(
@@ -426,7 +449,7 @@ async fn supervise(cfg: WorldConfig, db: Backing, stop: Option<&AtomicBool>) -> 
 
 /// The world's shared state, from its config and database: the plan (drawn from the seed unless
 /// the config carries one), each node's clock at its planned skew, an empty history.
-fn share(cfg: WorldConfig, db: Backing) -> Arc<Shared> {
+fn share(cfg: WorldConfig, db: Backing, answers: Option<crate::history::Answers>) -> Arc<Shared> {
     let plan = cfg.scenario.plan.as_deref().cloned().unwrap_or_else(|| Plan::draw(&cfg.scenario, cfg.seed));
     let client = nodes::ClientState::new(&plan);
     let clocks = plan.skews.iter().map(|(node, skew)| (node.clone(), SimClock::new(*skew))).collect();
@@ -447,6 +470,7 @@ fn share(cfg: WorldConfig, db: Backing) -> Arc<Shared> {
         usurper: Mutex::default(),
         errors: Mutex::default(),
         probes: crate::env::Probes::default(),
+        answers,
         cfg,
     })
 }
@@ -623,6 +647,9 @@ fn judge(shared: &Arc<Shared>, observer: &dyn Store, settled_early: bool) -> Res
     let run_ids = rows.iter().filter_map(Row::call).map(|c| c.run.clone()).filter(|r| r.as_str() != "*");
     let run_ids: Vec<RunId> = run_ids.collect();
     let snapshot = patiently(|| Snapshot::read(observer, run_ids.iter().cloned())).map_err(HarnessError::ReadStore)?;
+    if let Some(answers) = &shared.answers {
+        answers.set_snapshot(&snapshot);
+    }
     let planned = shared.plan.runs.iter().map(|r| r.id.clone()).collect();
     let violations = oracle::check(
         &rows,
@@ -675,9 +702,9 @@ fn keep(shared: &Shared, out: &crate::files::Output) -> Result<(), HarnessError>
         .open(Arc::new(SimClock::new(0)), i64::from(shared.plan.ttl_ms), StoreDefects::NONE)
         .map_err(|e| fail(e.to_string()))?;
     crate::files::check_target(&out.path, out.overwrite).map_err(|e| fail(e.message))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".fencesim-keep-")
-        .tempfile_in(crate::files::parent(&out.path))
+    // With a plain write's mode (`0666 & !umask`), which SQLite keeps for the file it fills.
+    // Registered: a signal that ends the process while the copy is made removes it.
+    let tmp = crate::files::Temporary::create(|| crate::files::temporary_beside(&out.path, ".fencesim-keep-"))
         .map_err(|e| fail(format!("cannot create a temporary file beside it: {e}")))?;
     {
         // No SQLITE_OPEN_URI: the temporary name is opened as the file it is.
@@ -692,8 +719,8 @@ fn keep(shared: &Shared, out: &crate::files::Output) -> Result<(), HarnessError>
         dst.execute_batch("VACUUM").map_err(|e| fail(e.to_string()))?;
     }
     tmp.as_file().sync_all().map_err(|e| fail(format!("cannot write: {e}")))?;
-    let persisted = if out.overwrite { tmp.persist(&out.path) } else { tmp.persist_noclobber(&out.path) };
-    persisted.map_err(|e| fail(format!("cannot rename into place: {}", e.error)))?;
+    crate::files::hold_for_a_test(tmp.path());
+    tmp.persist(&out.path, out.overwrite).map_err(|e| fail(format!("cannot rename into place: {e}")))?;
     Ok(())
 }
 

@@ -5,8 +5,8 @@
 //! supervisor's zombie probes every write surface with a superseded lease.
 
 mod branches;
+mod granted;
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -19,7 +19,7 @@ use fencesim_engine::{
     RunOptions, Site, Worker, WorkerOptions, Workflow, Write,
 };
 use fencesim_store::{
-    Epoch, FaultAction, FaultPoint, FaultSite, JournalStore, LeasableStore, Lease, LeaseRejection, RunFilter, RunId,
+    FaultAction, FaultPoint, FaultSite, JournalStore, LeasableStore, Lease, LeaseRejection, RunFilter, RunId,
     RunStatus, Store, StoreError, TranscriptStore,
 };
 use serde_json::json;
@@ -544,7 +544,7 @@ fn until_expiry(shared: &Shared, label: &str, point: &Point<'_>, clock: &SimCloc
 
 /// When the lease `label` holds on `run` (its latest grant there) expires, in its own clock.
 fn holder_expiry(shared: &Shared, label: &str, run: &RunId) -> Option<i64> {
-    let lease = shared.history.grants().into_iter().rev().find(|g| g.run == *run && g.owner == label)?;
+    let lease = shared.history.latest_grant(run, label)?;
     Some(shared.history.last_extension(&lease)?.saturating_add(i64::from(shared.plan.ttl_ms)))
 }
 
@@ -603,6 +603,8 @@ pub(super) struct Zombie {
     ttl_ms: i64,
     rng: Stream,
     probes: u32,
+    /// The grants read so far, indexed: a probe reads only the grants made since the last one.
+    granted: granted::Granted,
 }
 
 /// The owner a forged lease names: nobody ever acquires under it.
@@ -622,7 +624,16 @@ impl Zombie {
             ttl_ms: i64::from(shared.plan.ttl_ms),
             rng: shared.root.fork("zombie"),
             probes: 0,
+            granted: granted::Granted::new(granted::Exclusions {
+                scratch: is_scratch,
+                owner: |owner| Node::of_label(owner) == Some(Node::Usurper),
+            }),
         })
+    }
+
+    /// Read the grants made since the last read.
+    fn read_grants(&mut self, shared: &Shared) {
+        self.granted.extend(shared.history.grants_since(self.granted.known()));
     }
 
     pub(super) fn probe(&mut self, shared: &Shared) {
@@ -635,20 +646,10 @@ impl Zombie {
 
     /// The dead-lease probes: a superseded lease on every write surface.
     fn dead_lease(&mut self, shared: &Shared) {
-        let grants = shared.history.grants();
         // A grant is superseded when its run was granted a higher epoch since.
-        let mut top: BTreeMap<&RunId, Epoch> = BTreeMap::new();
-        for g in &grants {
-            let epoch = top.entry(&g.run).or_insert(g.epoch);
-            *epoch = (*epoch).max(g.epoch);
-        }
-        let dead: Vec<&Lease> = grants
-            .iter()
-            .filter(|g| Node::of_label(&g.owner) != Some(Node::Usurper) && top[&g.run] > g.epoch)
-            .filter(|g| !is_scratch(&g.run))
-            .collect();
+        self.read_grants(shared);
         let store = &self.store;
-        let Some(dead) = self.rng.pick(&dead).map(|l| (*l).clone()) else {
+        let Some(dead) = self.granted.pick_superseded(&mut self.rng).cloned() else {
             shared.history.push(&self.name, Event::Note("zombie wakes: no superseded lease to probe with".into()));
             return;
         };
@@ -679,13 +680,11 @@ impl Zombie {
     /// under the forger's name on every fenced surface; every call must be refused. A run found
     /// free is released again at once (nobody else runs in between).
     fn forge(&mut self, shared: &Shared) {
-        let mut runs: Vec<RunId> = shared.history.grants().into_iter().map(|g| g.run).collect();
-        runs.retain(|r| !is_scratch(r));
-        runs.sort();
-        runs.dedup();
+        self.read_grants(shared);
+        let runs = self.granted.distinct_runs();
         let store = &self.store;
         for _ in 0..3 {
-            let Some(run) = self.rng.pick(&runs).cloned() else { return };
+            let Some(run) = self.rng.pick(runs).cloned() else { return };
             let held = match store.acquire(&run, &self.name) {
                 Ok(mine) => {
                     let _ = store.release(&mine);
@@ -763,9 +762,16 @@ impl Zombie {
         let Ok(mine) = store.acquire(&own, &self.name) else { return };
         let _ = store.append(&own, &zombie_entry(1), Some(&mine));
         let _ = store.append(&own, &zombie_entry(1), Some(&mine));
-        let mut runs: Vec<RunId> = shared.history.grants().into_iter().map(|g| g.run).collect();
-        runs.retain(|r| !is_scratch(r));
-        if let Some(run) = self.rng.pick(&runs).cloned() {
+        if shared.cfg.scenario.world.seq_gaps {
+            // A gap the store allows (9.8), excused by a refused append of its seq (a forger's),
+            // then the tail again: refused at the tail (3), not at the entry count (2).
+            let forged = Lease { owner: FORGER.to_owned(), ..mine.clone() };
+            let _ = store.append(&own, &zombie_entry(2), Some(&forged));
+            let _ = store.append(&own, &zombie_entry(3), Some(&mine));
+            let _ = store.append(&own, &zombie_entry(3), Some(&mine));
+        }
+        self.granted.extend(shared.history.grants_since(self.granted.known()));
+        if let Some(run) = self.granted.pick_workload_grant(&mut self.rng).cloned() {
             let tail = store.load(&run).ok().and_then(|j| j.last().map(|e| e.seq.0)).unwrap_or(0);
             let _ = store.append(&run, &zombie_entry(tail + 1), Some(&mine));
             if let Some(blob) = store.list_blobs(&run).ok().and_then(|refs| refs.into_iter().next()) {

@@ -1,10 +1,11 @@
 //! The boot suite (contracts 2.5, B1-B3): an invalid ttl is refused before the location is
 //! touched, many OS processes may open one fresh location at the same instant, and the boot
 //! retry stays at boot: a runtime write meeting a held write lock fails busy at once. The
-//! concurrent boot starts real processes and waits on the wall clock (through `crate::wall`, the
-//! one module allowed real time); everything else runs on the fixture's manual clock.
+//! concurrent boot starts real processes, releases them at once from a readiness barrier, and
+//! bounds its waits on the wall clock (through `crate::wall`, the one module allowed real time);
+//! everything else runs on the fixture's manual clock.
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Stdio};
 
 use super::{
@@ -16,12 +17,9 @@ use crate::fault::FaultPoint;
 use crate::types::{RunId, RunMeta, RunStatus};
 use crate::wall::{self, Deadline};
 
-/// The reference's boot race: 8 processes x 2 rounds, 60 s.
+/// The reference's boot race: 8 processes x 2 rounds (`Target::boot_rounds`), 60 s each.
 const BOOT_PROCESSES: usize = 8;
-const BOOT_ROUNDS: u32 = 2;
 const BOOT_DEADLINE_MS: u64 = 60_000;
-/// How far ahead of now the processes of a round are told to start, so they start together.
-const BOOT_START_DELAY_MS: i64 = 300;
 /// A busy answer slower than this was a wait, not a fail-fast.
 const FAIL_FAST_BOUND_MS: u64 = 1_000;
 
@@ -65,18 +63,21 @@ fn ttl_intake(t: &dyn Target) -> CheckResult {
     Ok(())
 }
 
-/// B2 and D6: per round, 8 processes open one fresh location at the same wall-clock instant, and
-/// all of them exit 0 within 60 s.
+/// B2 and D6: per round, 8 processes open one fresh location at once, and all of them exit 0
+/// within 60 s. "At once" is a readiness barrier: each process says `ready` on its stdout when it
+/// is set up (a store adapter started and shaken hands with: hundreds of ms, more on a loaded
+/// machine, and unevenly), then waits for the end of its stdin; when all eight are ready the kit
+/// closes every stdin together. An instant guessed ahead let a slow start spread the opens out of
+/// each other's way, so the race a store must survive did not happen.
 fn concurrent_boot(t: &dyn Target) -> CheckResult {
-    for round in 0..BOOT_ROUNDS {
-        let start_at = wall::unix_ms() + BOOT_START_DELAY_MS;
+    for round in 0..t.boot_rounds() {
         let mut children = Vec::with_capacity(BOOT_PROCESSES);
         for _ in 0..BOOT_PROCESSES {
-            let Some(mut command) = t.boot_command(round, start_at) else {
+            let Some(mut command) = t.boot_command(round) else {
                 stop_all(children);
                 return Err(Verdict::Skip("store cannot be opened from another process".to_owned()));
             };
-            command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+            command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
             match command.spawn() {
                 Ok(child) => children.push(child),
                 Err(e) => {
@@ -85,7 +86,43 @@ fn concurrent_boot(t: &dyn Target) -> CheckResult {
                 }
             }
         }
-        let failures = wait_all(children, &Deadline::after_ms(BOOT_DEADLINE_MS));
+        // The barrier: every child ready (or gone: its exit is judged below), then every stdin
+        // closed at once. A child's own deadlines (its adapter's timeout) bound each read. The
+        // stdouts stay open until the children are done (a child may print after its open).
+        let mut stdouts = Vec::with_capacity(BOOT_PROCESSES);
+        let mut unready = None;
+        for (i, child) in children.iter_mut().enumerate() {
+            let mut line = String::new();
+            if let Some(stdout) = child.stdout.take() {
+                let mut reader = BufReader::new(stdout);
+                let _ = reader.read_line(&mut line);
+                stdouts.push(reader);
+            }
+            if line.trim_end() != "ready" && unready.is_none() {
+                unready = Some(i);
+            }
+        }
+        if let Some(i) = unready {
+            // It ended (or said something else) before the race: nothing of the store was tried.
+            let mut child = children.swap_remove(i);
+            let _ = child.kill();
+            let status = child.wait().map_or_else(|e| e.to_string(), |s| s.to_string());
+            let said = first_stderr_line(&mut child);
+            stop_all(children);
+            return Err(Verdict::Broken(format!(
+                "boot process {i} was not ready for the race ({status}: {said}): a harness or adapter failure, not the store's round={round}"
+            )));
+        }
+        for child in &mut children {
+            drop(child.stdin.take());
+        }
+        let (failures, harness) = wait_all(children, &Deadline::after_ms(BOOT_DEADLINE_MS));
+        drop(stdouts);
+        if let Some(first) = harness.first() {
+            return Err(Verdict::Broken(format!(
+                "a boot process failed, not by the store's answer (exit 1 is the store's): {first} round={round}"
+            )));
+        }
         if let Some(first) = failures.first() {
             fail!(
                 "concurrent boot: expected all {BOOT_PROCESSES} processes to exit 0, got {} failed round={round} first={first}",
@@ -97,18 +134,23 @@ fn concurrent_boot(t: &dyn Target) -> CheckResult {
 }
 
 /// Wait for every child until `deadline`, killing the stragglers. One line per failed child, in
-/// the order the failures were seen: its exit status and the first line of its stderr.
-fn wait_all(mut running: Vec<Child>, deadline: &Deadline) -> Vec<String> {
-    let mut failures = Vec::new();
+/// the order the failures were seen (its exit status and the first line of its stderr): the
+/// store's failures (exit 1, or still booting at the deadline), then the harness's (any other
+/// status: an adapter that died, a crash of the boot process).
+fn wait_all(mut running: Vec<Child>, deadline: &Deadline) -> (Vec<String>, Vec<String>) {
+    let (mut failures, mut harness) = (Vec::new(), Vec::new());
     while !running.is_empty() {
         let mut still = Vec::with_capacity(running.len());
         for mut child in running {
             match child.try_wait() {
                 Ok(Some(status)) if status.success() => {}
-                Ok(Some(status)) => failures.push(format!("{status}: {}", first_stderr_line(&mut child))),
+                Ok(Some(status)) if status.code() == Some(1) => {
+                    failures.push(format!("{status}: {}", first_stderr_line(&mut child)));
+                }
+                Ok(Some(status)) => harness.push(format!("{status}: {}", first_stderr_line(&mut child))),
                 Ok(None) => still.push(child),
                 Err(e) => {
-                    failures.push(format!("cannot wait for the process: {e}"));
+                    harness.push(format!("cannot wait for the process: {e}"));
                     stop_all(vec![child]);
                 }
             }
@@ -121,7 +163,7 @@ fn wait_all(mut running: Vec<Child>, deadline: &Deadline) -> Vec<String> {
         }
         wall::sleep_ms(5);
     }
-    failures
+    (failures, harness)
 }
 
 fn stop_all(children: Vec<Child>) {
@@ -258,6 +300,52 @@ mod tests {
     use crate::conformance::{Fixture, PreparedOpen, ReadOnlyOpen, TtlIntake};
     use crate::error::StoreResult;
 
+    /// A store whose boot racers run `script` in `sh` (the kit's barrier protocol by hand).
+    struct Racers {
+        script: &'static str,
+    }
+
+    impl Target for Racers {
+        fn name(&self) -> &str {
+            "racers"
+        }
+
+        fn fresh(&self, _: u32) -> StoreResult<Box<dyn Fixture>> {
+            unreachable!("B2 needs no fixture")
+        }
+
+        fn ttl_intake(&self, _: i64) -> Option<TtlIntake> {
+            None
+        }
+
+        fn boot_command(&self, _: u32) -> Option<std::process::Command> {
+            let mut command = std::process::Command::new("sh");
+            command.args(["-c", self.script]);
+            Some(command)
+        }
+    }
+
+    /// B2's verdicts follow who failed: a racer that ends before it is ready, or fails after with
+    /// another status than 1, is the harness's (Broken), never the store's; exit 1 after the
+    /// barrier is the store's (Fail); all exiting 0 after the barrier passes.
+    #[test]
+    fn the_boot_race_tells_the_stores_failure_from_the_harness() {
+        let race = |script| concurrent_boot(&Racers { script });
+        assert!(race("echo ready; cat >/dev/null").is_ok());
+        let verdict = race("echo ready; cat >/dev/null; echo 'busy at boot' >&2; exit 1");
+        assert!(matches!(&verdict, Err(Verdict::Fail(m)) if m.contains("busy at boot")), "{verdict:?}");
+        let verdict = race("echo 'the adapter did not start' >&2; exit 2");
+        assert!(
+            matches!(&verdict, Err(Verdict::Broken(m)) if m.contains("not ready") && m.contains("did not start")),
+            "{verdict:?}"
+        );
+        let verdict = race("echo ready; cat >/dev/null; echo 'the adapter died' >&2; exit 2");
+        assert!(matches!(&verdict, Err(Verdict::Broken(m)) if m.contains("the adapter died")), "{verdict:?}");
+        // A racer that opens without waiting for the barrier is not ready either: no race happened.
+        let verdict = race("echo opened");
+        assert!(matches!(&verdict, Err(Verdict::Broken(m)) if m.contains("not ready")), "{verdict:?}");
+    }
+
     /// A store that opens whatever it is given, or rewrites what it refuses.
     struct Lax {
         opens: bool,
@@ -276,7 +364,7 @@ mod tests {
             None
         }
 
-        fn boot_command(&self, _: u32, _: i64) -> Option<std::process::Command> {
+        fn boot_command(&self, _: u32) -> Option<std::process::Command> {
             None
         }
 

@@ -26,6 +26,7 @@ pub(super) fn checks() -> Vec<Check> {
         check("J2", "a2-total-order", total_order),
         check("J3", "a3-read-your-writes", read_your_writes),
         check("J4", "a4-opaque-payload", opaque_payload),
+        check("J4", "a4-exact-integers", exact_integers),
         check("J4", "shadowed-field-refused", shadowed_field_refused),
         check("J5", "a5-monotonic-seq", monotonic_seq),
         check("J5", "a5-stale-tail-race", stale_tail_race),
@@ -163,8 +164,6 @@ fn opaque_payload(t: &dyn Target) -> CheckResult {
         "status": "ok",
         "text": "ünïcödé ✓ 漢字 🙂 \"quoted\" back\\slash\ttab\nnewline",
         "value": 0.1_f64 + 0.2_f64,
-        "big": 9_007_199_254_740_993_i64,
-        "smallest": i64::MIN,
         "nested": {"a": null, "b": [null, {"c": null}], "d": {"e": []}},
         "unknownTopLevel": {"keep": ["me", 1, true]},
     });
@@ -194,6 +193,51 @@ fn opaque_payload(t: &dyn Target) -> CheckResult {
             "meta with unknown fields did not round-trip: expected it unchanged, got {} run={run}",
             diff_fields(&meta, &got)
         ),
+        None => fail!("meta after put_meta: expected the record, got none run={run}"),
+    }
+}
+
+/// J4 for numbers: integers a double cannot hold (2^53 + 1, the i64 extremes) come back digit for
+/// digit, in an entry and in a meta. A store that declares it cannot (`exact_integers`: false,
+/// rulvar's stores read payloads back as JavaScript doubles) is skipped with that reason: a
+/// declared property, never a silent pass.
+fn exact_integers(t: &dyn Target) -> CheckResult {
+    let fx = t.fresh(MAIN_TTL_MS)?;
+    let (a, b) = (fx.connect()?, fx.connect()?);
+    if !a.exact_integers() {
+        return Err(Verdict::Skip(
+            "the store declares it rounds integers beyond 2^53 (exact_integers: false)".to_owned(),
+        ));
+    }
+    let run = RunId::from("a4-int-run");
+    let wide = json!({
+        "seq": 1,
+        "kind": "numbers",
+        "status": "ok",
+        "big": 9_007_199_254_740_993_i64,
+        "smallest": i64::MIN,
+        "largest": i64::MAX,
+    });
+    let appended: JournalEntry = serde_json::from_value(wide)
+        .map_err(|e| Verdict::Fail(format!("the kit could not build its wide entry: {e}")))?;
+    a.append(&run, &appended, None)?;
+    let seen = b.load(&run)?;
+    let [got] = seen.as_slice() else {
+        fail!("load after one append: expected 1 entry, got {} run={run}", seen.len());
+    };
+    ensure!(
+        *got == appended,
+        "integers beyond 2^53 did not round-trip in an entry: got {} run={run}",
+        diff_fields(&appended, got)
+    );
+    let mut meta = RunMeta::new(run.clone(), RunStatus::Running);
+    meta.extra = fields([("big", json!(9_007_199_254_740_993_i64)), ("smallest", json!(i64::MIN))]);
+    a.put_meta(&meta, None)?;
+    match b.get_meta(&run)? {
+        Some(got) if got == meta => Ok(()),
+        Some(got) => {
+            fail!("integers beyond 2^53 did not round-trip in a meta: got {} run={run}", diff_fields(&meta, &got))
+        }
         None => fail!("meta after put_meta: expected the record, got none run={run}"),
     }
 }

@@ -15,7 +15,7 @@
 //! assert!(reports.iter().any(|r| r.id == "L1" && matches!(r.outcome, Outcome::Skip(_))));
 //! ```
 //! A check that no
-//! planted defect can make fail is not yet a check: `sim/cli/tests/conformance_cli.rs` plants each
+//! planted defect can make fail is not yet a check: `sim/cli/tests/it/conformance_cli.rs` plants each
 //! store defect and requires a named failure.
 
 mod boot;
@@ -46,11 +46,21 @@ pub trait Target {
     /// no lease ttl at all.
     fn ttl_intake(&self, lease_ttl_ms: i64) -> Option<TtlIntake>;
 
-    /// A command that constructs the store in another OS process, waiting until the wall clock
-    /// reaches `start_at_unix_ms` first, and exits 0 on success (B2). Every call with the same
-    /// `round` must name the same fresh location. `None` when the store cannot be shared across
-    /// processes.
-    fn boot_command(&self, round: u32, start_at_unix_ms: i64) -> Option<Command>;
+    /// A command that constructs the store in another OS process and exits 0 on success, 1 when
+    /// the store failed the boot, anything else on a harness failure (B2).
+    /// Once set up (an adapter started and shaken hands with), the process writes a line
+    /// `ready` on its stdout and waits for the end of its stdin before it opens: the kit ends
+    /// every process's stdin at once when all are ready, so they open together (a readiness
+    /// point, not an instant guessed ahead). Every call with the same `round` must name the same
+    /// fresh location. `None` when the store cannot be shared across processes.
+    fn boot_command(&self, round: u32) -> Option<Command>;
+
+    /// How many rounds of the boot race (B2) to run, each on a fresh location. Two for a store in
+    /// this process's language; a store behind an adapter process needs more for its racers'
+    /// opens to meet (each open crosses two more processes' scheduling first).
+    fn boot_rounds(&self) -> u32 {
+        2
+    }
 
     /// Open a store over an existing location first shaped by `setup` (SQL run on a fresh SQLite
     /// file) and report what opening did to it (B4). `None` when the store does not keep a SQLite

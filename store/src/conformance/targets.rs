@@ -18,7 +18,7 @@ use crate::types::{JournalEntry, RunId, RunMeta, RunStatus};
 /// The fixtures' clocks start here, so that "expired" never means "before the epoch".
 const CLOCK_START_MS: i64 = 1_000_000;
 
-type BootCommand = Box<dyn Fn(&Path, i64) -> Command>;
+type BootCommand = Box<dyn Fn(&Path) -> Command>;
 
 /// Numbers fresh locations across every target of this process, so that two targets (say, in
 /// parallel tests) never share a memdb name or a file.
@@ -46,9 +46,9 @@ impl SqliteTarget {
         self
     }
 
-    /// Enable the concurrent-boot check (file targets only): `command(path, start_at_unix_ms)`
-    /// builds a process that opens a SqliteStore over `path` at that instant and exits 0.
-    pub fn boot_with(mut self, command: impl Fn(&Path, i64) -> Command + 'static) -> Self {
+    /// Enable the concurrent-boot check (file targets only): `command(path)` builds a process
+    /// that says `ready`, opens a SqliteStore over `path` at the end of its stdin, and exits 0.
+    pub fn boot_with(mut self, command: impl Fn(&Path) -> Command + 'static) -> Self {
         self.boot = Some(Box::new(command));
         self
     }
@@ -102,9 +102,9 @@ impl Target for SqliteTarget {
         Some(TtlIntake { result, location_touched: location_exists(&location) })
     }
 
-    fn boot_command(&self, round: u32, start_at_unix_ms: i64) -> Option<Command> {
+    fn boot_command(&self, round: u32) -> Option<Command> {
         let (folder, boot) = (self.folder.as_ref()?, self.boot.as_ref()?);
-        Some(boot(&folder.join(format!("boot-round-{round}.db")), start_at_unix_ms))
+        Some(boot(&folder.join(format!("boot-round-{round}.db"))))
     }
 
     fn open_prepared(&self, setup: &str) -> Option<PreparedOpen> {
@@ -245,7 +245,7 @@ impl Target for MemoryTarget {
         None
     }
 
-    fn boot_command(&self, _round: u32, _start_at_unix_ms: i64) -> Option<Command> {
+    fn boot_command(&self, _round: u32) -> Option<Command> {
         None
     }
 }

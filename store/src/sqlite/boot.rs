@@ -3,7 +3,8 @@
 //!
 //! Nothing is written to a location until it is known to be ours or empty. A file that exists is
 //! first read through a read-only connection (which never checkpoints, rolls back or recovers
-//! anything); only a fencesim database of this schema version, or an empty one, is then opened
+//! anything); only a database whose schema is exactly fencesim's (every row of `sqlite_schema`
+//! by type, name, table and definition, [`schema::judge`]), or an empty one, is then opened
 //! read-write, switched to WAL and given the schema.
 
 use std::path::{Path, PathBuf};
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::schema::{self, APPLICATION_ID, SCHEMA_VERSION};
+use super::schema::{self, APPLICATION_ID, SCHEMA_VERSION, Standing};
 use super::{Location, SqliteOptions, sql_error};
 use crate::TIMER_MS_MAX;
 use crate::defects::StoreDefect;
@@ -57,9 +58,17 @@ pub(super) fn open(options: &SqliteOptions) -> StoreResult<(Connection, u32)> {
 /// A failed single boot attempt.
 enum Failure {
     Sqlite(rusqlite::Error),
-    /// The location is not ours to write: someone else's database, another schema version, a
-    /// file SQLite can only read.
+    /// The location is not ours to write: a file SQLite can only read, an empty one to read.
     Refused(String),
+    /// The database is not exactly fencesim's: another application's, another schema version,
+    /// an object fencesim did not create, half a schema.
+    Schema(schema::Mismatch),
+}
+
+impl From<schema::Mismatch> for Failure {
+    fn from(m: schema::Mismatch) -> Self {
+        Failure::Schema(m)
+    }
 }
 
 impl From<rusqlite::Error> for Failure {
@@ -72,6 +81,7 @@ impl Failure {
     fn into_error(self, location: &Location, attempts: u64) -> StoreError {
         let reason = match self {
             Failure::Refused(why) => why,
+            Failure::Schema(mismatch) => mismatch.to_string(),
             Failure::Sqlite(e) => match (e.sqlite_error_code(), e.sqlite_error().map(|x| x.extended_code)) {
                 (Some(rusqlite::ErrorCode::NotADatabase), _) => "not a SQLite database".to_owned(),
                 (_, Some(rusqlite::ffi::SQLITE_READONLY_ROLLBACK)) => {
@@ -142,7 +152,7 @@ fn boot_once(options: &SqliteOptions) -> Result<Connection, Failure> {
             let conn = Connection::open_with_flags(format!("file:/{name}?vfs=memdb"), rw | OpenFlags::SQLITE_OPEN_URI)?;
             // A memdb has no journal to roll back or WAL to recover: reading it through the
             // read-write connection writes nothing.
-            complete = is_complete(&conn)?;
+            complete = standing(&conn)? == Ok(Standing::Whole);
             conn
         }
     };
@@ -168,10 +178,10 @@ fn boot_once(options: &SqliteOptions) -> Result<Connection, Failure> {
             conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {frames}"))?;
         }
     }
-    // A database that already holds every object needs no write transaction: a new connection
-    // under a storm of writers would otherwise queue for the write lock just to create nothing
-    // (a restarted soak writer starved past the boot bound that way). Objects are only ever
-    // created whole in one transaction, so "all present" cannot be half a bootstrap.
+    // A database that already holds exactly fencesim's schema needs no write transaction: a new
+    // connection under a storm of writers would otherwise queue for the write lock just to
+    // create nothing (a restarted soak writer starved past the boot bound that way). Objects are
+    // only ever created whole in one transaction, so "all present" cannot be half a bootstrap.
     if complete {
         return Ok(conn);
     }
@@ -188,9 +198,10 @@ fn boot_once(options: &SqliteOptions) -> Result<Connection, Failure> {
 }
 
 /// Open an existing fencesim database without writing anything: a read-only connection, no WAL
-/// switch, no bootstrap. Only a stamped database with no schema object but fencesim's is
-/// accepted; an empty file, a blank database and a foreign object are refused. A missing object
-/// is damage for the integrity scan to report.
+/// switch, no bootstrap. Only a stamped database whose every schema row is one fencesim creates
+/// (type, name, table and definition) is accepted; an empty file, a blank database, a foreign
+/// object and an altered one are refused. A missing object is damage for the integrity scan to
+/// report.
 fn open_read_only(location: &Location) -> Result<Connection, Failure> {
     let Location::File(path) = location else {
         return Err(Failure::Refused("a read-only store needs a database file".to_owned()));
@@ -202,27 +213,28 @@ fn open_read_only(location: &Location) -> Result<Connection, Failure> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(&path, flags)?;
     conn.busy_timeout(Duration::ZERO)?;
-    if check_ownership(&conn)? {
-        return Err(Failure::Refused("not a fencesim database: it has no fencesim schema".to_owned()));
+    match standing(&conn)?? {
+        Standing::Blank => Err(Failure::Refused("not a fencesim database: it has no fencesim schema".to_owned())),
+        Standing::Whole | Standing::Partial { .. } => Ok(conn),
     }
-    check_schema(&conn)?;
-    Ok(conn)
 }
 
-/// The database's schema objects must be fencesim's and nothing else: a trigger, view, table or
-/// index fencesim did not create could fire on (or shadow) the store's writes, so a database
-/// carrying one is refused, naming it.
-fn check_schema(conn: &Connection) -> Result<(), Failure> {
-    let mut statement = conn
-        .prepare("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")?;
-    let objects: Vec<(String, String)> =
-        statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;
-    if let Some((kind, name)) = objects.iter().find(|(_, name)| !schema::OBJECTS.contains(&name.as_str())) {
-        return Err(Failure::Refused(format!(
-            "refusing a database whose schema is not fencesim's: it has a {kind} '{name}' fencesim did not create"
-        )));
+/// The database's catalog judged against fencesim's schema ([`schema::judge`]), in one read.
+fn standing(conn: &Connection) -> rusqlite::Result<Result<Standing, schema::Mismatch>> {
+    let (app_id, version, rows) = schema::catalog(conn)?;
+    Ok(schema::judge(app_id, version, &rows))
+}
+
+/// A database to write must be blank (for the bootstrap to make) or exactly fencesim's: a
+/// trigger, view, table or index fencesim did not create, or one of its names carrying another
+/// object or another definition, could fire on (or shadow) the store's writes, and half a schema
+/// was made or damaged by something else. Says whether the bootstrap has the schema to create.
+fn writable(conn: &Connection) -> Result<bool, Failure> {
+    match standing(conn)?? {
+        Standing::Blank => Ok(true),
+        Standing::Whole => Ok(false),
+        Standing::Partial { present, total } => Err(schema::Mismatch::Half { present, total }.into()),
     }
-    Ok(())
 }
 
 /// A path SQLite cannot mistake for a URI: the bundled SQLite reads any name starting with
@@ -233,8 +245,9 @@ fn literal(path: &Path) -> PathBuf {
 }
 
 /// Judge an existing, non-empty file through a read-only connection before anything opens it for
-/// writing, and say whether it is already a complete fencesim database: a read-write open would roll back a hot journal, recover a WAL or checkpoint it on
-/// close, each of which writes to a file that may not be ours.
+/// writing, and say whether it is already a complete fencesim database: a read-write open would
+/// roll back a hot journal, recover a WAL or checkpoint it on close, each of which writes to a
+/// file that may not be ours. Only a blank database or exactly fencesim's schema passes.
 fn probe(path: &Path) -> Result<bool, Failure> {
     let empty = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
     if empty {
@@ -242,92 +255,19 @@ fn probe(path: &Path) -> Result<bool, Failure> {
     }
     let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     conn.busy_timeout(Duration::ZERO)?;
-    if is_complete(&conn)? {
-        return Ok(true);
-    }
-    if check_ownership(&conn)? {
-        return Ok(false);
-    }
-    check_schema(&conn)?;
-    check_whole(&conn)?;
-    Ok(true)
+    Ok(!writable(&conn)?)
 }
 
-/// A stamped database holds every object of the schema: the stamp and the DDL commit in one
-/// transaction, so no boot of ours (crashed or not) leaves a stamped file with objects missing,
-/// and one that has them missing was made or damaged by something else.
-fn check_whole(conn: &Connection) -> Result<(), Failure> {
-    let list = schema::OBJECTS.map(|name| format!("'{name}'")).join(", ");
-    let present: i64 =
-        conn.query_row(&format!("SELECT count(*) FROM sqlite_master WHERE name IN ({list})"), [], |r| r.get(0))?;
-    if usize::try_from(present).ok() == Some(schema::OBJECTS.len()) {
-        return Ok(());
-    }
-    Err(Failure::Refused(format!(
-        "refusing a half-created fencesim schema: {present} of its {} objects exist, and fencesim creates them all at once",
-        schema::OBJECTS.len()
-    )))
-}
-
-/// Whether this is a complete fencesim database of this schema version with no foreign object,
-/// in one catalog read: the common case of every open but a database's first. `false` says
-/// nothing more; the caller then judges ownership and the schema step by step, for the refusal
-/// that names what is wrong.
-fn is_complete(conn: &Connection) -> Result<bool, Failure> {
-    let list = schema::OBJECTS.map(|name| format!("'{name}'")).join(", ");
-    let (app_id, version, objects, ours): (i64, i64, i64, i64) = conn.query_row(
-        &format!(
-            "SELECT (SELECT application_id FROM pragma_application_id()),
-                    (SELECT user_version FROM pragma_user_version()),
-                    (SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'),
-                    (SELECT count(*) FROM sqlite_master WHERE name IN ({list}))"
-        ),
-        [],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-    )?;
-    let all = i64::try_from(schema::OBJECTS.len()).unwrap_or(i64::MAX);
-    Ok(app_id == APPLICATION_ID && version == SCHEMA_VERSION && objects == all && ours == all)
-}
-
-/// Whether this database is ours (or empty), judged from its header and catalog in one read, so
-/// a sibling's bootstrap cannot commit between the reads. Returns whether it still needs the
-/// identity stamp.
-fn check_ownership(conn: &Connection) -> Result<bool, Failure> {
-    let (app_id, version, objects): (i64, i64, i64) = conn.query_row(
-        "SELECT (SELECT application_id FROM pragma_application_id()),
-                (SELECT user_version FROM pragma_user_version()),
-                (SELECT count(*) FROM sqlite_master)",
-        [],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-    )?;
-    if app_id == 0 && version == 0 && objects == 0 {
-        Ok(true)
-    } else if app_id != APPLICATION_ID {
-        Err(Failure::Refused(format!(
-            "refusing to use a SQLite database of another application (application_id={app_id} user_version={version})"
-        )))
-    } else if version != SCHEMA_VERSION {
-        Err(Failure::Refused(format!(
-            "refusing to use a fencesim database of schema version {version}, this build reads {SCHEMA_VERSION}"
-        )))
-    } else {
-        Ok(false)
-    }
-}
-
-/// Inside the boot transaction: judge ownership again (a sibling may have stamped the file
-/// since), stamp a fresh database, create whatever is missing.
+/// Inside the boot transaction: judge the catalog again (a sibling may have stamped the file
+/// since), stamp a blank database and create the schema; a complete one is left as it is.
 fn bootstrap_schema(conn: &Connection) -> Result<(), Failure> {
-    if check_ownership(conn)? {
+    if writable(conn)? {
         conn.execute_batch(&format!(
             "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
         ))?;
-        check_schema(conn)?;
         conn.execute_batch(schema::DDL)?;
-        return Ok(());
     }
-    check_schema(conn)?;
-    check_whole(conn)
+    Ok(())
 }
 
 /// The SQLITE_BUSY family: primary result code 5, which includes SQLITE_BUSY_RECOVERY (261).

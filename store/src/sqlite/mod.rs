@@ -16,6 +16,7 @@
 //! was 12% of a simulated world's time. `hot_statements_are_never_reprepared` guards it.
 
 mod boot;
+mod guard;
 mod integrity;
 mod memo;
 pub(crate) mod schema;
@@ -46,6 +47,7 @@ use crate::spi::{JournalStore, LeasableStore, Store, TranscriptStore};
 use crate::types::{Epoch, JournalEntry, Lease, RunFilter, RunId, RunMeta, Seq};
 
 pub use boot::validate_ttl;
+pub use guard::JournalDigest;
 pub use integrity::IntegrityFinding;
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION, TABLES};
 pub use spares::Spares;
@@ -213,11 +215,13 @@ pub struct SqliteStore {
     clock: Arc<dyn Clock>,
     defects: StoreDefects,
     hook: RefCell<Option<FaultHook>>,
-    /// Clock reads so far; `fenced()` asserts (debug builds) that a fenced call reads it once.
+    /// Clock reads so far; `fenced()` asserts that a fenced call reads it once.
     clock_reads: Cell<u64>,
     /// Journal entries and metas decoded so far, by their stored text (`memo.rs`).
     entries: memo::Memo<JournalEntry>,
     metas: memo::Memo<RunMeta>,
+    /// Inside [`SqliteStore::write_transaction`]: each call's transaction is a savepoint in it.
+    outer: Cell<bool>,
 }
 
 impl fmt::Debug for SqliteStore {
@@ -227,17 +231,40 @@ impl fmt::Debug for SqliteStore {
 }
 
 /// Rolls back the transaction it guards unless it was committed, also when a fault hook panics,
-/// so a connection is never left inside a transaction.
+/// so a connection is never left inside a transaction. A call nested in a
+/// [`SqliteStore::write_transaction`] is a savepoint, rolled back to (and released) unless it
+/// was released.
 struct Txn<'a> {
     conn: &'a Connection,
+    /// `Some(released)` for a savepoint.
+    savepoint: Option<bool>,
 }
+
+impl<'a> Txn<'a> {
+    fn top(conn: &'a Connection) -> Self {
+        Txn { conn, savepoint: None }
+    }
+}
+
+/// The savepoint of a store call nested in a write transaction.
+const SAVEPOINT: &str = "SAVEPOINT fencesim_call";
+const RELEASE: &str = "RELEASE fencesim_call";
+const ROLLBACK_TO: &str = "ROLLBACK TO fencesim_call";
 
 impl Drop for Txn<'_> {
     fn drop(&mut self) {
-        if !self.conn.is_autocommit() {
-            // Nothing better to do with a failed rollback than report the first error, which the
-            // caller already has. Cached like every statement: a refused acquire rolls back.
-            let _ = self.conn.prepare_cached("ROLLBACK").and_then(|mut rollback| rollback.execute([]));
+        // Nothing better to do with a failed rollback than report the first error, which the
+        // caller already has. Cached like every statement: a refused acquire rolls back.
+        let run = |sql| {
+            let _ = self.conn.prepare_cached(sql).and_then(|mut statement| statement.execute([]));
+        };
+        match self.savepoint {
+            None if !self.conn.is_autocommit() => run("ROLLBACK"),
+            Some(false) => {
+                run(ROLLBACK_TO);
+                run(RELEASE);
+            }
+            _ => {}
         }
     }
 }
@@ -262,6 +289,11 @@ impl SqliteStore {
             Some(taken) => taken,
             None => boot::open(&options)?,
         };
+        // Expiry is `now + ttl` (`expiry_after`): a ttl of 0 would hand out leases already expired.
+        assert!(
+            (1..=crate::TIMER_MS_MAX).contains(&ttl_ms),
+            "a store opened with an unvalidated lease ttl of {ttl_ms} ms (B1)"
+        );
         // Every statement of the store stays prepared: rusqlite's default cache holds 16, fewer
         // than the store uses, and an evicted statement is parsed again at its next use.
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
@@ -278,6 +310,7 @@ impl SqliteStore {
             clock_reads: Cell::new(0),
             entries: memo::Memo::default(),
             metas: memo::Memo::default(),
+            outer: Cell::new(false),
         })
     }
 
@@ -361,9 +394,19 @@ impl SqliteStore {
     /// One write transaction. `BEGIN IMMEDIATE` takes the write lock before anything is read;
     /// a busy there surfaces as is, with nothing to roll back (S1). Any error or panic in `body`
     /// rolls back.
+    /// Inside a [`SqliteStore::write_transaction`] it is a savepoint of it instead (the write lock
+    /// is held already), released on success and rolled back to on any error.
     fn write_txn<T>(&self, op: Op, run: &RunId, body: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
+        if self.outer.get() {
+            self.exec(op, run, SAVEPOINT, [])?;
+            let mut txn = Txn { conn: &self.conn, savepoint: Some(false) };
+            let value = body()?;
+            self.exec(op, run, RELEASE, [])?;
+            txn.savepoint = Some(true);
+            return Ok(value);
+        }
         self.exec(op, run, "BEGIN IMMEDIATE", [])?;
-        let _txn = Txn { conn: &self.conn };
+        let _txn = Txn::top(&self.conn);
         let value = body()?;
         self.exec(op, run, "COMMIT", [])?;
         Ok(value)
@@ -425,8 +468,8 @@ impl SqliteStore {
         let value = self.write_txn(op, target, || {
             // What the fence relies on: the check and the mutation are one write transaction,
             // under one clock reading, for the run the lease names.
-            debug_assert!(!self.conn.is_autocommit(), "fenced {op:?}: the lease check runs outside a transaction");
-            debug_assert!(
+            assert!(!self.conn.is_autocommit(), "fenced {op:?}: the lease check runs outside a transaction");
+            assert!(
                 lease.run == *target || self.skips_run_match(op),
                 "fenced {op:?}: a lease of {} fences a write to {target}",
                 lease.run
@@ -435,12 +478,12 @@ impl SqliteStore {
             self.check_lease(op, lease, now)?;
             self.fire(FaultPoint::FenceChecked, op, &lease.run)?;
             let value = mutate(now);
-            debug_assert!(!self.conn.is_autocommit(), "fenced {op:?}: the mutation left the transaction");
+            assert!(!self.conn.is_autocommit(), "fenced {op:?}: the mutation left the transaction");
             value
         });
         // Once when the body ran (none when BEGIN itself failed), never twice.
         let reads = self.clock_reads.get() - reads_before;
-        debug_assert!(
+        assert!(
             reads <= 1 && (value.is_err() || reads == 1),
             "fenced {op:?}: the clock was read {reads} times between the check and the mutation"
         );
@@ -472,7 +515,10 @@ impl SqliteStore {
             "INSERT INTO entries (run_id, seq, payload) SELECT ?1, ?2, ?3
              WHERE NOT EXISTS (SELECT 1 FROM entries WHERE run_id = ?1 AND seq >= ?2)"
         };
-        if self.write(Op::Append, run, sql, params![run.as_str(), entry.seq.0, payload])? == 1 {
+        let inserted = self.write(Op::Append, run, sql, params![run.as_str(), entry.seq.0, payload])?;
+        // One row or none: the guard (S5) and the insert are one statement of one VALUES row.
+        assert!(inserted <= 1, "append of {run} seq {} inserted {inserted} rows", entry.seq);
+        if inserted == 1 {
             return Ok(());
         }
         // The tail is for the message only: a failed read must not change the error's class.
@@ -666,6 +712,12 @@ impl LeasableStore for SqliteStore {
                 run: run.clone(),
                 what: format!("epoch {}", high.unwrap_or(0)),
             })?;
+            // L3, L4: a grant's epoch is above every epoch the run ever had (the planted
+            // `acquire-reclaims-own-epoch` hands back an old one on purpose).
+            assert!(
+                reclaimed.is_some() || (high.is_none_or(|high| epoch > high) && epoch > 0),
+                "acquire of {run}: epoch {epoch} is not above the high-water mark {high:?}"
+            );
             self.write(
                 Op::Acquire,
                 run,
@@ -995,9 +1047,8 @@ mod tests {
         assert_eq!(memdb.load(&run).expect("load"), file.load(&run).expect("load"));
     }
 
-    /// The debug assertions inside `fenced()` can fail: a mutation that reads the clock again
-    /// panics in a debug build; an honest one passes.
-    #[cfg(debug_assertions)]
+    /// The assertions inside `fenced()` can fail: a mutation that reads the clock again
+    /// panics; an honest one passes.
     #[test]
     fn fenced_asserts_what_it_relies_on() {
         use crate::LeasableStore as _;

@@ -97,7 +97,9 @@ impl Spares {
             Location::File(_) => conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0)),
             Location::Memdb(_) => Ok(0),
         });
-        // What is handed on is empty: a row left over would leak into the next world.
+        // What is handed on is empty: a row left over would leak into the next world. Debug builds
+        // only: it is nine uncached queries at every world's start, on the path the spares exist
+        // to make cheap (a sweep clears once per world, thousands of times).
         debug_assert!(
             result.is_err()
                 || TABLES.iter().all(|t| {
@@ -131,7 +133,9 @@ impl Spares {
     /// A store dropped its connection: keep it for the next store; one left inside a
     /// transaction is closed instead.
     pub(super) fn returned(&self, conn: Connection) {
-        self.lent.fetch_sub(1, Ordering::SeqCst);
+        let lent = self.lent.fetch_sub(1, Ordering::SeqCst);
+        // `clear` trusts the count: one too few would empty a database a store still writes.
+        assert!(lent > 0, "a spare connection of {} came back that was never lent", self.location);
         self.give_back(conn);
     }
 

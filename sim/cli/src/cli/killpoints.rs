@@ -9,6 +9,7 @@ use fencesim_sim::killpoints::{self, Config, KillPoint, PointReport};
 use fencesim_sim::stores::DbKind;
 use serde_json::json;
 
+use super::out::outln;
 use super::{CmdResult, Format, Verdict};
 
 #[derive(Debug, clap::Args)]
@@ -69,18 +70,25 @@ pub fn run(args: &Args) -> CmdResult {
     match args.format {
         Format::Text => {
             if args.real {
-                println!(
+                outln!(
                     "real processes: each child SIGKILLed itself at its point on a WAL file, resumed in a second process"
                 );
             }
-            println!(
+            outln!(
                 "{:<30} {:>5} {:<6} {:<44} {:>7} {:>7} {:>6}  verdict",
-                "point", "write", "phase", "what", "child", "resume", "repays"
+                "point",
+                "write",
+                "phase",
+                "what",
+                "child",
+                "resume",
+                "repays"
             );
             for r in &reports {
                 let index = r.index.map_or("-".to_owned(), |i| i.to_string());
-                let verdict = if r.passed() { "PASS".to_owned() } else { format!("FAIL: {}", r.violations.join("; ")) };
-                println!(
+                let violations: Vec<String> = r.violations.iter().map(ToString::to_string).collect();
+                let verdict = if r.passed() { "PASS".to_owned() } else { format!("FAIL: {}", violations.join("; ")) };
+                outln!(
                     "{:<30} {:>5} {:<6} {:<44} {:>7} {:>7} {:>6}  {verdict}",
                     r.id,
                     index,
@@ -91,20 +99,20 @@ pub fn run(args: &Args) -> CmdResult {
                     r.repays
                 );
             }
-            println!(
+            outln!(
                 "{} points, {} passed, {failed} failed (calls/tools paid by the crashed child and the resume)",
                 reports.len(),
                 reports.len() - failed
             );
             if failed > 0 {
-                println!("repro: {repro}");
+                outln!("repro: {repro}");
             }
         }
         Format::Json => {
             let doc = json!({
                 "points": reports, "failed": failed, "real": args.real, "repro": (failed > 0).then_some(repro)
             });
-            println!("{doc}");
+            outln!("{doc}");
         }
     }
     Ok(if failed == 0 { Verdict::Pass } else { Verdict::Fail })

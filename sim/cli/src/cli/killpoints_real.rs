@@ -11,6 +11,7 @@ use fencesim_sim::catalogue::Defect;
 use fencesim_sim::killpoints::{KillPhase, Target};
 use fencesim_store::RunId;
 
+use super::out::{errln, outln};
 use super::{CmdResult, Verdict};
 
 #[derive(Debug, clap::Args)]
@@ -65,7 +66,7 @@ pub fn child(args: &ChildArgs) -> CmdResult {
     match killpoints_real::run_child(&spec)? {
         ChildEnd::Completed => Ok(Verdict::Pass),
         ChildEnd::Failed(e) => {
-            eprintln!("fencesim: the child failed: {e}");
+            errln!("fencesim: the child failed: {e}");
             Ok(Verdict::Fail)
         }
     }
@@ -83,6 +84,6 @@ pub fn resume(args: &ResumeArgs) -> CmdResult {
         store_defects,
     };
     let report = killpoints_real::run_resume(&spec)?;
-    println!("{}", serde_json::to_string(&report)?);
+    outln!("{}", serde_json::to_string(&report)?);
     Ok(Verdict::Pass)
 }

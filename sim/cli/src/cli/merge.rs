@@ -13,6 +13,7 @@ use fencesim::fleet::{self, ShardReport};
 use fencesim::report;
 use fencesim_sim::files::Named;
 
+use super::out::outln;
 use super::{CmdResult, Verdict};
 
 #[derive(Debug, clap::Args)]
@@ -78,7 +79,7 @@ pub fn run(args: &Args) -> CmdResult {
     fencesim_sim::files::prepare_folder(&args.out).map_err(|e| anyhow::anyhow!("--out {e}"))?;
     super::replay::write_reports(&args.out, name, &doc, &junit)?;
     let s = &doc["summary"];
-    println!(
+    outln!(
         "merged {} shard(s) into {}: {} worlds, {} passed, verdict {}",
         reports.len(),
         args.out.join(name).display(),
@@ -87,7 +88,7 @@ pub fn run(args: &Args) -> CmdResult {
         verdict.as_str()
     );
     if !missing.is_empty() {
-        println!("COVERAGE: {} aimed-at event(s) never happened in any shard: {}", missing.len(), missing.join(", "));
+        outln!("COVERAGE: {} aimed-at event(s) never happened in any shard: {}", missing.len(), missing.join(", "));
     }
     match verdict {
         report::Verdict::Pass => Ok(Verdict::Pass),

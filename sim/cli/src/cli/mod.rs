@@ -2,10 +2,13 @@
 
 mod boot;
 mod conformance;
+mod diff;
 mod killpoints;
 mod killpoints_real;
+mod known;
 mod merge;
 mod mutants;
+pub(crate) mod out;
 mod par;
 mod plan;
 mod promote;
@@ -21,24 +24,22 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use fencesim_store::StoreDefect;
+use out::errln;
 
 /// Deterministic simulation testing for lease-fenced durable-run stores.
 #[derive(Debug, Parser)]
 #[command(name = "fencesim", version, propagate_version = true)]
 struct Cli {
-    /// Die with the process of this pid, which must be the parent: set by a `fencesim` that
-    /// starts another for a whole command (`mutants --soak`, `shrink`), so the child goes when
-    /// it does, a `SIGKILL` included. A flag, not an environment variable: grandchildren must
-    /// not inherit it.
-    #[arg(long, hide = true, global = true, value_name = "PID")]
-    die_with_parent: Option<i32>,
     #[command(subcommand)]
     command: Command,
 }
 
-/// The flag that makes a child `fencesim` die with its parent ([`Cli::die_with_parent`]).
-fn die_with_me() -> [String; 2] {
-    ["--die-with-parent".to_owned(), std::process::id().to_string()]
+/// A `fencesim` that runs a whole command for this one (`mutants --soak`, `shrink`): it dies with
+/// this process, a `SIGKILL` included ([`fencesim_protocol::die_with_parent`]).
+fn child_fencesim(exe: &std::path::Path) -> std::process::Command {
+    let mut command = std::process::Command::new(exe);
+    fencesim_protocol::die_with_parent(&mut command);
+    command
 }
 
 #[derive(Debug, Subcommand)]
@@ -66,6 +67,13 @@ enum Command {
     /// Exit 0 when the oracle finds nothing, 1 on a violation (with a repro command), 2 on bad
     /// input. The same seed and build print byte-identical output.
     Run(run::Args),
+    /// The differential: run each seed's world against two stores (A, then B) and report the
+    /// first store call whose answers differ, with both full answers, or "identical".
+    ///
+    /// Only a seed's first divergence is meaningful (the worlds part there). Exit 0 when no world
+    /// fails its oracle, identical or not; 1 when one does, or on any divergence with
+    /// `--fail-on-divergence`; 2 on bad input or a world that could not run.
+    Diff(diff::Args),
     /// Print what a seed draws (workload, faults, skews, timed events) as a plan file.
     ///
     /// `fencesim run --plan FILE` runs the same world from it. Exit 0, or 2 on bad input.
@@ -139,16 +147,26 @@ struct JanitorArgs {
 /// How long a store adapter may take, on every subcommand that takes `--store cmd:COMMAND`.
 #[derive(Clone, Copy, Debug, clap::Args)]
 pub struct AdapterArgs {
-    /// How long a store adapter (--store cmd:COMMAND) may take to answer one request, in ms;
-    /// past it the adapter is killed and the run ends as a harness error (exit 2).
-    #[arg(long, value_name = "MS", default_value_t = fencesim_protocol::TIMEOUT_MS_DEFAULT,
-          value_parser = clap::value_parser!(u32).range(1..=600_000))]
-    pub adapter_timeout_ms: u32,
+    /// How long a store adapter (--store cmd:COMMAND) may take to read one request, and to
+    /// answer it, in ms; past it the adapter is killed and the run ends as a harness error
+    /// (exit 2). Refused without a store adapter [default: 10000]
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(1..=600_000))]
+    pub adapter_timeout_ms: Option<u32>,
 }
 
 impl AdapterArgs {
     pub fn apply(&self, spec: fencesim_protocol::Spec) -> fencesim_protocol::Spec {
-        spec.timeout_ms(self.adapter_timeout_ms)
+        spec.timeout_ms(self.adapter_timeout_ms.unwrap_or(fencesim_protocol::TIMEOUT_MS_DEFAULT))
+    }
+
+    /// Refuse `--adapter-timeout-ms` where no store adapter runs: it would be accepted and change
+    /// nothing.
+    pub fn check(&self, adapter: bool) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            adapter || self.adapter_timeout_ms.is_none(),
+            "--adapter-timeout-ms applies only to a store adapter (--store cmd:COMMAND)"
+        );
+        Ok(())
     }
 }
 
@@ -187,8 +205,9 @@ impl WorldStoreArgs {
 
     /// The adapter's handshake, once, before any world: an adapter that does not start is one
     /// error line, not one per world, and one without fault points is named with what its worlds
-    /// therefore cannot exercise.
+    /// therefore cannot exercise. Without an adapter, `--adapter-timeout-ms` is refused.
     pub fn handshake(&self) -> anyhow::Result<()> {
+        self.timeout.check(self.adapter.is_some())?;
         let Some(spec) = self.spec() else { return Ok(()) };
         // On a thread of its own: an adapter pins the thread that starts it to one core, and the
         // worker threads this one starts next would inherit that.
@@ -197,7 +216,7 @@ impl WorldStoreArgs {
         })
         .map_err(|_| anyhow::anyhow!("the adapter's handshake panicked"))??;
         if !hello.fault_points {
-            eprintln!(
+            errln!(
                 "note: adapter {} declares no fault points: no takeover lands between its fence check and its write (takeover-mid-* never fires)",
                 hello.name
             );
@@ -233,7 +252,7 @@ pub type CmdResult = anyhow::Result<Verdict>;
 pub fn main() -> ExitCode {
     // First, before any thread or child exists: the termination signals' one policy.
     if let Err(e) = fencesim_real::proc::signals::install() {
-        eprintln!("fencesim: error: cannot install the signal policy: {e}");
+        errln!("fencesim: error: cannot install the signal policy: {e}");
         return ExitCode::from(2);
     }
     fencesim_sim::stores::keep_temp_folders(std::env::var_os("FENCESIM_KEEP_TEMP").is_some_and(|v| v == "1"));
@@ -246,11 +265,13 @@ pub fn main() -> ExitCode {
         fencesim_real::proc::janitor::enable_process_root(exe);
         fencesim_sim::stores::set_temp_dirs(fencesim_real::proc::janitor::temp_dir);
     }
-    let orphaned = cli.die_with_parent.map(|pid| fencesim_real::killpoints::die_with_parent(&pid.to_string()));
-    let result = match orphaned {
-        Some(Err(e)) => Err(e.into()),
-        _ => dispatch(cli.command),
-    };
+    let result = dispatch(cli.command);
+    // The command wrote its files whatever became of its output (`cli::out`): now the output's
+    // first failure, if any (a reader that went away, a full disk).
+    let result = result.and_then(|verdict| {
+        out::finish().map_err(|e| anyhow::Error::new(e).context("cannot write the output"))?;
+        Ok(verdict)
+    });
     fencesim_real::proc::janitor::release_process_root();
     match result {
         Ok(Verdict::Pass) => ExitCode::SUCCESS,
@@ -259,7 +280,7 @@ pub fn main() -> ExitCode {
         // A reader that went away (`fencesim runs list | head`): quiet, with SIGPIPE's status.
         Err(e) if is_broken_pipe(&e) => ExitCode::from(141),
         Err(e) => {
-            eprintln!("fencesim: error: {}", one_line(&format!("{e:#}")));
+            errln!("fencesim: error: {}", one_line(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }
@@ -272,6 +293,7 @@ fn dispatch(command: Command) -> CmdResult {
         Command::Killpoints(args) => killpoints::run(&args),
         Command::Runs(args) => runs::run(&args),
         Command::Run(args) => run::run(&args),
+        Command::Diff(args) => diff::run(&args),
         Command::Plan(args) => plan::run(&args),
         Command::Shrink(args) => shrink::run(&args),
         Command::Promote(args) => promote::run(&args),
@@ -304,7 +326,7 @@ fn usage_error(e: &clap::Error) -> ExitCode {
     let text = e.to_string();
     let message = text.split("\n\n").next().unwrap_or("invalid arguments");
     let message = one_line(message.strip_prefix("error: ").unwrap_or(message));
-    eprintln!("fencesim: error: {message} (see fencesim --help)");
+    errln!("fencesim: error: {message} (see fencesim --help)");
     ExitCode::from(2)
 }
 

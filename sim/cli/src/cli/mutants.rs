@@ -16,6 +16,7 @@ use fencesim_store::conformance::{self, Outcome, SqliteTarget};
 use fencesim_store::{StoreDefect, StoreDefects};
 use serde_json::json;
 
+use super::out::outln;
 use super::par::{self, Progress, Stopwatch};
 use super::{CmdResult, Format, Verdict};
 
@@ -53,8 +54,7 @@ fn soak_hunt(defect: Defect) -> anyhow::Result<Option<u64>> {
         Defect::Engine(_) => "engine",
     };
     for seed in 1..=SOAK_SEEDS {
-        let status = std::process::Command::new(&exe)
-            .args(super::die_with_me())
+        let status = super::child_fencesim(&exe)
             .args(["soak", "--level", level, "--seed", &seed.to_string(), "--defect", defect.name()])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -158,9 +158,13 @@ pub fn run(args: &Args) -> CmdResult {
     match args.format {
         Format::Text => {
             let soak_head = if args.soak { "  soak" } else { "" };
-            println!(
+            outln!(
                 "{:<28} {:<6} {:>5}  {:<40} {:<22} repro{soak_head}",
-                "defect", "caught", "tries", "where", "checker"
+                "defect",
+                "caught",
+                "tries",
+                "where",
+                "checker"
             );
             for (i, h) in hunts.iter().enumerate() {
                 let (caught, place, checker, repro) = match &h.catch {
@@ -171,14 +175,14 @@ pub fn run(args: &Args) -> CmdResult {
                     None => ("NO", h.hunted_in.join(","), "-".to_owned(), "-"),
                 };
                 let soak = if args.soak { format!("  soak: {}", soak_cell(i)) } else { String::new() };
-                println!("{:<28} {caught:<6} {:>5}  {place:<40} {checker:<22} {repro}{soak}", h.defect, h.tries);
+                outln!("{:<28} {caught:<6} {:>5}  {place:<40} {checker:<22} {repro}{soak}", h.defect, h.tries);
             }
             for d in &dirty {
-                println!("BASELINE FAIL {} seed {}: {}\n  repro: {}", d.scenario, d.seed, d.first, d.repro);
+                outln!("BASELINE FAIL {} seed {}: {}\n  repro: {}", d.scenario, d.seed, d.first, d.repro);
             }
             // The clean baseline over every scenario: which engine branches no world reached.
-            println!("baseline {}", super::sweep::probes_line(&branches));
-            println!(
+            outln!("baseline {}", super::sweep::probes_line(&branches));
+            outln!(
                 "{} of {} defects caught; clean baseline: {} worlds, {} with violations; {seconds:.1} s",
                 hunts.len() - missed,
                 hunts.len(),
@@ -200,7 +204,7 @@ pub fn run(args: &Args) -> CmdResult {
                     "dirty": dirty.iter().map(|d| json!({"scenario": d.scenario, "seed": d.seed, "first": d.first, "repro": d.repro})).collect::<Vec<_>>(),
                 },
             });
-            println!("{doc}");
+            outln!("{doc}");
         }
     }
     Ok(if missed == 0 && dirty.is_empty() { Verdict::Pass } else { Verdict::Fail })
@@ -278,7 +282,7 @@ fn boot_race(defect: StoreDefect) -> anyhow::Result<Vec<String>> {
     let exe = std::env::current_exe().context("cannot locate the fencesim binary for the boot race")?;
     let target = SqliteTarget::file(dir.path())
         .defects(StoreDefects::of(&[defect]))
-        .boot_with(move |db, start_at| super::conformance::boot_command(&exe, db, start_at, &[defect]));
+        .boot_with(move |db| super::conformance::boot_command(&exe, db, &[defect]));
     let check = conformance::checks().into_iter().find(|c| c.id == "B2").context("conformance kit has no B2 check")?;
     Ok(match conformance::run_check(&check, &target).outcome {
         Outcome::Fail(why) => vec![why],

@@ -5,13 +5,15 @@
 #![allow(clippy::disallowed_methods, reason = "the CLI edge measures wall time and runs worlds on OS threads")]
 
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
 pub use fencesim_real::soak::wall::Stopwatch;
 use fencesim_sim::history::lock;
 use fencesim_sim::stores::FileReuse;
+
+use super::out::err;
 
 /// The most worlds one command may run at once: more threads than this only thrash.
 pub const MAX_JOBS: usize = 256;
@@ -136,14 +138,13 @@ impl Progress {
         if self.shown {
             let width = 30;
             let filled = done * width / self.total.max(1);
-            eprint!("\r{} [{}{}] {done}/{}", self.label, "#".repeat(filled), ".".repeat(width - filled), self.total);
-            let _ = std::io::stderr().flush();
+            err!("\r{} [{}{}] {done}/{}", self.label, "#".repeat(filled), ".".repeat(width - filled), self.total);
         }
     }
 
     fn finish(&self) {
         if self.shown {
-            eprint!("\r{}\r", " ".repeat(self.label.len() + 50));
+            err!("\r{}\r", " ".repeat(self.label.len() + 50));
         }
     }
 }

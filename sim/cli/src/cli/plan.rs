@@ -1,11 +1,10 @@
 //! `fencesim plan`: print what a seed draws inside a scenario as a plan file (TOML,
 //! `fencesim.plan/1`), which `fencesim run --plan FILE` runs again as the same world.
 
-use std::io::Write as _;
-
 use fencesim_sim::catalogue::{self, Defect};
 use fencesim_sim::scenario::planfile::PlanFile;
 
+use super::out::out;
 use super::{CmdResult, Verdict};
 
 #[derive(Debug, clap::Args)]
@@ -23,9 +22,7 @@ pub struct Args {
 pub fn run(args: &Args) -> CmdResult {
     let scenario = catalogue::scenario(&args.scenario)?;
     let text = PlanFile::draw(&scenario, args.seed, &args.defects).to_toml();
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())?;
-    out.flush()?;
+    out!("{text}");
     Ok(Verdict::Pass)
 }
 

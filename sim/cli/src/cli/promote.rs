@@ -13,6 +13,7 @@ use fencesim_sim::scenario::planfile::PlanFile;
 use fencesim_sim::stores::DbKind;
 use fencesim_sim::world::{self, WorldConfig};
 
+use super::out::outln;
 use super::{CmdResult, Verdict};
 
 #[derive(Debug, clap::Args)]
@@ -72,6 +73,6 @@ pub fn run(args: &Args) -> CmdResult {
     }
     std::fs::create_dir_all(&args.dir).map_err(|e| anyhow::anyhow!("{}: {e}", args.dir.display()))?;
     write_atomic(&path, file.to_toml().as_bytes(), args.force)?;
-    println!("kept {} (fails {checker}); replayed by `fencesim replay {}`", path.display(), args.dir.display());
+    outln!("kept {} (fails {checker}); replayed by `fencesim replay {}`", path.display(), args.dir.display());
     Ok(Verdict::Pass)
 }

@@ -8,6 +8,7 @@ use fencesim_sim::catalogue::Defect;
 use fencesim_sim::stores::DbKind;
 use fencesim_sim::world::{self, WorldConfig};
 
+use super::out::{errln, out, outln};
 use super::{CmdResult, Format, Verdict};
 
 #[derive(Debug, clap::Args)]
@@ -88,7 +89,7 @@ pub fn run(args: &Args) -> CmdResult {
         let cfg = WorldConfig { keep_db: None, ..cfg.clone() };
         let minimal = if args.shrink { super::shrink::minimal(&cfg, &defects)? } else { None };
         let written = fencesim::bundle::write_with(dir, &cfg, &defects, outcome.fingerprint, minimal.as_ref())?;
-        eprintln!("bundle: {}", written.display());
+        errln!("bundle: {}", written.display());
     }
     match args.format {
         Format::Text => {
@@ -96,16 +97,16 @@ pub fn run(args: &Args) -> CmdResult {
             if args.trace {
                 let events = fencesim_sim::coverage::count(&outcome.rows, i64::from(cfg_ttl));
                 let shown: Vec<String> = events.iter().map(|(e, n)| format!("{e}={n}")).collect();
-                println!("coverage {}", if shown.is_empty() { "none".to_owned() } else { shown.join(" ") });
+                outln!("coverage {}", if shown.is_empty() { "none".to_owned() } else { shown.join(" ") });
             }
-            print!("{}", report::text(&outcome, &defects, args.trace));
+            out!("{}", report::text(&outcome, &defects, args.trace));
         }
         Format::Json => {
             let mut doc = report::world_json(&outcome, &defects);
             if args.trace {
                 doc["trace"] = outcome.rows.iter().map(ToString::to_string).collect();
             }
-            println!("{doc}");
+            outln!("{doc}");
         }
     }
     Ok(if outcome.passed() { Verdict::Pass } else { Verdict::Fail })

@@ -20,6 +20,7 @@ use fencesim_sim::files::{Named, write_atomic};
 use fencesim_sim::scenario::planfile::PlanFile;
 use fencesim_sim::stores::DbKind;
 
+use super::out::{errln, outln};
 use super::{CmdResult, Verdict};
 
 #[derive(Debug, clap::Args)]
@@ -122,10 +123,10 @@ pub fn run(args: &Args) -> CmdResult {
         fencesim_sim::files::check_target(out, args.force).map_err(|e| anyhow::anyhow!("--out {e}"))?;
     }
     let shrunk = Budget::start(args.budget_s).shrink(&file, args.db)?;
-    println!("shrink {} seed {}: keeps failing {}", file.scenario, file.seed, shrunk.checker);
-    println!("  before: {}", sizes(&shrunk.before));
-    println!("  after:  {}", sizes(&shrunk.after));
-    println!(
+    outln!("shrink {} seed {}: keeps failing {}", file.scenario, file.seed, shrunk.checker);
+    outln!("  before: {}", sizes(&shrunk.before));
+    outln!("  after:  {}", sizes(&shrunk.after));
+    outln!(
         "  {} worlds run; {}",
         shrunk.worlds,
         if shrunk.stopped_early && shrunk.after == shrunk.before {
@@ -139,9 +140,9 @@ pub fn run(args: &Args) -> CmdResult {
     match &args.out {
         Some(out) => {
             write_atomic(out, shrunk.minimal.to_toml().as_bytes(), args.force)?;
-            println!("  repro: {}", repro(out, args.db));
+            outln!("  repro: {}", repro(out, args.db));
         }
-        None => println!("  (no --out: the minimal plan was not written)"),
+        None => outln!("  (no --out: the minimal plan was not written)"),
     }
     Ok(Verdict::Pass)
 }
@@ -172,7 +173,7 @@ fn kill_matrix(args: &Args) -> CmdResult {
         }
         let hunt = mutants::hunt(defect, args.seeds, args.db)?;
         let Some(catch) = hunt.catch else {
-            println!("{:<28} not caught in {} worlds", defect.name(), hunt.tries);
+            outln!("{:<28} not caught in {} worlds", defect.name(), hunt.tries);
             continue;
         };
         let seed = catch.seed.unwrap_or_default();
@@ -184,8 +185,7 @@ fn kill_matrix(args: &Args) -> CmdResult {
         let path = dir.path().join(format!("{}.toml", defect.name()));
         write_atomic(&path, shrunk.minimal.to_toml().as_bytes(), false)?;
         // A fresh process: the minimal plan must fail the same checker there too.
-        let out = std::process::Command::new(&exe)
-            .args(super::die_with_me())
+        let out = super::child_fencesim(&exe)
             .args(["run", "--plan"])
             .arg(&path)
             .args(["--db", args.db.as_str(), "--format", "json"])
@@ -213,7 +213,7 @@ fn kill_matrix(args: &Args) -> CmdResult {
     let rows_cut = median(rows.iter().map(|r| reduction(r.shrunk.before.rows, r.shrunk.after.rows)).collect());
     let max_runs = rows.iter().map(|r| r.shrunk.after.runs).max().unwrap_or(0);
     let replayed = rows.iter().filter(|r| r.replayed).count();
-    println!(
+    outln!(
         "{} worlds shrunk: median {events:.0}% fewer fault events, {rows_cut:.0}% fewer rows; at most {max_runs} runs; {replayed} of {} fail the same checker in a fresh process",
         rows.len(),
         rows.len()
@@ -223,7 +223,7 @@ fn kill_matrix(args: &Args) -> CmdResult {
 
 fn print_row(r: &Row) {
     let (b, a) = (&r.shrunk.before, &r.shrunk.after);
-    println!(
+    outln!(
         "| {:<28} | {:<36} | {:<22} | {:>4} -> {:<3} | {:>2} -> {:<2} | {:>2} -> {:<2} | {:>4} -> {:<4} | {:>4} | {} |",
         r.defect,
         r.place,
@@ -247,7 +247,7 @@ pub fn minimal(cfg: &fencesim_sim::world::WorldConfig, defects: &[Defect]) -> an
     let file = PlanFile::draw(&cfg.scenario, cfg.seed, defects);
     match shrink::shrink(&file, cfg.db, &Budget::start(60).flag) {
         Err(ShrinkError::OutOfTime) => {
-            eprintln!("bundle: the 60 s shrink budget ran out before the world failed again: no plan.min.toml");
+            errln!("bundle: the 60 s shrink budget ran out before the world failed again: no plan.min.toml");
             Ok(None)
         }
         other => Ok(Some(other?.minimal)),

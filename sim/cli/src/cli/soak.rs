@@ -8,17 +8,15 @@ use anyhow::{Context, bail};
 use clap::ValueEnum;
 use fencesim::report::sh_quote;
 use fencesim_real::soak::engine::{self as soak_engine, EngineSoakOptions};
-use fencesim_real::soak::judge::{SoakMeta, judge};
+use fencesim_real::soak::judge::{SoakMeta, judge_sealed};
 use fencesim_real::soak::quorum::{Counters, ENGINE_COUNTERS, Quorum};
 use fencesim_real::soak::referee::{self, SoakOptions};
 use fencesim_real::soak::writer::{self, WriterConfig};
-use fencesim_real::soak::{Layout, MAX_WRITERS, PARENT_ENV, SoakError, SoakVerdict, report, within};
+use fencesim_real::soak::{Layout, MAX_WRITERS, SoakError, SoakVerdict, report, seal, within};
 use fencesim_sim::catalogue::Defect;
 use fencesim_store::{StoreDefect, StoreDefects};
-use nix::sys::prctl::set_pdeathsig;
-use nix::sys::signal::Signal;
-use nix::unistd::getppid;
 
+use super::out::{out, outln};
 use super::{CmdResult, Verdict};
 
 /// The storm's lease ttl unless `--ttl-ms` says otherwise.
@@ -130,6 +128,7 @@ impl Args {
 
 pub fn run(args: &Args) -> CmdResult {
     args.check_level()?;
+    args.timeout.check(args.adapter.is_some())?;
     let mut outputs: Vec<fencesim_sim::files::Named> =
         args.keep.iter().map(|d| fencesim_sim::files::Named::new("--keep", d)).collect();
     if let Some(dir) = &args.report {
@@ -181,13 +180,30 @@ pub fn run(args: &Args) -> CmdResult {
         fencesim_sim::files::remove_stale(&[&dir.join("soak.json"), &dir.join("junit.xml")])?;
     }
     let outcome = referee::run(opts)?;
-    print!("{}", report::text(&outcome, &quorum));
-    println!("  repro: {} (the OS scheduler is not deterministic)", repro(args, ttl_ms));
+    adapter_verdict(&outcome.meta, outcome.judgement.findings.is_empty())?;
+    out!("{}", report::text(&outcome, &quorum));
+    outln!("  repro: {} (the OS scheduler is not deterministic)", repro(args, ttl_ms));
     if let Some(dir) = &args.report {
         fencesim_real::soak::write_atomic(&dir.join("soak.json"), &report::json(&outcome, &quorum, args.skew_ms())?)?;
         fencesim_real::soak::write_atomic(&dir.join("junit.xml"), &fencesim::report::store_soak_junit(&outcome))?;
     }
     Ok(exit_verdict(report::verdict(&outcome)))
+}
+
+/// A storm in which a writer's store adapter failed (it died, hung, answered garbage, or lacks
+/// what a soak needs) proves nothing about the store from then on: a harness error (exit 2)
+/// naming the writer and the adapter, unless what the store did answer, judged alone, shows a
+/// violation (exit 1, the failure noted).
+fn adapter_verdict(meta: &SoakMeta, no_findings: bool) -> anyhow::Result<()> {
+    let failures = meta.adapter_failures();
+    let Some(first) = failures.first() else { return Ok(()) };
+    let more = match failures.len() {
+        1 => String::new(),
+        n => format!(" (and {} more writers' adapters)", n - 1),
+    };
+    anyhow::ensure!(!no_findings, "the soak's store adapter failed, so the storm proves nothing: {first}{more}");
+    outln!("note: the soak's store adapter failed (only what the store answered was judged): {first}{more}");
+    Ok(())
 }
 
 fn exit_verdict(verdict: SoakVerdict) -> Verdict {
@@ -246,24 +262,25 @@ fn run_engine(args: &Args) -> CmdResult {
     let short = quorum.short(&report);
     let verdict = SoakVerdict::of(report.violations.len(), &short);
     let counters: Vec<String> = ENGINE_COUNTERS.iter().map(|k| format!("{k}={}", report.get(k))).collect();
-    println!(
+    outln!(
         "soak engine seed {} workers {workers} runs {runs}: {} ({} ms)",
         args.seed,
         verdict.name().to_uppercase(),
         report.wall_ms
     );
-    println!("  {} (quorum {quorum})", counters.join(" "));
-    println!(
+    outln!("  {} (quorum {quorum})", counters.join(" "));
+    outln!(
         "  history: {} store calls from every process, {} indeterminate, judged by the oracle",
-        report.calls, report.indeterminate
+        report.calls,
+        report.indeterminate
     );
     if !short.is_empty() {
-        println!("  QUORUM MISSED: {}", fencesim_real::soak::shortfall(&short));
+        outln!("  QUORUM MISSED: {}", fencesim_real::soak::shortfall(&short));
     }
     for v in &report.violations {
-        println!("  VIOLATION {v}");
+        outln!("  VIOLATION {v}");
     }
-    println!("  repro: {} (the OS scheduler is not deterministic)", repro(args, i64::from(ttl_ms)));
+    outln!("  repro: {} (the OS scheduler is not deterministic)", repro(args, i64::from(ttl_ms)));
     if let Some(dir) = &args.report {
         let doc = serde_json::json!({
             "schema": "fencesim.soak-engine/1",
@@ -279,7 +296,8 @@ fn run_engine(args: &Args) -> CmdResult {
         });
         fencesim_real::soak::write_atomic(&dir.join("soak-engine.json"), format!("{doc}\n").as_bytes())?;
         let suite = format!("fencesim soak engine seed {}", args.seed);
-        let junit = fencesim::report::soak_junit(&suite, report.wall_ms as f64 / 1000.0, &short, &report.violations);
+        let violations: Vec<String> = report.violations.iter().map(ToString::to_string).collect();
+        let junit = fencesim::report::soak_junit(&suite, report.wall_ms as f64 / 1000.0, &short, &violations);
         fencesim_real::soak::write_atomic(&dir.join("junit.xml"), &junit)?;
     }
     Ok(exit_verdict(verdict))
@@ -299,8 +317,9 @@ fn prepare_outputs(args: &Args) -> anyhow::Result<()> {
 }
 
 /// The command that runs the same soak again: every flag that changes a run at `args.level`,
-/// with the ttl in force (a quorum's default made explicit); the report and keep folders only
-/// say where results go.
+/// with the ttl in force (a quorum's default made explicit) and the store adapter the writers
+/// stormed (`--store`, its `--adapter-timeout-ms` if given); the report and keep folders only say
+/// where results go.
 fn repro(args: &Args, ttl_ms: i64) -> String {
     let (level, only) = match args.level {
         Level::Store => ("store", format!("--skew-ms {} --exit-deadline-s {}", args.skew_ms(), args.exit_deadline_s())),
@@ -313,6 +332,13 @@ fn repro(args: &Args, ttl_ms: i64) -> String {
         args.cap_s,
         sh_quote(&args.quorum)
     );
+    // The store the writers stormed: without it the repro stormed fencesim's own store instead.
+    if let Some(spec) = &args.adapter {
+        command.push_str(&format!(" --store {}", sh_quote(&spec.to_string())));
+        if let Some(ms) = args.timeout.adapter_timeout_ms {
+            command.push_str(&format!(" --adapter-timeout-ms {ms}"));
+        }
+    }
     for d in &args.defects {
         command.push_str(&format!(" --defect {}", d.name()));
     }
@@ -350,17 +376,9 @@ pub struct WriterArgs {
     timeout: super::AdapterArgs,
 }
 
-/// A writer dies with its referee: the parent-death signal first, then the parent check that
-/// closes the race with a referee that died before it was set.
+/// A writer process of the soak (the referee started it dying with the referee:
+/// `fencesim_protocol::die_with_parent`).
 pub fn writer(args: &WriterArgs) -> CmdResult {
-    set_pdeathsig(Signal::SIGKILL).context("cannot set the parent-death signal")?;
-    let parent: i32 = std::env::var(PARENT_ENV)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .context("soak-writer is started by fencesim soak only")?;
-    if getppid().as_raw() != parent {
-        bail!("the referee is gone");
-    }
     let cfg = WriterConfig {
         db: args.db.clone(),
         log: args.log.clone(),
@@ -389,22 +407,19 @@ pub struct CheckArgs {
     dir: PathBuf,
 }
 
-/// Re-judge a kept soak: the same merge, oracle and soak checks as the referee's.
+/// Re-judge a kept soak: the same merge, oracle and soak checks as the referee's, once the folder
+/// verifies against its manifest (a folder that does not is refused, naming the file and line).
 pub fn check(args: &CheckArgs) -> CmdResult {
-    if args.dir.join(soak_engine::RECORD_FILE).exists() {
-        return check_engine(args);
+    let sealed = seal::verify(&args.dir)?;
+    if sealed.level() == seal::Level::Engine {
+        return check_engine(args, &sealed);
     }
     let layout = Layout::new(&args.dir);
-    anyhow::ensure!(
-        layout.meta().exists(),
-        "{} is not a kept soak (no {})",
-        args.dir.display(),
-        fencesim_real::soak::META_FILE
-    );
     let text = fencesim_sim::files::read_input(&layout.meta(), fencesim_sim::files::MAX_TEXT_BYTES)?;
     let meta: SoakMeta = serde_json::from_str(&text).context("cannot read the soak's record")?;
-    let (judgement, _) = judge(&layout, &meta)?;
-    println!(
+    let (judgement, _) = judge_sealed(&layout, &sealed, &meta)?;
+    adapter_verdict(&meta, judgement.findings.is_empty())?;
+    outln!(
         "soak-check {}: {} rows, {} indeterminate, journal {} entries, integrity {}: {}",
         args.dir.display(),
         judgement.rows,
@@ -415,17 +430,17 @@ pub fn check(args: &CheckArgs) -> CmdResult {
     );
     for f in &judgement.findings {
         let row = f.row.map_or(String::new(), |r| format!(" (row {r})"));
-        println!("  VIOLATION {}: {}{row}", f.checker, f.explanation);
+        outln!("  VIOLATION {}: {}{row}", f.checker, f.explanation);
     }
     Ok(if judgement.findings.is_empty() { Verdict::Pass } else { Verdict::Fail })
 }
 
 /// Re-judge a kept engine-level soak: the oracle over every process's calls and payments, the
 /// per-run checks, and the operator's repair on a copy of the file.
-fn check_engine(args: &CheckArgs) -> CmdResult {
+fn check_engine(args: &CheckArgs, sealed: &seal::Manifest) -> CmdResult {
     let exe = std::env::current_exe().context("cannot locate the fencesim binary")?;
-    let report = soak_engine::rejudge(&exe, &args.dir)?;
-    println!(
+    let report = soak_engine::rejudge_sealed(&exe, &args.dir, sealed)?;
+    outln!(
         "soak-check {} (engine level, seed {}): {} store calls, {} indeterminate, {} paid calls: {}",
         args.dir.display(),
         report.seed,
@@ -435,7 +450,7 @@ fn check_engine(args: &CheckArgs) -> CmdResult {
         if report.passed() { "PASS" } else { "FAIL" }
     );
     for v in &report.violations {
-        println!("  VIOLATION {v}");
+        outln!("  VIOLATION {v}");
     }
     Ok(if report.passed() { Verdict::Pass } else { Verdict::Fail })
 }

@@ -14,6 +14,7 @@ use fencesim_sim::stores::DbKind;
 use fencesim_sim::world::{self, WorldConfig, WorldError};
 use serde_json::json;
 
+use super::out::{out, outln};
 use super::par::{self, Progress, Stopwatch};
 use super::{CmdResult, Verdict};
 
@@ -97,7 +98,7 @@ impl Tally {
     ) {
         match summary {
             Err(e) => {
-                println!("ERROR seed {}: {}", e.seed, e.error);
+                outln!("ERROR seed {}: {}", e.seed, e.error);
                 self.failures.push(json!({"seed": e.seed, "violations": 0, "first": format!("harness error: {}", e.error), "repro": null}));
                 self.errors += 1;
                 self.first_error.get_or_insert(e);
@@ -107,8 +108,8 @@ impl Tally {
                 self.table.add(&s.coverage);
                 if let Some((n, first, repro)) = s.failure {
                     self.failed += 1;
-                    println!("FAIL seed {}: {n} violation(s), first {first}", s.seed);
-                    println!("  repro: {repro}");
+                    outln!("FAIL seed {}: {n} violation(s), first {first}", s.seed);
+                    outln!("  repro: {repro}");
                     self.failures.push(json!({"seed": s.seed, "violations": n, "first": first, "repro": repro}));
                     if let Some(dir) = &args.bundle {
                         let cfg = WorldConfig {
@@ -121,9 +122,9 @@ impl Tally {
                             adapter: args.store.spec(),
                         };
                         match fencesim::bundle::write(dir, &cfg, &args.defects, s.fingerprint) {
-                            Ok(path) => println!("  bundle: {}", path.display()),
+                            Ok(path) => outln!("  bundle: {}", path.display()),
                             Err(e) => {
-                                println!("ERROR seed {}: bundle not written: {e}", s.seed);
+                                outln!("ERROR seed {}: bundle not written: {e}", s.seed);
                                 self.unbundled.push(format!("seed {}: {e}", s.seed));
                             }
                         }
@@ -183,10 +184,22 @@ fn prepare_outputs(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The sweep's JSON report (`fencesim.sweep/1`) of `n` worlds.
+/// The scenario's content for the report (`scenario_sha256`): the SHA-256 of its file, or of a
+/// built-in's compiled-in text. Two shards of one scenario file name but different contents are
+/// not one run (`fencesim merge` refuses them).
+fn scenario_sha256(name: &str) -> anyhow::Result<String> {
+    let built_in = catalogue::SCENARIOS.iter().find(|(n, _)| *n == name && !name.ends_with(".toml"));
+    let text = match built_in {
+        Some((_, text)) => (*text).to_owned(),
+        None => fencesim_sim::files::read_input(std::path::Path::new(name), fencesim_sim::files::MAX_TEXT_BYTES)?,
+    };
+    Ok(report::sha256_hex(text.as_bytes()))
+}
+
+/// The sweep's JSON report (`fencesim.sweep/2`) of `n` worlds.
 fn sweep_doc(
     args: &Args,
-    scenario: &Scenario,
+    (scenario, scenario_sha256): (&Scenario, &str),
     shard: Shard,
     tally: &Tally,
     (n, jobs, seconds): (u64, usize, f64),
@@ -197,8 +210,10 @@ fn sweep_doc(
     let inconclusive = tally.inconclusive(missing);
     let mut doc = json!({
         "schema": report::SWEEP_SCHEMA,
+        "build": report::BUILD_ID,
         "commit": super::replay::git_commit(),
         "scenario": scenario.name,
+        "scenario_sha256": scenario_sha256,
         "source": scenario.source,
         "db": args.store.describe(args.db),
         "defects": args.defects.iter().map(|d| d.name()).collect::<Vec<_>>(),
@@ -269,6 +284,7 @@ fn summarize(
 pub fn run(args: &Args) -> CmdResult {
     let (jobs, end) = prepare(args)?;
     let scenario = catalogue::scenario(&args.scenario)?;
+    let scenario_sha256 = scenario_sha256(&args.scenario)?;
     let shard = args.shard.unwrap_or(Shard::ALL);
     let (first_seed, count) = shard.seeds(args.start, end);
     prepare_outputs(args)?;
@@ -289,13 +305,13 @@ pub fn run(args: &Args) -> CmdResult {
         },
     );
     let seconds = clock.seconds();
-    print!("{}", tally.table.text(&scenario.aims));
-    println!("{}", probes_line(&tally.table));
+    out!("{}", tally.table.text(&scenario.aims));
+    outln!("{}", probes_line(&tally.table));
     let missing: Vec<&str> = if args.require_coverage { tally.table.missing(&scenario.aims) } else { Vec::new() };
     let inconclusive = tally.inconclusive(&missing);
     let (n, failed, errors) = (count, tally.failed, tally.errors);
     let which = if shard == Shard::ALL { String::new() } else { format!(", shard {shard}") };
-    println!(
+    outln!(
         "{}: {n} seeds ({}..={end}{which}) on {} with {jobs} job(s): {} passed, {failed} failed in {seconds:.2} s ({:.1} seeds/s, {:.0}x simulated time)",
         scenario.name,
         args.start,
@@ -305,7 +321,7 @@ pub fn run(args: &Args) -> CmdResult {
         tally.virtual_ms as f64 / 1000.0 / seconds.max(1e-9)
     );
     if let Some(dir) = &args.report {
-        let doc = sweep_doc(args, &scenario, shard, &tally, (n, jobs, seconds), &missing);
+        let doc = sweep_doc(args, (&scenario, &scenario_sha256), shard, &tally, (n, jobs, seconds), &missing);
         super::replay::write_reports(dir, "sweep.json", &doc, &fleet::junit_of(&doc))?;
     }
     let Tally { first_error, unbundled, .. } = tally;
@@ -316,12 +332,12 @@ pub fn run(args: &Args) -> CmdResult {
         anyhow::bail!("{} bundle(s) could not be written; the first, {first}", unbundled.len());
     }
     if !missing.is_empty() {
-        println!("COVERAGE: {} aimed-at event(s) never happened: {}", missing.len(), missing.join(", "));
+        outln!("COVERAGE: {} aimed-at event(s) never happened: {}", missing.len(), missing.join(", "));
     }
     Ok(if failed > 0 {
         Verdict::Fail
     } else if inconclusive {
-        println!("INCONCLUSIVE: no world failed, but the coverage required was not reached");
+        outln!("INCONCLUSIVE: no world failed, but the coverage required was not reached");
         Verdict::Inconclusive
     } else {
         Verdict::Pass

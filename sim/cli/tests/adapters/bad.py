@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""A store adapter that breaks the protocol in one way, for sim/cli/tests/adapter_cli.rs.
+"""A store adapter that breaks the protocol in one way, for sim/cli/tests/it/adapter_cli.rs.
 
     bad.py MODE [PIDFILE]
 
 It shakes hands correctly (except in mode `version`) and then, at the first request after the
 handshake (`open`), does what MODE says: `exit` (dies), `garbage` (answers a line that is not
 JSON), `unasked` (answers another request's id), `hang` (never answers). Once started it writes
-its pid to PIDFILE (atomically: a temporary name, then a rename), so a test knows which process
-must be gone afterwards.
+its pid to PIDFILE (atomically: a temporary name of its own, then a rename), so a test knows a
+process that must be gone afterwards.
 """
 
 import json
@@ -17,9 +17,11 @@ import time
 
 mode = sys.argv[1]
 if len(sys.argv) > 2:
-    with open(sys.argv[2] + ".tmp", "w") as f:
+    # A temporary name of its own: a sweep starts several of these at once on one PIDFILE.
+    temporary = f"{sys.argv[2]}.{os.getpid()}.tmp"
+    with open(temporary, "w") as f:
         f.write(str(os.getpid()))
-    os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+    os.rename(temporary, sys.argv[2])
 sys.stderr.write(f"bad adapter: started in mode {mode}\n")
 sys.stderr.flush()
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The reference adapter without fault points, for sim/cli/tests/adapter_cli.rs: its handshake
+"""The reference adapter without fault points, for sim/cli/tests/it/adapter_cli.rs: its handshake
 declares `fault_points: false` and it never stops inside a call. fencesim must say what that
 leaves unexercised (the kit skips its fault-point checks; a sweep prints a note)."""
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The reference adapter with one nondeterministic habit, for sim/cli/tests/adapter_cli.rs: it
+"""The reference adapter with one nondeterministic habit, for sim/cli/tests/it/adapter_cli.rs: it
 answers `busy` to a random few of the calls that may be busy, drawing from the OS's randomness.
 Busy is always a legal answer (nothing happened; retry), so no contract is broken, yet two runs
 of one seed differ: what `fencesim replay` must name as nondeterminism, not as a violation.

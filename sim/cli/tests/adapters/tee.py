@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A store adapter that is another adapter, every line of the exchange copied to a log, for
-sim/cli/tests/adapter_cli.rs (which checks each line against reports/protocol.schema.json).
+sim/cli/tests/it/adapter_cli.rs (which checks each line against reports/protocol.schema.json).
 
     tee.py LOG COMMAND...
 

@@ -87,7 +87,8 @@ pub fn clean_up_after_parent(dir: &Path) {
         return;
     }
     std::thread::sleep(Duration::from_millis(GRACE_MS));
-    let _ = std::fs::remove_dir_all(dir);
+    // Read-only folders a store adapter made in its location included (no stderr to warn on).
+    let _ = fencesim_sim::removal::remove_tree(dir);
 }
 
 /// The process root: off (library use), enabled (the binary, none made yet) or made.
@@ -120,13 +121,21 @@ pub fn release_process_root() {
         // Children ending with this process (a boot race, a storm's writers) may still be
         // creating files in it: a removal that raced one (a file appearing between the listing
         // and the rmdir) is tried again. Left standing, the janitor removes it after the exit.
+        // Folders made read-only inside it (by a store adapter, in its location) are opened up
+        // and removed; what still cannot be removed is named on stderr, never left silently.
         let path = dir.keep();
+        let mut left = Vec::new();
         for _ in 0..REMOVE_ATTEMPTS {
-            if std::fs::remove_dir_all(&path).is_ok() || !path.exists() {
+            left = fencesim_sim::removal::remove_tree(&path);
+            if left.is_empty() || !path.exists() {
                 janitor.dismiss();
                 return;
             }
             std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut stderr = std::io::stderr().lock();
+        for line in fencesim_sim::removal::warnings(&left, 10) {
+            let _ = writeln!(stderr, "{line}");
         }
     }
 }

@@ -12,9 +12,13 @@
 //!   drops), and the deferral's drop ends the process;
 //! - otherwise it ends the process at once.
 //!
-//! Ending the process ([`terminate`]) removes the janitor's process root (every temporary folder
-//! of this process lives inside it), then exits with 128 + the signal, as a shell reports a process
-//! killed by it. Children die of their parent-death signal when this process is gone.
+//! Ending the process ([`terminate`]) kills every store adapter's process group, removes the
+//! janitor's process root (every temporary folder of this process lives inside it), then exits
+//! with 128 + the signal, as a shell reports a process killed by it. Children die of their
+//! parent-death signal when this process is gone.
+//!
+//! Before all that, it removes the temporary file of any output being written
+//! (`fencesim_sim::files::Temporary`, beside a report or a kept database): no drop runs at an exit.
 //!
 //! Library users (tests, benchmarks) never install the policy: a [`Deferral`] then defers nothing,
 //! and a signal takes its default course.
@@ -73,6 +77,10 @@ pub fn caught() -> Option<Signal> {
 /// for the first one's exit.
 pub fn terminate(signal: Signal) -> ! {
     let guard = ENDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // A report or kept database being written: its temporary file beside the output goes.
+    fencesim_sim::files::remove_temporaries();
+    // The parent-death signal reaches a store adapter, never what it started: its group goes.
+    fencesim_protocol::kill_every_group();
     crate::proc::janitor::release_process_root();
     std::mem::forget(guard);
     std::process::exit(128 + signal as i32)

@@ -43,11 +43,12 @@ use serde::{Deserialize, Serialize};
 use super::Layout;
 use super::judge::{merge_with_effects, read_logs};
 use super::log::LogFile;
+use super::seal::{self, Chain, Level, Manifest};
 use super::wall::mono_ns;
 use super::writer::{LoggedStore, StampClock};
 use crate::killpoints::{self, LogLine, RealError, Reaped};
 use crate::proc::signals::Deferral;
-use fencesim_oracle::{self as oracle, OracleConfig, Scope};
+use fencesim_oracle::{self as oracle, Checker, OracleConfig, Scope, Violation};
 use fencesim_sim::history::{EffectKind, Snapshot};
 use fencesim_sim::rng::Stream;
 
@@ -109,7 +110,9 @@ pub struct EngineSoakReport {
     pub calls: u64,
     pub indeterminate: u32,
     pub wall_ms: u64,
-    pub violations: Vec<String>,
+    /// Reported as their printed lines (`<checker>: <why>`).
+    #[serde(serialize_with = "fencesim_oracle::serialize_lines")]
+    pub violations: Vec<Violation>,
 }
 
 impl EngineSoakReport {
@@ -184,6 +187,8 @@ pub fn plan(opts: &EngineSoakOptions) -> Vec<(RunId, Workflow)> {
 /// A client's submit-only segments stop right after their first write (the running meta).
 struct SoakLog {
     log: std::fs::File,
+    /// The effects log's hash chain ([`super::seal`]).
+    chain: RefCell<Chain>,
     /// Runs the client only submits: the segment ends after its first durable write.
     submit_only: Vec<RunId>,
     log_error: RefCell<Option<std::io::Error>>,
@@ -202,9 +207,15 @@ impl SoakLog {
             }
             (None, _) => return Fault::Continue,
         };
-        let mut text = serde_json::to_string(&line).unwrap_or_default();
-        text.push('\n');
-        match (&self.log).write(text.as_bytes()) {
+        let text = serde_json::to_vec(&line).map_err(std::io::Error::other);
+        let text = match text.and_then(|body| self.chain.borrow_mut().seal(body)) {
+            Ok(text) => text,
+            Err(e) => {
+                self.log_error.replace(Some(e));
+                return Fault::Crash;
+            }
+        };
+        match (&self.log).write(&text) {
             Ok(n) if n == text.len() => Fault::Continue,
             Ok(_) => {
                 self.log_error.replace(Some(std::io::Error::other("short write to the effects log")));
@@ -235,7 +246,9 @@ impl Env for SoakEnv {
 fn soak_env(effects: &Path, submit_only: Vec<RunId>) -> Result<SoakEnv, RealError> {
     let log =
         OpenOptions::new().create(true).append(true).open(effects).map_err(killpoints::io("open the effects log"))?;
-    Ok(SoakEnv(Rc::new(SoakLog { log, submit_only, log_error: RefCell::default() })))
+    let name = effects.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let chain = RefCell::new(Chain::new(&name));
+    Ok(SoakEnv(Rc::new(SoakLog { log, chain, submit_only, log_error: RefCell::default() })))
 }
 
 /// The `soak-engine-worker` process: a queue worker sweeping every `poll_ms` until killed.
@@ -247,7 +260,6 @@ pub fn run_worker(
     engine_defects: EngineDefects,
     store_defects: StoreDefects,
 ) -> Result<(), SoakError> {
-    killpoints::guard_parent()?;
     let store = open_logged(db, effects, owner, ttl_ms, store_defects)?;
     let env = soak_env(effects, Vec::new())?;
     let engine_opts = EngineOptions { owner: owner.into(), defects: engine_defects, ..EngineOptions::default() };
@@ -272,7 +284,6 @@ const CLIENT_SUBMIT_ATTEMPTS: u32 = 40;
 /// The `soak-engine-client` process: submit the plan's runs at once; drive the even ones to
 /// their end, and only boot the odd ones (their running meta) for the workers to take over.
 pub fn run_client(db: &Path, effects: &Path, opts: &EngineSoakOptions) -> Result<(), SoakError> {
-    killpoints::guard_parent()?;
     let plan = plan(opts);
     let store = open_logged(db, effects, "client", opts.ttl_ms, opts.store_defects)?;
     let submit_only = plan.iter().skip(1).step_by(2).map(|(run, _)| run.clone()).collect();
@@ -393,7 +404,7 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
             && let Some(status) = c.0.try_wait().map_err(killpoints::io("wait for the client"))?
         {
             if !status.success() {
-                client_failed = Some(format!("the client failed ({status})"));
+                client_failed = Some(Violation::of(Checker::WritersAccounted, format!("the client failed ({status})")));
             }
             client = None;
         }
@@ -410,7 +421,8 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
             break;
         }
         if now >= Duration::from_millis(opts.cap_ms) {
-            report.violations.push(format!("liveness: not every run settled or waiting within {} ms", opts.cap_ms));
+            let why = format!("not every run settled or waiting within {} ms", opts.cap_ms);
+            report.violations.push(Violation::of(Checker::Liveness, why));
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -424,7 +436,10 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
 
     drop(store);
     let record = write_record(&dir, opts, start_mono_ns, &report, &effects)?;
-    judge(exe, &dir, &record, &mut report)?;
+    // Every process is gone: the folder is sealed as it stands, and judged once it verifies.
+    seal::seal(&dir, Level::Engine).map_err(super::SoakError::from)?;
+    let sealed = seal::verify(&dir).map_err(super::SoakError::from)?;
+    judge(exe, &dir, &sealed, &record, &mut report)?;
     report.wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     if opts.keep.is_none() {
         temp.close().map_err(killpoints::io("remove the soak's temporary folder"))?;
@@ -542,16 +557,32 @@ pub fn run_engine_soak(opts: &EngineSoakOptions) -> Result<EngineSoakReport, Soa
     run_engine_soak_with(&exe, opts)
 }
 
+/// Whether every planned run is settled or waiting on a suspension. Asked every 20 ms once the
+/// storm is quiet: the runs that are, gathered once, then each planned run looked up (comparing
+/// every planned run with every listed one cost `--runs` squared: 10,000 runs, 10^8 comparisons
+/// a tick).
 fn settled_or_waiting(store: &dyn Store, plan: &[(RunId, Workflow)]) -> Result<bool, SoakError> {
     let metas = store.list_runs(&RunFilter::all())?;
-    Ok(plan.iter().all(|(run, _)| {
-        metas.iter().any(|m| &m.run_id == run && (m.status.is_terminal() || m.status == RunStatus::Suspended))
-    }))
+    let done: BTreeSet<&RunId> = metas
+        .iter()
+        .filter(|m| m.status.is_terminal() || m.status == RunStatus::Suspended)
+        .map(|m| &m.run_id)
+        .collect();
+    Ok(plan.iter().all(|(run, _)| done.contains(run)))
 }
 
 /// Judge a kept engine soak again, offline: the same oracle and checks as at the end of its
 /// storm, over the same files (the operator's repair runs on a copy, so the folder is unchanged).
 pub fn rejudge(exe: &Path, dir: &Path) -> Result<EngineSoakReport, SoakError> {
+    let sealed = seal::verify(dir).map_err(super::SoakError::from)?;
+    rejudge_sealed(exe, dir, &sealed)
+}
+
+/// [`rejudge`] of a folder that verified as `sealed`.
+pub fn rejudge_sealed(exe: &Path, dir: &Path, sealed: &Manifest) -> Result<EngineSoakReport, SoakError> {
+    if sealed.level() != Level::Engine {
+        return Err(super::SoakError::Record(format!("{} is a kept store-level soak", dir.display())).into());
+    }
     let path = dir.join(RECORD_FILE);
     let text = fencesim_sim::files::read_input(&path, fencesim_sim::files::MAX_TEXT_BYTES)
         .map_err(|e| RealError::Harness(format!("cannot read the soak's record {e}")))?;
@@ -563,18 +594,25 @@ pub fn rejudge(exe: &Path, dir: &Path) -> Result<EngineSoakReport, SoakError> {
         zombies: record.zombies,
         ..EngineSoakReport::default()
     };
-    judge(exe, dir, &record, &mut report)?;
+    judge(exe, dir, sealed, &record, &mut report)?;
     Ok(report)
 }
 
 /// The end-of-soak checks over the file and the effects logs, which they never change.
-fn judge(exe: &Path, dir: &Path, record: &EngineRecord, report: &mut EngineSoakReport) -> Result<(), SoakError> {
+fn judge(
+    exe: &Path,
+    dir: &Path,
+    sealed: &Manifest,
+    record: &EngineRecord,
+    report: &mut EngineSoakReport,
+) -> Result<(), SoakError> {
     let opts = EngineSoakOptions { seed: record.seed, runs: record.runs, ..EngineSoakOptions::tiny(record.seed) };
     let plan = plan(&opts);
-    let db = dir.join(super::DB_FILE);
-    let store = super::judge::open_read_only(&db)?;
-    let store: &dyn Store = &store;
-    let effects: Vec<PathBuf> = record.effects.iter().map(|name| dir.join(name)).collect();
+    let layout = Layout::new(dir);
+    let (copy, db) = super::judge::private_copy(&layout, sealed)?;
+    let read_only = super::judge::open_read_only(&db, &layout.db())?;
+    let store: &dyn Store = &read_only;
+    let effects = effects_logs(dir, record)?;
     let (start_mono_ns, plan) = (record.start_mono_ns, &plan[..]);
     let violations = &mut report.violations;
     // The oracle over every process's logged calls and payments, before the operator's repair
@@ -582,8 +620,14 @@ fn judge(exe: &Path, dir: &Path, record: &EngineRecord, report: &mut EngineSoakR
     // interrupted tenure (a crash, a zombie, a lease lost to a failed renew), as in a world.
     let mut payments = Vec::new();
     for log in &effects {
+        // A process killed before it opened its effects log paid nothing (the seal holds the
+        // folder to the logs that existed when the storm ended).
+        let name = log.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        if sealed.file(&name).is_none() {
+            continue;
+        }
         let node = log.file_stem().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
-        for (stamp, effect) in killpoints::read_effect_stamps(log)? {
+        for (stamp, effect) in read_effect_stamps(log)? {
             match effect.kind {
                 EffectKind::Call => report.paid_calls += 1,
                 EffectKind::Tool => report.paid_tools += 1,
@@ -591,7 +635,7 @@ fn judge(exe: &Path, dir: &Path, record: &EngineRecord, report: &mut EngineSoakR
             payments.push((node.clone(), stamp, effect));
         }
     }
-    let merged = merge_with_effects(&read_logs(&Layout::new(dir))?, &payments, start_mono_ns);
+    let merged = merge_with_effects(&read_logs(&layout, sealed)?, &payments, start_mono_ns);
     let mut named: BTreeSet<RunId> = merged.rows.iter().filter_map(|r| r.call()).map(|c| c.run.clone()).collect();
     named.remove(&RunId::new("*"));
     named.extend(plan.iter().map(|(run, _)| run.clone()));
@@ -608,16 +652,53 @@ fn judge(exe: &Path, dir: &Path, record: &EngineRecord, report: &mut EngineSoakR
     // referee's SIGSTOPs are not history rows, so no tenure of a soak is provably undisturbed) and
     // `cancel-asked` (the soak logs no stop request of its workers).
     let findings = oracle::check(&merged.rows, &snapshot, &cfg);
-    violations.extend(
-        findings
-            .iter()
-            .filter(|v| !matches!(v.checker, oracle::Checker::HealthyHolder | oracle::Checker::CancelAsked))
-            .map(ToString::to_string),
-    );
+    violations
+        .extend(findings.into_iter().filter(|v| !matches!(v.checker, Checker::HealthyHolder | Checker::CancelAsked)));
     for (run, _) in plan {
         tally_run(store, run, report)?;
     }
-    repair_copy(exe, dir, &db, record.ttl_ms, &mut report.violations)
+    drop(read_only);
+    repair_copy(exe, copy.path(), &db, record.ttl_ms, &mut report.violations)
+}
+
+/// Every payment a sealed effects log records, with its monotonic stamp, for the oracle's
+/// history (each line's chain hash taken out before it is read).
+fn read_effect_stamps(path: &Path) -> Result<Vec<(u64, fencesim_sim::history::Effect)>, SoakError> {
+    let (file, _) = seal::open_regular(path, fencesim_sim::files::MAX_LOG_BYTES).map_err(super::SoakError::from)?;
+    let malformed = |line: usize, why: String| {
+        RealError::Harness(format!("{}:{line}: not an effects log line ({why})", path.display()))
+    };
+    let mut stamps = Vec::new();
+    for (n, raw) in std::io::BufRead::split(std::io::BufReader::new(file), b'\n').enumerate() {
+        let raw = raw.map_err(killpoints::io("read an effects log"))?;
+        let body = seal::unsealed(&raw).ok_or_else(|| malformed(n + 1, "no chain hash".into()))?;
+        let line: LogLine = serde_json::from_slice(&body).map_err(|e| malformed(n + 1, e.to_string()))?;
+        stamps.extend(line.effect());
+    }
+    Ok(stamps)
+}
+
+/// The effects logs a record names, each a plain file name of the folder: a record is data, and a
+/// name that leads elsewhere (`../x`, `/dev/zero`) is refused rather than read.
+fn effects_logs(dir: &Path, record: &EngineRecord) -> Result<Vec<PathBuf>, SoakError> {
+    record
+        .effects
+        .iter()
+        .map(|name| {
+            let plain = name.ends_with(".effects")
+                && !name.starts_with('.')
+                && Path::new(name).file_name().is_some_and(|n| n == name.as_str());
+            if plain {
+                Ok(dir.join(name))
+            } else {
+                Err(super::SoakError::Record(format!(
+                    "{RECORD_FILE}: effects log '{}' is not the name of an effects log in the folder",
+                    fencesim_sim::files::printable(name)
+                ))
+                .into())
+            }
+        })
+        .collect()
 }
 
 /// One run's end-of-soak tallies: settled or waiting, and its segments. The oracle judged the
@@ -633,27 +714,68 @@ fn tally_run(store: &dyn Store, run: &RunId, report: &mut EngineSoakReport) -> R
     Ok(())
 }
 
-/// The operator's repair, as a real process on a copy of the file, then the audit of the copy
-/// must be consistent.
-fn repair_copy(exe: &Path, dir: &Path, db: &Path, ttl_ms: u32, violations: &mut Vec<String>) -> Result<(), SoakError> {
-    let copy =
-        crate::proc::janitor::temp_dir("fencesim-soak-repair-", false).map_err(killpoints::io("create a folder"))?;
-    let repaired = copy.path().join(super::DB_FILE);
-    std::fs::copy(db, &repaired).map_err(killpoints::io("copy the database"))?;
-    let wal = dir.join(format!("{}-wal", super::DB_FILE));
-    if wal.exists() {
-        // A kept folder's WAL may be anything: a FIFO would block the copy forever.
-        fencesim_sim::files::open_input(&wal, u64::MAX).map_err(|e| RealError::Harness(e.to_string()))?;
-        std::fs::copy(&wal, copy.path().join(format!("{}-wal", super::DB_FILE)))
-            .map_err(killpoints::io("copy the database's WAL"))?;
-    }
-    let argv: Vec<OsString> =
-        vec!["runs".into(), "audit".into(), "--db".into(), repaired.clone().into(), "--repair".into()];
-    let mut repair = killpoints::spawn(exe, &argv, copy.path(), "audit")?;
+/// The operator's repair, as a real process on the judge's private copy of the file (in `copy`,
+/// never the kept folder), then the audit of the copy must be consistent.
+fn repair_copy(
+    exe: &Path,
+    copy: &Path,
+    db: &Path,
+    ttl_ms: u32,
+    violations: &mut Vec<Violation>,
+) -> Result<(), SoakError> {
+    let argv: Vec<OsString> = vec!["runs".into(), "audit".into(), "--db".into(), db.into(), "--repair".into()];
+    let mut repair = killpoints::spawn(exe, &argv, copy, "audit")?;
     let _ = repair.0.wait().map_err(killpoints::io("wait for runs audit"))?;
-    let after = killpoints::open_store(&repaired, ttl_ms, StoreDefects::NONE)?;
+    let after = killpoints::open_store(db, ttl_ms, StoreDefects::NONE)?;
     for audit in audit::audit_runs(after.as_ref(), false)? {
         violations.extend(fencesim_sim::killpoints::audit_consistent(&audit, "after repair"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use fencesim_store::{JournalStore as _, MemoryStore, RunMeta};
+
+    use super::*;
+
+    /// A store of `n` settled runs and the plan of them all.
+    fn settled(n: usize) -> (MemoryStore, Vec<(RunId, Workflow)>) {
+        let store = MemoryStore::new();
+        let workflow = Workflow::builtin("happy").expect("built in");
+        let plan: Vec<(RunId, Workflow)> =
+            (0..n).map(|i| (RunId::new(format!("run-{i:05}")), workflow.clone())).collect();
+        for (run, _) in &plan {
+            store.put_meta(&RunMeta::new(run.clone(), RunStatus::Ok), None).expect("a meta");
+        }
+        (store, plan)
+    }
+
+    /// The storm's quiet check costs time linear in `--runs` (issue 38 item 16): asked 8 times of
+    /// N runs and once of 8N, the median of three, the 8N check at most 4 times as long (a
+    /// quadratic check is 8 times or more: 17 times before, debug build, 1.9 after).
+    #[test]
+    fn the_quiet_check_costs_time_linear_in_the_runs() {
+        let time = |n: usize, times: usize| {
+            let (store, plan) = settled(n);
+            let mut took: Vec<Duration> = (0..3)
+                .map(|_| {
+                    let start = Instant::now();
+                    for _ in 0..times {
+                        assert!(settled_or_waiting(&store, &plan).expect("reads"));
+                    }
+                    start.elapsed()
+                })
+                .collect();
+            took.sort();
+            took[1]
+        };
+        let (small, large) = (time(3_000, 8), time(24_000, 1));
+        let ratio = large.as_secs_f64() / small.as_secs_f64().max(1e-4);
+        // 17 times before the fix, 1.9 after; the bound leaves room for a loaded machine.
+        assert!(ratio < 8.0, "8 checks of 3,000 runs {small:?}, one of 24,000 {large:?}: {ratio:.1} times");
+        let (store, mut plan) = settled(3);
+        plan.push((RunId::new("never-started"), plan[0].1.clone()));
+        assert!(!settled_or_waiting(&store, &plan).expect("reads"));
+    }
 }

@@ -5,6 +5,10 @@
 //! acquire, the clock the store compared against, the in-lock monotonic stamp). Protocol events
 //! (`grant`, `accept`, `stale-reject`, `stall`, `victim`, `done`, ...) are lines of their own.
 //!
+//! Every line carries, as its last field `"h"`, its place in the log's hash chain ([`super::seal`]):
+//! the SHA-256 of the previous line's hash and of the line without it. Readers ignore the field;
+//! a kept folder is verified line by line before anything reads it.
+//!
 //! [`Tail`] reads a log incrementally, keeping an unterminated last line (one being written) for
 //! its next read; [`read_all`] reads a finished log, where only that last line may be torn.
 
@@ -16,6 +20,7 @@ use fencesim_oracle::history::Surface;
 use fencesim_store::{JournalEntry, Lease, RunId, RunMeta};
 use serde::{Deserialize, Serialize};
 
+use super::seal::Chain;
 use super::{SoakError, SoakResult};
 
 /// One line of a writer's log.
@@ -223,39 +228,49 @@ impl Ev {
     }
 }
 
+/// Blob bytes in a log, as lowercase hex: the protocol's one codec.
 pub fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    fencesim_protocol::wire::hex(bytes)
 }
 
+/// A log's hex back to bytes (odd length or a non-hex digit: `None`).
 pub fn from_hex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
+    fencesim_protocol::wire::unhex(text)
 }
 
-/// The append-only log file of one writer: every line is one `write(2)`.
+/// The append-only log file of one writer: every line is one `write(2)`, chained to the line
+/// before it.
 #[derive(Debug)]
 pub struct LogFile {
     file: File,
     path: PathBuf,
+    /// Held from a line's hash to its write, so the file's order is the chain's.
+    chain: std::sync::Mutex<Chain>,
 }
 
 impl LogFile {
+    /// Begin the log at `path` (created if absent; one with lines already is refused: a log has
+    /// one writer, whose chain starts at its first line).
     pub fn open(path: &Path) -> SoakResult<Self> {
         let file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
             .map_err(SoakError::io(format!("cannot open log {}", path.display())))?;
-        Ok(Self { file, path: path.to_owned() })
+        let size = file.metadata().map_err(SoakError::io(format!("cannot inspect log {}", path.display())))?.len();
+        if size > 0 {
+            return Err(SoakError::Protocol(format!("log {} is begun already", path.display())));
+        }
+        let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        Ok(Self { file, path: path.to_owned(), chain: std::sync::Mutex::new(Chain::new(&name)) })
     }
 
     /// Append one line with one `write_all` of the whole buffer on an unbuffered file (one
     /// `write(2)` for any line a regular file accepts whole).
     pub fn put(&self, line: &Line) -> SoakResult<()> {
-        let mut text = serde_json::to_vec(line).map_err(SoakError::json("cannot encode a log line"))?;
-        text.push(b'\n');
+        let body = serde_json::to_vec(line).map_err(SoakError::json("cannot encode a log line"))?;
+        let mut chain = self.chain.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let text = chain.seal(body).map_err(SoakError::io("cannot seal a log line"))?;
         (&self.file).write_all(&text).map_err(SoakError::io(format!("cannot append to {}", self.path.display())))
     }
 }

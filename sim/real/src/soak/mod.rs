@@ -8,7 +8,8 @@
 //! line format, the one-`write(2)`-per-line appender and the tolerant reader), `writer` (the
 //! stamp clock, the recording store and the writer protocol), `quorum` (activity counters and
 //! gates), `judge` (logs to rows, the oracle and the soak checks), `referee` (the storm: spawn,
-//! faults, stop, reap, measure), `report` (soak.json and junit.xml, written atomically).
+//! faults, stop, reap, measure), `report` (soak.json and junit.xml, written atomically), `seal`
+//! (every log a hash chain, and the manifest that makes a kept folder tamper-evident).
 //!
 //! The OS scheduler is not deterministic: one seed fixes every writer's choices and the referee's
 //! fault draws, not the interleaving (nor, so, when and whom a drawn fault hits).
@@ -21,6 +22,7 @@ pub mod log;
 pub mod quorum;
 pub mod referee;
 pub mod report;
+pub mod seal;
 pub mod wall;
 pub mod writer;
 
@@ -72,8 +74,6 @@ pub const STOP_FILE: &str = "soak-stop";
 /// Inside a soak folder: a store adapter's location, instead of the database.
 pub const ADAPTER_DIR: &str = "adapter-store";
 pub const META_FILE: &str = "soak-meta.json";
-/// The environment variable naming the referee's pid to its writers.
-pub const PARENT_ENV: &str = "FENCESIM_SOAK_PARENT";
 /// The most writer processes (queue workers at the engine level) a soak starts: each is a real
 /// process contending for one write lock, and the first generation boots staggered by 20 ms each.
 pub const MAX_WRITERS: usize = 64;
@@ -156,6 +156,10 @@ pub enum SoakError {
     /// could have left.
     #[error("invalid soak record: {0}")]
     Record(String),
+    /// A kept soak folder that does not verify against its manifest (`seal`): one line naming
+    /// the file, and the line of a log.
+    #[error(transparent)]
+    Seal(#[from] seal::SealError),
 }
 
 impl SoakError {

@@ -3,7 +3,7 @@
 //! (`SIGSTOP` a lease holder until another writer takes the run over, then `SIGCONT` it: a
 //! zombie whose next fenced write must be refused; `SIGKILL` a writer anywhere and start a new
 //! generation in its place), keeps the WAL bounded, stops at the quorum or the cap, reaps every
-//! writer within one shared exit deadline, and hands the folder to the judge.
+//! writer within one shared exit deadline, seals the folder and hands it to the judge.
 //!
 //! Pacing: a fault waits on the storm's evidence, not on a timer. Each is drawn at a rate per
 //! 100 ms of storm, and a gated fault that lags the other floors is injected as soon as the storm
@@ -43,7 +43,7 @@ use fencesim_oracle::history::Surface;
 use super::log::{EvKind, Line, LogFile, LogOutcome, Tail};
 use super::quorum::{Activity, Quorum, progress};
 use super::wall::{Stopwatch, mono_ns, sleep_ms, unix_ms};
-use super::{Layout, MAX_SKEW_MS, MAX_WRITERS, PARENT_ENV, RUN, SoakError, SoakResult, within};
+use super::{Layout, MAX_SKEW_MS, MAX_WRITERS, RUN, SoakError, SoakResult, within};
 use crate::proc::signals::Deferral;
 use fencesim_sim::rng::Stream;
 
@@ -202,6 +202,11 @@ const CHECKPOINT_MS: u64 = 100;
 const WAL_TRUNCATE_BYTES: u64 = 8 << 20;
 /// The chance of a SIGSTOP of a holder per 100 ms of storm (whatever the tick's real length).
 const STOP_PER_100MS: f64 = 0.6;
+/// How long the first generation's writers of a store adapter's storm are given to start their
+/// adapter processes and shake hands before the instant they all open the location (a Node or
+/// Python program takes a few hundred ms to start, more on a loaded machine).
+const ADAPTER_START_MS: i64 = 2_000;
+
 /// The chance of a SIGKILL of a booted writer per 100 ms of storm, whatever the tick's real length (a
 /// loaded machine stretches ticks: drawn at 0.2 per tick, the release storm's SIGKILLs reached
 /// their floor of 100 only after 96-146 s).
@@ -263,10 +268,8 @@ impl Storm {
             // The writer leads a process group of its own, which its adapter joins.
             std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         }
-        cmd.env(PARENT_ENV, std::process::id().to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(stderr));
+        fencesim_protocol::die_with_parent(&mut cmd);
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::from(stderr));
         let child = cmd.spawn().map_err(SoakError::io("cannot start a writer"))?;
         self.spawned += 1;
         self.procs.push(Proc {
@@ -707,6 +710,25 @@ fn adapter_location(layout: &Layout, opts: &SoakOptions) -> SoakResult<()> {
     std::fs::create_dir(&location).map_err(SoakError::io(format!("cannot create {}", location.display())))
 }
 
+/// The end of a storm whose every process is gone: record the final state of a store adapter
+/// (read through the adapter `--store` named) and the referee's record, seal the folder as it
+/// stands, and judge it (as `soak-check` judges it later) once it verifies.
+fn record_seal_and_judge(
+    layout: &Layout,
+    opts: &SoakOptions,
+    start_mono_ns: u64,
+    accounts: Vec<WriterAccount>,
+) -> SoakResult<(SoakMeta, Judgement)> {
+    if let Some(spec) = &opts.adapter {
+        super::judge::record_final_state(layout, spec, opts.ttl_ms)?;
+    }
+    let meta = SoakMeta::of_storm(opts, start_mono_ns, accounts);
+    super::write_atomic(&layout.meta(), &serde_json::to_vec_pretty(&meta).map_err(SoakError::json("soak meta"))?)?;
+    super::seal::seal(&layout.dir, super::seal::Level::Store)?;
+    let (judgement, _rows) = judge(layout, &meta)?;
+    Ok((meta, judgement))
+}
+
 pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
     opts.validate()?;
     // A termination signal is an event of the storm's loop instead of the end of the referee
@@ -718,8 +740,10 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
     let layout = Layout::new(&dir);
     let start_mono_ns = mono_ns();
     let mut storm = Storm::new(layout.clone(), &opts);
-    // Every first-generation writer opens the fresh file at the same instant.
-    let start_at = unix_ms() + 150 + 20 * i64::try_from(opts.writers).unwrap_or(0);
+    // Every first-generation writer opens the fresh file at the same instant; a store adapter's
+    // writers start their adapter processes first, and are given the time for it.
+    let adapter_start = if opts.adapter.is_some() { ADAPTER_START_MS } else { 0 };
+    let start_at = unix_ms() + 150 + 20 * i64::try_from(opts.writers).unwrap_or(0) + adapter_start;
     for index in 0..opts.writers {
         storm.spawn(index, 0, Some(start_at), false)?;
     }
@@ -763,9 +787,7 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
     let storm_ms = storm.clock.elapsed_ms();
     storm.stop()?;
     storm.checkpointer = None;
-    let meta = SoakMeta::of_storm(&opts, start_mono_ns, storm.accounts.clone());
-    super::write_atomic(&layout.meta(), &serde_json::to_vec_pretty(&meta).map_err(SoakError::json("soak meta"))?)?;
-    let (judgement, _rows) = judge(&layout, &meta)?;
+    let (meta, judgement) = record_seal_and_judge(&layout, &opts, start_mono_ns, storm.accounts.clone())?;
     let met = opts.quorum.met(&storm.activity);
     let outcome = SoakOutcome {
         short: opts.quorum.short(&storm.activity),

@@ -4,7 +4,9 @@
 
 use serde::Serialize;
 
-use super::judge::{Finding, WriterAccount};
+use fencesim_oracle::{Checker, Violation};
+
+use super::judge::WriterAccount;
 use super::quorum::{Activity, COUNTERS, Quorum};
 use super::referee::SoakOutcome;
 use super::{SoakError, SoakResult, SoakVerdict};
@@ -42,12 +44,27 @@ struct Report<'a> {
     indeterminate: usize,
     journal_entries: usize,
     integrity: &'a str,
-    violations: &'a [Finding],
+    violations: Vec<ViolationDoc<'a>>,
     writers_accounted: &'a [WriterAccount],
     processes: usize,
     wal_peak_bytes: u64,
     rss_peak_kib: RssPeaks,
     verdict: SoakVerdict,
+}
+
+/// A violation as `soak.json` carries it: its checker, explanation and row (the report names no
+/// cause).
+#[derive(Serialize)]
+struct ViolationDoc<'a> {
+    checker: Checker,
+    explanation: &'a str,
+    row: Option<usize>,
+}
+
+impl<'a> From<&'a Violation> for ViolationDoc<'a> {
+    fn from(v: &'a Violation) -> Self {
+        Self { checker: v.checker, explanation: &v.explanation, row: v.row }
+    }
 }
 
 #[derive(Serialize)]
@@ -95,7 +112,7 @@ pub fn json(outcome: &SoakOutcome, quorum: &Quorum, skew_ms: i64) -> SoakResult<
         indeterminate: outcome.judgement.indeterminate,
         journal_entries: outcome.judgement.journal_entries,
         integrity: &outcome.judgement.integrity,
-        violations: &outcome.judgement.findings,
+        violations: outcome.judgement.findings.iter().map(ViolationDoc::from).collect(),
         writers_accounted: &outcome.meta.accounts,
         processes: outcome.processes,
         wal_peak_bytes: outcome.wal_peak_bytes,

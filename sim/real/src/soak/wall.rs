@@ -1,7 +1,7 @@
 //! Real time for what runs outside any simulated world (the soak, the CLI's sweeps), in one
 //! place: the wall clock and real sleeps (the store's [`real_time`](fencesim_store::real_time)),
 //! the system-wide monotonic clock (comparable across processes, which orders the soak writers'
-//! calls) and a stopwatch. Each reading of the clock is a marked exception to `sim/clippy.toml`.
+//! calls) and a stopwatch. The one module of the real-process crate that reads clocks.
 
 use std::time::Instant;
 

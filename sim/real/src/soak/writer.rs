@@ -108,6 +108,15 @@ impl Inner {
         self.store().leases().ok_or_else(|| StoreError::Config("the store has no leases".to_owned()))
     }
 
+    /// The store adapter's failure, if it failed the protocol: then no call since is the store's
+    /// answer.
+    fn adapter_broken(&self) -> Option<fencesim_protocol::AdapterError> {
+        match self {
+            Inner::Sqlite(_) => None,
+            Inner::Adapter(store) => store.adapter().broken(),
+        }
+    }
+
     /// Checkpoint fencesim's own WAL (PASSIVE); an adapter keeps its own files.
     fn checkpoint(&self) {
         if let Inner::Sqlite(store) = self {
@@ -159,6 +168,10 @@ impl LoggedStore {
         self.log_or_die(&Line::Begin(begin));
         self.clock.clear();
         let result = call();
+        if let Some(failure) = self.inner.adapter_broken() {
+            // Not the store's answer: the call stays open (indeterminate), the writer stops.
+            adapter_failed(&failure);
+        }
         let stamp = self.clock.stamp();
         let (clock_ms, mono, stamped) = match stamp {
             Some((ms, mono)) => (ms, mono, true),
@@ -326,8 +339,22 @@ pub struct WriterConfig {
     pub adapter: Option<fencesim_protocol::Spec>,
 }
 
+/// How a writer whose store adapter failed the protocol exits: a harness failure the referee
+/// accounts for as such (the storm proves nothing about the store from then on), never a finding
+/// about the store. Its stderr's first line is the adapter's error.
+pub const ADAPTER_FAILED_EXIT: i32 = 4;
+
+/// The store adapter failed (it died, hung, answered garbage, or lacks what a soak needs): say
+/// so on stderr and exit with [`ADAPTER_FAILED_EXIT`]; the adapter dies with this process.
+fn adapter_failed(failure: &fencesim_protocol::AdapterError) -> ! {
+    eprintln!("{failure}");
+    std::process::exit(ADAPTER_FAILED_EXIT)
+}
+
 /// The writer's store: fencesim's own over the soak's file, or the adapter's connection over its
-/// folder (which must keep leases and fence its writes: the storm is about nothing else).
+/// folder (which must keep leases and fence its writes: the storm is about nothing else). An
+/// adapter's own failure here ends the writer ([`adapter_failed`]); the store's refusal to open
+/// is the store's.
 fn open_inner(cfg: &WriterConfig, clock: &Arc<StampClock>) -> SoakResult<Inner> {
     let clock: Arc<dyn fencesim_store::Clock> = clock.clone();
     match &cfg.adapter {
@@ -337,12 +364,34 @@ fn open_inner(cfg: &WriterConfig, clock: &Arc<StampClock>) -> SoakResult<Inner> 
             Ok(Inner::Sqlite(Box::new(SqliteStore::open(options)?)))
         }
         Some(spec) => {
-            let adapter = fencesim_protocol::Adapter::start(spec)?;
+            // In the writer's process group, which the referee stops, continues and kills whole.
+            let spec = spec.clone().group(fencesim_protocol::ProcessGroup::Caller);
+            let adapter = fencesim_protocol::Adapter::start(&spec).unwrap_or_else(|e| adapter_failed(&e));
+            if let Err(e) = adapter.require_fenced_leases("a soak") {
+                adapter_failed(&e);
+            }
+            // Started and shaken hands with, it opens at the storm's instant with the others: a
+            // program's start takes hundreds of ms and varies by as much, and would spread the
+            // first generation's opens out of each other's way (the boot race, B2, is the point).
+            wait_until(cfg.start_at_ms);
             // The time of a timed call is read in-lock, so the judge orders the calls by the
             // instants the store decided them (as fencesim's own store reads its clock).
-            let store = adapter.open(&cfg.db, cfg.ttl_ms, clock)?.time_in_lock();
-            store.assert_fenced_writes()?;
-            Ok(Inner::Adapter(store))
+            let opened = adapter.open(&cfg.db, cfg.ttl_ms, clock);
+            if let Some(e) = adapter.broken() {
+                adapter_failed(&e);
+            }
+            Ok(Inner::Adapter(opened?.time_in_lock()))
+        }
+    }
+}
+
+/// Sleep until the Unix ms `at` (at most 10 s): the first generation's writers open the store at
+/// one instant.
+fn wait_until(at: Option<i64>) {
+    if let Some(at) = at {
+        let wait = at.saturating_sub(unix_ms());
+        if wait > 0 {
+            sleep_ms(wait.unsigned_abs().min(10_000));
         }
     }
 }
@@ -403,11 +452,9 @@ pub fn run(cfg: WriterConfig) -> SoakResult<()> {
         ..Ev::default()
     };
     log.put(&Line::Ev(Ev { detail: Some(format!("pid {}", std::process::id())), ..ev(EvKind::Start) }))?;
-    if let Some(at) = cfg.start_at_ms {
-        let wait = at.saturating_sub(unix_ms());
-        if wait > 0 {
-            sleep_ms(wait.unsigned_abs().min(10_000));
-        }
+    // A store adapter's writer waits inside `open_inner`, between starting its adapter and opening.
+    if cfg.adapter.is_none() {
+        wait_until(cfg.start_at_ms);
     }
     let clock = Arc::new(StampClock::new(cfg.skew_ms));
     // No commit waits for the disk (`synchronous=OFF`): the soak's crashes are process deaths

@@ -1,0 +1,62 @@
+//! No test passes without running (docs/tests.md, "What a test needs"). A test that needs
+//! something from outside the Rust toolchain fails without it (`cli::need`); one whose need a
+//! developer's machine may lack (or that takes minutes) is marked
+//! `#[cfg_attr(not(fencesim_ci), ignore = "...")]`, so that outside CI it is reported as ignored
+//! with its reason, and under CI (`sim/cli/build.rs`) it runs. This test holds every test source
+//! of the workspace to that: no skip notice (a test that prints that it skipped and returns passed
+//! in 0.00 s), and no `ignore` but under `not(fencesim_ci)` (a plain `#[ignore]` CI never runs).
+
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file under `dir`, but the build output and dependencies.
+fn sources(dir: &Path, found: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if path.is_dir() {
+            if !["target", "node_modules", ".git", "benches"].contains(&name.as_str()) {
+                sources(&path, found);
+            }
+        } else if name.ends_with(".rs") {
+            found.push(path);
+        }
+    }
+}
+
+#[test]
+fn no_test_passes_without_running() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    assert!(files.len() > 50, "the workspace's sources were not found under {}", root.display());
+    // Spelled in pieces, so this file does not find itself.
+    let (print, skip, ignore) = (["print", "ln!("].concat(), ["sk", "ip"].concat(), ["ignore", " = \""].concat());
+    let (plain, ci) = (["#[", "ignore"].concat(), ["not(", "fencesim_ci)"].concat());
+    let mut offenders = Vec::new();
+    for path in &files {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            let lower = code.to_lowercase();
+            let notice = lower.contains(&print) && lower.contains(&skip);
+            // A conditional ignore: `not(fencesim_ci)` on its line or the few before (rustfmt
+            // splits a long attribute).
+            let unconditional =
+                code.contains(&ignore) && !lines[i.saturating_sub(3)..=i].iter().any(|l| l.contains(&ci));
+            if notice || code.starts_with(&plain) || unconditional {
+                offenders.push(format!("{}:{}: {code}", path.strip_prefix(&root).unwrap_or(path).display(), i + 1));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "a test fails without what it needs, and is ignored, with its reason, only outside CI \
+         (#[cfg_attr(not(fencesim_ci), ignore = \"needs ...\")]):\n{}",
+        offenders.join("\n")
+    );
+}
