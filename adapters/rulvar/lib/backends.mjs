@@ -37,16 +37,22 @@ export function pgUrl(base) {
  * death (a world's crash, the soak's SIGKILL), never a power cut, and what a commit wrote reaches
  * the OS either way; fencesim's own file worlds and soak writers commit the same way
  * (`without_fsync`). Locks, the WAL, checkpoints and every statement of the store are unchanged.
- * With an fsync per commit a fenced write took 5 ms on this project's machines, and the store's
- * boot (its schema, a dozen commits, in its constructor) 130 ms of every world's first open.
+ * With an fsync per commit a fenced write took 5 ms on this project's machines.
+ *
+ * The store's boot (its schema, a dozen commits, in its constructor) keeps the syncs, as users run
+ * it: 30 to 130 ms, once per location. Without them it took 1.4 ms, and the kit's boot race (B2)
+ * then met no busy lock in 7 of 20 rounds on this project's machine (the matrix's no-boot-retry
+ * row, whose store has no boot retry, was missed by a CI run); with them, in none of 20.
  */
 const FSYNC = process.env.FENCESIM_RULVAR_FSYNC === "1";
 
+/** True while this thread runs a store's constructor (the SQLite store's is synchronous). */
+let booting = false;
+
 /**
  * Has every `node:sqlite` connection of this thread turn commit syncs off before its first
- * statement: the store's constructor boots its schema with the connection's first `exec`, before
- * the adapter could set it on the instance. Only the connection setting changes; each statement
- * the store runs is its own.
+ * statement after the store's constructor (which boots the schema with the syncs on). Only the
+ * connection setting changes; each statement the store runs is its own.
  */
 async function commitsWithoutFsync() {
   const { DatabaseSync } = await import("node:sqlite");
@@ -55,7 +61,7 @@ async function commitsWithoutFsync() {
   for (const method of ["exec", "prepare"]) {
     const original = DatabaseSync.prototype[method];
     DatabaseSync.prototype[method] = function (...args) {
-      if (!set.has(this)) {
+      if (!booting && !set.has(this)) {
         set.add(this);
         exec.call(this, "PRAGMA synchronous = OFF");
       }
@@ -76,7 +82,12 @@ export const BACKENDS = {
     },
     async open({ location, ttlMs, now }) {
       const { SqliteStore } = await BACKENDS.sqlite.load();
-      return new SqliteStore({ path: join(location, "store.db"), ttlMs, now });
+      booting = true;
+      try {
+        return new SqliteStore({ path: join(location, "store.db"), ttlMs, now });
+      } finally {
+        booting = false;
+      }
     },
     sync: true,
     /** node:sqlite reports SQLITE_BUSY (5) and SQLITE_LOCKED (6), extended codes in the high bits. */

@@ -12,7 +12,7 @@
 
 import { workerData } from "node:worker_threads";
 import { BACKENDS, instrument } from "./backends.mjs";
-import { CLOSED, CMD_CALL, CMD_CLOSE, CMD_EXIT, CMD_OPEN, Hub, IDLE, OPEN_FAILED, OPEN_OK, SERVING, die, writeLine } from "./hub.mjs";
+import { CLOSED, CMD_CALL, CMD_CLOSE, CMD_EXIT, CMD_OPEN, Hub, IDLE, LOADED, OPEN_FAILED, OPEN_OK, SERVING, die, writeLine } from "./hub.mjs";
 import { isRawInteger, parseExact, repeatedKey } from "./json.mjs";
 
 const { backendName, memory, slot } = workerData;
@@ -218,6 +218,7 @@ try {
   // Load the store's module first, so that an `open` finds this spare thread ready; a module that
   // does not load is reported by each open, as its refusal.
   await backend.load().catch(() => {});
+  hub.done(slot, LOADED);
   for (;;) {
     // Between calls SQLite's store has nothing to run (its calls are synchronous): the thread
     // sleeps on its inbox. PostgreSQL's pool keeps its event loop turning (sockets, timers).

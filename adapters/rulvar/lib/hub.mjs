@@ -37,7 +37,7 @@ const HEADER_WORDS = 4;
 const INBOX = 0; // a command for the worker (CMD_*); 0 once it took it
 const STOP = 1; // 0 while a stopped call waits; 1 once the main thread passed it its resume or time
 const STATE = 2; // IDLE, SERVING or STOPPED
-const DONE = 3; // an open or close finished: OPEN_OK, OPEN_FAILED or CLOSED
+const DONE = 3; // a new worker loaded its store (LOADED), an open or close finished (OPEN_OK, OPEN_FAILED, CLOSED)
 const LINE_START = 4; // the line handed over with CMD_CALL: [LINE_START, LINE_END) of the input
 const LINE_END = 5;
 const TIME = 8; // (double) the time fencesim sent a stopped call
@@ -58,6 +58,7 @@ export const STOPPED = 2;
 export const OPEN_OK = 1;
 export const OPEN_FAILED = 2;
 export const CLOSED = 3;
+export const LOADED = 4;
 
 const SLOTS_AT = HEADER_WORDS * 4;
 const MAIL_AT = SLOTS_AT + MAX_SLOTS * SLOT_WORDS * 4;
@@ -177,10 +178,17 @@ export class Hub {
     this.w[MAIL_LEN] = bytes.length;
   }
 
-  /** Wait for an open or close to finish; returns what the worker said. */
-  waitDone(slot) {
+  /** Wait for a new worker's load, an open or a close to finish; returns what the worker said. A
+   * worker that says nothing in `ms` (one whose module failed to load: its error event needs the
+   * event loop this thread is blocking) ends the process, naming what it was `doing`. */
+  waitDone(slot, doing = "an open or close", ms = 120_000) {
     const at = this.at(slot, DONE);
-    this.waitWhile(at, 0);
+    const deadline = performance.now() + ms;
+    while (Atomics.load(this.w, at) === 0) {
+      const left = deadline - performance.now();
+      if (left <= 0) die(`the connection worker of slot ${slot} did not finish ${doing} in ${ms} ms`);
+      Atomics.wait(this.w, at, 0, left);
+    }
     const what = Atomics.load(this.w, at);
     Atomics.store(this.w, at, 0);
     return what;
