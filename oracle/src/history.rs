@@ -7,6 +7,15 @@
 //! process died before it learned the result is [`CallOutcome::Indeterminate`].
 //!
 //! The oracle reads nothing but this history and the final store snapshot.
+//!
+//! A [`Row`] is its index, its time on the recorder's timeline, its node, the node's [`Role`] (the
+//! recorder's owner says what each node is; the oracle never reads a node's name) and its
+//! [`Event`]: a store [`Call`], a paid [`Effect`], an injected fault named by its [`Disruption`]
+//! (whose `interrupts()` says whether it cuts a tenure short), a segment's [`SegmentResult`], the
+//! operator's repair, an external [`Request`] (a client's cancel, a worker's stop), or a note. A
+//! call keeps its whole payload with its FNV-1a digest. [`History`] is the shared append-only log:
+//! its time source is the recorder's (virtual ms in a world, wall-clock ms in a soak) and it
+//! asserts that time never goes backwards. [`CallOutcome::Indeterminate`] is Jepsen's `:info`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

@@ -4,13 +4,43 @@
 //! what is right: the lease rule, the journal vocabulary and the settle protocol are restated here
 //! from the contracts, so an engine bug cannot hide behind its own reading of the journal.
 //!
-//! Files: `model` (the replayed lease table, the journal vocabulary, labels), `leases` (lease and
-//! rejection checkers), `serial` (the serial history against the snapshot), `journal` (seq order,
-//! settles, meta, checkpoints), `outcomes` (re-pay bound, liveness, honest outcomes), `conduct`
-//! (what the engine's actors must never do although the store contains it: dispatch identity,
-//! silent replay, renew loss, justified repairs). The views
-//! several checkers share (the lease replay, effective epochs, the writers index) are computed once
-//! per [`check`], in a `Context`.
+//! One list, [`DESCRIPTORS`]: each checker's file exports its [`Descriptor`] (its `Checker`, its
+//! `Scope`, its invariant's one line, its function), and every other list is derived from it
+//! ([`CHECKERS`], `Checker::ORACLE`, [`store_checkers`], the scope filter of [`check`],
+//! `Checker::invariant`) or held to it by a test (the report schema's enum in
+//! `sim/cli/tests/it/report_schema.rs`, ARCHITECTURE.md's obligations table in
+//! `sim/tests/it/doc_counts.rs`). Adding a checker is its function and descriptor, its line in
+//! `DESCRIPTORS`, its `Checker` variant and name, its test and its prose. Checkers read rows and
+//! snapshot only; at most [`MAX_PER_CHECKER`] violations each are reported, each with its first
+//! divergent row and causing mutation.
+//!
+//! Files: `model` (the replayed lease table, the journal vocabulary, labels), `leases` (no stale
+//! acceptance, epochs, one live lease, typed rejections), `serial` (the serial history against the
+//! snapshot), `journal` (seq order, one settle per tenure, meta not ahead, checkpoints),
+//! `outcomes` (re-pay bound with checkpoint coverage, liveness, honest outcomes), `conduct` (what
+//! the engine's actors must never do although the store contains it: dispatch identity, silent
+//! replay, renew loss, justified repairs; ARCHITECTURE.md's "Obligations"), `script`
+//! (`reference-model`: each run's journal and payments against its workflow's [`Script`], which
+//! the simulator passes as data from the engine's workflows, `sim/src/scripts.rs`, so the oracle
+//! runs no engine code), `duties` (`healthy-holder`: an undisturbed holder never lets its lease
+//! lapse), `monotonic` (`observables-monotonic`: segments, identity and a settled outcome never go
+//! back within a generation, judged at every accepted write), `requests` (`cancel-asked`: a run
+//! settles cancelled only when its client, a failed renew or a worker's stop asked for it),
+//! `failures` (`failed-write-ends`: a storage error ends the tenure it hits), `deletes`
+//! (`delete-finished`: only a finished workload run is deleted under a lease), `candidacy`
+//! (`worker-candidacy`: a sweep never resumes a settled run), `contiguous` (`seq-contiguous`: a
+//! stored journal has no hole but one a failed append explains; the kill points reuse its
+//! `first_gap`), `reads` (`linearizable-reads`: every load and meta read a world recorded saw the
+//! writes before it whole, a call cut by a crash taken as done or not). `tests/` fails each
+//! checker, a file per checker file (`tests/leases.rs` fails the checkers of `leases`).
+//!
+//! The views several checkers share (the lease replay, effective epochs, the writers index) are
+//! computed once per [`check`], in a `Context`. Among them are the runs the rows name, numbered in
+//! name order (`model::Runs`): the checkers that walk every row key their maps by that number, a
+//! word compare where a name was a string compare, and iterate (and report) in the order names
+//! would give. Stored entries and metas are matched to their writers field by field (`same_entry`,
+//! `same_meta`, which agree with the encodings' digests, a signed zero included), not by encoding
+//! both.
 
 use std::collections::BTreeMap;
 use std::fmt;

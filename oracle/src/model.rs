@@ -3,6 +3,11 @@
 //! contracts 1.3 and 4.1 (settles, suspensions, resolutions), the effective epoch of every call,
 //! the index from stored payloads back to the rows that wrote them, and the one-line labels
 //! violations quote.
+//!
+//! The replay reads an indeterminate call (its process died before the outcome) the way that can
+//! only loosen the table: an acquire or renew as not committed; a release or delete that a correct
+//! store could have committed leaves the row in doubt, and one it must have refused changes
+//! nothing.
 
 use std::collections::BTreeMap;
 

@@ -3,6 +3,10 @@
 //! snapshot; then walk the stored journal and require the epochs of the appends that wrote it
 //! never to decrease. A stale write that landed after its successor's shows up as a foreign
 //! payload, a length mismatch or an epoch inversion.
+//!
+//! A run with indeterminate mutations (their process died mid-call) passes if some choice of
+//! committed / not committed for them makes it equal, searched over up to 12 of them per run
+//! (`MAX_INDETERMINATE_PER_RUN`); otherwise its violations name them.
 
 use crate::checker::Checker;
 use std::collections::{BTreeMap, BTreeSet};

@@ -8,6 +8,13 @@
 //! Two sets of points: the reference's ten-row table (matched by write kind and occurrence, with
 //! its exact counts), and every durable write of the `happy` and `limit` workflows by index.
 //! Each point runs in its own madsim runtime, so a point's result is deterministic.
+//!
+//! "Inside" is the store's first `Statement` fault point of the write: its transaction rolls
+//! back. The referee resumes over its own connection, retrying while the dead child's lease
+//! lingers. Beyond the checks above, a crash re-pays at most one call and re-runs at most one tool
+//! (an unstamped `limit` is documented to rerun whole). The child's crash trigger ([`Trigger`]),
+//! the referee ([`referee`], generic over the `Env`) and the verdict ([`judge`]) are shared with
+//! the real suite (`fencesim-real`'s `killpoints`); every check reports the oracle's `Violation`.
 
 use std::cell::RefCell;
 use std::rc::Rc;

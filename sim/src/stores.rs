@@ -17,6 +17,25 @@
 //! reused database has the fingerprint of one on a fresh database, memdb and file. A database
 //! still held by a store of an earlier world is never reused ([`Spares::clear`]), nor a folder
 //! the process was told to keep.
+//!
+//! Every node's connection has busy timeout 0. Reuse pays: opening, booting and first preparing
+//! ten connections was a fifth of a memdb world and a tenth of a file world. `Spares` counts the
+//! connections stores hold; emptying a file also checkpoints and truncates its WAL, so it starts
+//! empty; file spares serve only stores of the `synchronous` and autocheckpoint settings they were
+//! made with, because a connection keeps both. A kept database (`--keep-db`, bundles) is vacuumed,
+//! so it holds only its own world's rows. A file world's first store boots its file in full; later
+//! ones skip the read-only probe (`SqliteOptions::booted`: the file is the world's own, in a folder
+//! only its `Db` knows).
+//!
+//! No store of a world outlives it: the world's folder guard is held outside the runtime
+//! ([`Db::detach_folder`]) and dropped when the world ends, killed nodes' tasks are drained before
+//! the runtime goes, and a node's `Ctx` clears its env's fault script (which holds the env: a
+//! cycle). The folder lives in the binary's process root (`janitor.rs` of `fencesim-real`), so a
+//! `SIGKILL` leaves nothing either. Without a [`FileReuse`] guard (a library user's thread) no
+//! folder outlives its world; under one the folder waits with its spares and the guard's drop
+//! removes it. The folder guard, dropped after the runtime, pairs with the spares its `Db` gave
+//! back (`Folder`, through a hand-back slot the two share); if the `Db` has not dropped yet, the
+//! folder is removed at once and the spares close when it does.
 
 use std::cell::{Cell, RefCell};
 use std::path::PathBuf;

@@ -6,6 +6,13 @@
 //!
 //! Everything the world does is a function of the scenario, the seed, the database kind and the
 //! planted defects: the same inputs give the same rows, the same trace and the same fingerprint.
+//!
+//! A crash is `Handle::kill` from inside the node's own fault point; a restart re-runs the node's
+//! init with a new incarnation, a new owner name and a new connection. Quiescence, at `fault_ms`,
+//! is no more faults and every crashed node back. The database is made before the runtime: a file
+//! world's temporary folder takes a random name from the thread's generator, whose first use
+//! inside a runtime would draw from madsim's and shift the first file world of each thread; the
+//! folder is removed after the run.
 
 mod cuts;
 mod nodes;

@@ -3,6 +3,14 @@
 //! a stall past the ttl, a crash (the node is killed and restarted later), busy errors on store
 //! calls, and at the store's fence-check hook a takeover attempt from another connection. The
 //! supervisor's zombie probes every write surface with a superseded lease.
+//!
+//! The fault script at engine fault points crashes, stalls past the ttl, and records a history row
+//! for every paid effect that goes ahead. The client's state machine starts runs, resubmits a
+//! start that never reached the store, resolves, deletes and recreates, cancels, and reattaches
+//! after a restart; the operator runs `audit --repair`. The zombie probes with dead leases, forges
+//! one at the live epoch (learnt from a refused acquire), tries the run-match rule on blobs, and
+//! calls and takes over at its own lease's exact expiry millisecond. The `admin` connection
+//! purges a victim run unleased, which the oracle accepts from that node alone (S6).
 
 mod branches;
 mod granted;

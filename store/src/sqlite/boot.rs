@@ -6,6 +6,12 @@
 //! anything); only a database whose schema is exactly fencesim's (every row of `sqlite_schema`
 //! by type, name, table and definition, [`schema::judge`]), or an empty one, is then opened
 //! read-write, switched to WAL and given the schema.
+//!
+//! A read-write open of a file that may not be ours would roll back a hot journal, recover a WAL
+//! or checkpoint it on close: each writes. A relative path is anchored with `./`, so a `file:` name
+//! is never read as a URI, and a file SQLite can only read is refused at open. A database that
+//! already holds the whole schema of this version and nothing foreign is opened with one catalog
+//! read and no write transaction; anything else takes the full bootstrap.
 
 use std::path::{Path, PathBuf};
 use std::sync::Once;

@@ -4,9 +4,10 @@
 //! decoding their JSON was a tenth of a simulated world. Decoding is a pure function of the text,
 //! so a row whose stored text equals one decoded before decodes to that record again: the memo
 //! changes no result, and a row whose text changed (a corrupted payload among them) is decoded,
-//! and refused, afresh. Only records that decoded are kept. Bounded: when full, it starts over.
-//! Records are found by a hash of their text, then the text itself is compared: one string
-//! compare a lookup, where a map keyed by the text compared it against several.
+//! and refused, afresh. Only records that decoded are kept. Bounded at 4096 records a memo: when
+//! full, it starts over. Records are found by a hash of their text, then the text itself is
+//! compared: one string compare a lookup, where a map keyed by the text compared it against
+//! several.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

@@ -9,6 +9,19 @@
 //! own. Runtime calls never wait for a lock unless a busy timeout is configured: a competing
 //! writer surfaces as [`StoreError::Busy`] with nothing committed (B3). Opening lives in `boot`.
 //!
+//! Inside `fenced()` the order is fixed: run-match, then `BEGIN IMMEDIATE`, one reading of the
+//! clock, the lease check, the fault point, the mutation, `COMMIT`; a call that stalls at the
+//! fault point still acts as of its check. A guard (`Txn`) rolls back on any error or panic, so a
+//! connection never stays inside a transaction.
+//!
+//! Files: `boot` the opening, `schema` the DDL, `spares` the idle connections of a memdb or a file
+//! only the process uses, which a store may take instead of opening one (given back on drop, never
+//! from inside a transaction; `Spares::clear` empties every table and the AUTOINCREMENT counter,
+//! so the database answers as a freshly booted one would), `memo` the journal entries and metas
+//! each connection decoded, by their stored text (a row read again is cloned, not parsed; one whose
+//! text changed, a corrupt one included, is decoded afresh), `guard` and `integrity` the operator
+//! tools' write guard and scan.
+//!
 //! Hot statements write a parameter the query planner could look at as `+?N`. The bundled SQLite
 //! is built with STAT4, under which a statement whose plan consulted a bound value (an `ORDER BY`
 //! or `MAX` over an index prefix) is re-prepared at every rebind; the unary plus keeps the value

@@ -15,6 +15,12 @@
 //! workload, not the interleaving. Processes and folders follow the kill-point suite's rules
 //! (`killpoints_real.rs`): children die with the parent, and the soak's folder is removed on
 //! every exit path unless kept.
+//!
+//! Each store call of a worker or the client is logged through the store level's `LoggedStore`.
+//! The merged history goes to the oracle's engine scope (every checker) before the operator's
+//! repair writes anything; then liveness, seqs, settles, meta, the audit after the repair, and
+//! the re-pay bound from the effects logs. The children live in the binary
+//! (`sim/cli/src/cli/soak_engine_children.rs`).
 
 #![allow(clippy::disallowed_methods, reason = "the soak runs real processes in wall time")]
 

@@ -9,7 +9,15 @@
 //! stamp clock, the recording store and the writer protocol), `quorum` (activity counters and
 //! gates), `judge` (logs to rows, the oracle and the soak checks), `referee` (the storm: spawn,
 //! faults, stop, reap, measure), `report` (soak.json and junit.xml, written atomically), `seal`
-//! (every log a hash chain, and the manifest that makes a kept folder tamper-evident).
+//! (every log a hash chain, and the manifest that makes a kept folder tamper-evident), `engine`
+//! (the engine level).
+//!
+//! The binary's side: `sim/cli/src/cli/soak.rs` holds the flags and the hidden `soak-writer`
+//! child and writes `soak.json` and `junit.xml` atomically (the JUnit built by
+//! `sim/cli/src/report.rs`); the engine level's children (`soak-engine-worker`,
+//! `soak-engine-client`) are in `sim/cli/src/cli/soak_engine_children.rs`. Both levels keep their
+//! temporary folder in the binary's process root ([`crate::proc::janitor`]), whose janitor removes
+//! it when the referee dies, from a process group of its own.
 //!
 //! The OS scheduler is not deterministic: one seed fixes every writer's choices and the referee's
 //! fault draws, not the interleaving (nor, so, when and whom a drawn fault hits).

@@ -1,6 +1,10 @@
 //! Activity counters of a soak and the quorum that gates it (contracts 5.7, plus the real faults
 //! the reference never had): a store-level storm stops once every floor is met, and a soak of
 //! either level that ends below one fails, naming the counters that fell short.
+//!
+//! Every quorum waits for one landed mid-call stall, the only window in which a non-atomic fence
+//! shows, and replacement writers owe one until it lands (`--owe-mid-call`). The engine soak's
+//! report implements the same [`Counters`], so its quorum gates it the same way.
 
 use std::collections::BTreeSet;
 use std::fmt;

@@ -7,6 +7,10 @@
 //! store reads its injected [`Clock`] exactly once inside each (after `BEGIN IMMEDIATE`). The
 //! [`StampClock`] takes a system-wide monotonic reading at that moment, which the recorder logs:
 //! two committed writes' stamps therefore order them as SQLite did.
+//!
+//! [`StampClock`] reads wall-clock ms plus the writer's skew, and every reading leaves a
+//! `CLOCK_MONOTONIC` stamp; [`LoggedStore`] is a `Store` that logs a `begin` and an `end` line
+//! around every call, one `write(2)` each (`log.rs`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
