@@ -176,7 +176,13 @@ impl<D: Defect> DefectSet<D> {
     pub const NONE: Self = Self { bits: 0, kind: PhantomData };
 
     pub fn of(defects: &[D]) -> Self {
-        Self { bits: defects.iter().fold(0, |bits, d| bits | 1 << d.bit()), kind: PhantomData }
+        let mut bits = 0;
+        for defect in defects {
+            // A bit past the set's width would wrap onto another defect's.
+            assert!(defect.bit() < u32::BITS, "a defect's bit {} does not fit a set of {}", defect.bit(), u32::BITS);
+            bits |= 1 << defect.bit();
+        }
+        Self { bits, kind: PhantomData }
     }
 
     /// Whether `defect` is planted. Always false unless its crate is built with `defects`.

@@ -47,6 +47,12 @@ impl JournalStore for MemoryStore {
             return Err(StoreError::JournalOrder { run: run.clone(), seq: entry.seq, tail });
         }
         journal.push(entry.clone());
+        // J5 as stored: the journal's last two entries are in strictly increasing seq order.
+        assert!(
+            journal.len() < 2 || journal[journal.len() - 2].seq < entry.seq,
+            "run {run}: seq {} stored after a seq not below it",
+            entry.seq
+        );
         Ok(())
     }
 

@@ -47,6 +47,8 @@ pub(super) fn open(options: &SqliteOptions) -> StoreResult<(Connection, u32)> {
         let attempt = if options.read_only { open_read_only(&options.location) } else { boot_once(options) };
         match attempt {
             Ok(conn) => {
+                // The bootstrap committed or was never begun: nothing is left open to roll back.
+                assert!(conn.is_autocommit(), "a connection to {} booted inside a transaction", options.location);
                 conn.busy_timeout(Duration::from_millis(u64::from(options.busy_timeout_ms)))
                     .map_err(|e| sql_error(Op::Boot, None, e))?;
                 return Ok((conn, ttl_ms));

@@ -120,6 +120,8 @@ impl SqliteStore {
             return Err(StoreError::storage(op, format!("a write transaction is already open run={run}")).into());
         }
         self.exec(op, run, "BEGIN IMMEDIATE", [])?;
+        // The calls of `body` nest as savepoints of this transaction, which holds the write lock.
+        assert!(!self.conn.is_autocommit(), "{op:?} of {run}: the write transaction did not begin");
         let _txn = Txn::top(&self.conn);
         self.outer.set(true);
         // Declared after the transaction's guard, so dropped before it: the flag is down before
@@ -129,6 +131,11 @@ impl SqliteStore {
         let value = body()?;
         self.outer.set(false);
         self.exec(op, run, "COMMIT", [])?;
+        // Committed whole: the connection is back outside any transaction, its calls unnested.
+        assert!(
+            self.conn.is_autocommit() && !self.outer.get(),
+            "{op:?} of {run}: the write transaction is still open after its COMMIT"
+        );
         Ok(value)
     }
 }

@@ -45,6 +45,8 @@ impl<T: Clone> Memo<T> {
             decoded.clear();
         }
         decoded.insert(key, (text.into(), value.clone()));
+        // The bound the memory promise rests on: a full memo starts over before it grows.
+        assert!(decoded.len() <= CAPACITY, "a decode memo grew to {} records, past {CAPACITY}", decoded.len());
         Ok(value)
     }
 

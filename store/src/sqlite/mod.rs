@@ -307,6 +307,9 @@ impl SqliteStore {
             (1..=crate::TIMER_MS_MAX).contains(&ttl_ms),
             "a store opened with an unvalidated lease ttl of {ttl_ms} ms (B1)"
         );
+        // A booted connection committed its bootstrap, and a spare is kept only outside a
+        // transaction: `write_txn`'s `BEGIN IMMEDIATE` must not meet one already open.
+        assert!(conn.is_autocommit(), "a store of {} opened inside a transaction", options.location);
         // Every statement of the store stays prepared: rusqlite's default cache holds 16, fewer
         // than the store uses, and an evicted statement is parsed again at its next use.
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
@@ -419,9 +422,13 @@ impl SqliteStore {
             return Ok(value);
         }
         self.exec(op, run, "BEGIN IMMEDIATE", [])?;
+        // The guard below rolls back only what this call began: the write lock is ours now.
+        assert!(!self.conn.is_autocommit(), "{op:?} of {run}: BEGIN IMMEDIATE left the connection in autocommit");
         let _txn = Txn::top(&self.conn);
         let value = body()?;
         self.exec(op, run, "COMMIT", [])?;
+        // No connection stays inside a transaction (a spare is given back only outside one).
+        assert!(self.conn.is_autocommit(), "{op:?} of {run}: a transaction is still open after its COMMIT");
         Ok(value)
     }
 
@@ -545,14 +552,17 @@ impl SqliteStore {
     }
 
     fn upsert_meta(&self, meta: &RunMeta, payload: &str) -> StoreResult<()> {
-        self.write(
+        let changed = self.write(
             Op::PutMeta,
             &meta.run_id,
             "INSERT INTO meta (run_id, status, name, payload) VALUES (?1, ?2, ?3, ?4)
              ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, name = excluded.name, payload = excluded.payload",
             params![meta.run_id.as_str(), meta.status.as_str(), meta.name, payload],
-        )
-        .map(drop)
+        )?;
+        // An upsert of one VALUES row inserts it or updates the one row of its key: a meta write
+        // that reports success wrote exactly the run's meta row.
+        assert_eq!(changed, 1, "put_meta of {}: the upsert changed {changed} rows", meta.run_id);
+        Ok(())
     }
 
     fn delete_rows(&self, run: &RunId, leased: bool) -> StoreResult<()> {
@@ -731,19 +741,23 @@ impl LeasableStore for SqliteStore {
                 reclaimed.is_some() || (high.is_none_or(|high| epoch > high) && epoch > 0),
                 "acquire of {run}: epoch {epoch} is not above the high-water mark {high:?}"
             );
-            self.write(
+            let marked = self.write(
                 Op::Acquire,
                 run,
                 "INSERT INTO epochs (run_id, epoch) VALUES (?1, ?2) ON CONFLICT (run_id) DO UPDATE SET epoch = excluded.epoch",
                 params![run.as_str(), epoch],
             )?;
-            self.write(
+            // L4: the high-water mark is one row per run, written (not skipped) at every grant.
+            assert_eq!(marked, 1, "acquire of {run}: the epoch mark upsert changed {marked} rows");
+            let leased = self.write(
                 Op::Acquire,
                 run,
                 "INSERT INTO leases (run_id, owner, epoch, expires_at) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, epoch = excluded.epoch, expires_at = excluded.expires_at",
                 params![run.as_str(), owner, epoch, self.expiry_after(now)],
             )?;
+            // The lease handed back is the run's one lease row: renew and release pin it (S3).
+            assert_eq!(leased, 1, "acquire of {run}: the lease row upsert changed {leased} rows");
             Ok(Lease { run: run.clone(), owner: owner.to_owned(), epoch: Epoch(epoch) })
         })
     }
@@ -810,7 +824,10 @@ impl TranscriptStore for SqliteStore {
         let put = |_| {
             let sql = "INSERT INTO blobs (ref, run_id, data) VALUES (?1, ?2, ?3)
                        ON CONFLICT (ref) DO UPDATE SET data = excluded.data";
-            self.write(Op::PutBlob, &run, sql, params![blob_ref, run.as_str(), bytes]).map(drop)
+            let changed = self.write(Op::PutBlob, &run, sql, params![blob_ref, run.as_str(), bytes])?;
+            // One VALUES row: the blob of that ref is inserted or replaced, nothing else.
+            assert_eq!(changed, 1, "put_blob of {blob_ref}: the upsert changed {changed} rows");
+            Ok(())
         };
         match self.effective(lease, StoreDefect::UnfencedBlobs) {
             None => put(0),
