@@ -33,7 +33,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write as _};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,6 +48,7 @@ use fencesim_store::{
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
+use crate::proc::child::{SpawnError, spawn_logged};
 use crate::proc::signals::Deferral;
 use fencesim_oracle::history::{Effect, EffectKind};
 use fencesim_oracle::{Checker, Violation};
@@ -83,6 +84,12 @@ pub enum RealError {
 impl From<StoreError> for RealError {
     fn from(e: StoreError) -> Self {
         RealError::Store(e)
+    }
+}
+
+impl From<SpawnError> for RealError {
+    fn from(e: SpawnError) -> Self {
+        RealError::Io { what: e.what, error: e.error }
     }
 }
 
@@ -420,35 +427,6 @@ pub fn read_effect_stamps(path: &Path) -> Result<Vec<(u64, Effect)>, RealError> 
     Ok(read_log_lines(path)?.iter().filter_map(LogLine::effect).collect())
 }
 
-/// A started process that is killed and reaped if dropped before it ended.
-pub(crate) struct Reaped(pub(crate) Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-/// Start `argv` as this binary, stdout and stderr to `<name>.out` and `<name>.err` in `dir`, dying
-/// with this process ([`fencesim_protocol::die_with_parent`]).
-pub(crate) fn spawn(exe: &Path, argv: &[OsString], dir: &Path, name: &str) -> Result<Reaped, RealError> {
-    let stdout = File::create(dir.join(format!("{name}.out"))).map_err(io(format!("create {name}.out")))?;
-    let stderr = File::create(dir.join(format!("{name}.err"))).map_err(io(format!("create {name}.err")))?;
-    let mut command = Command::new(exe);
-    fencesim_protocol::die_with_parent(&mut command);
-    let child = command
-        .args(argv)
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(stderr)
-        .spawn()
-        .map_err(io(format!("start the {name} process")))?;
-    Ok(Reaped(child))
-}
-
 /// Start `argv` as this binary in `dir` (stdout and stderr to files there) and wait for it, up
 /// to [`PROCESS_DEADLINE_MS`]. `None` when it hung and was killed.
 fn run_process(
@@ -458,13 +436,13 @@ fn run_process(
     dir: &Path,
     name: &str,
 ) -> Result<Option<ExitStatus>, RealError> {
-    let mut child = spawn(exe, argv, dir, name)?;
+    let mut child = spawn_logged(exe, argv, dir, name)?;
     let start = Instant::now();
     loop {
         if let Some(signal) = signals.pending() {
             return Err(RealError::Interrupted(signal));
         }
-        if let Some(status) = child.0.try_wait().map_err(io(format!("wait for the {name} process")))? {
+        if let Some(status) = child.try_wait().map_err(io(format!("wait for the {name} process")))? {
             return Ok(Some(status));
         }
         if start.elapsed() > Duration::from_millis(PROCESS_DEADLINE_MS) {

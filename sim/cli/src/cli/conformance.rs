@@ -229,8 +229,7 @@ fn junit_report(summary: &Summary, reports: &[CheckReport], known: &Known) -> St
 }
 
 pub(super) fn boot_command(exe: &Path, db: &Path, defects: &[StoreDefect]) -> Command {
-    let mut cmd = Command::new(exe);
-    fencesim_protocol::die_with_parent(&mut cmd);
+    let mut cmd = fencesim_real::proc::child::command(exe);
     cmd.arg("boot").arg("--db").arg(db).arg("--start-on-ready");
     for d in defects {
         cmd.arg("--defect").arg(d.name());
@@ -241,8 +240,7 @@ pub(super) fn boot_command(exe: &Path, db: &Path, defects: &[StoreDefect]) -> Co
 
 /// B2's child against a store adapter: `fencesim boot --store` over one location.
 fn adapter_boot_command(exe: &Path, spec: &fencesim_protocol::Spec, location: &Path) -> Command {
-    let mut cmd = Command::new(exe);
-    fencesim_protocol::die_with_parent(&mut cmd);
+    let mut cmd = fencesim_real::proc::child::command(exe);
     cmd.arg("boot").arg("--store").arg(spec.to_string()).arg("--location").arg(location);
     cmd.arg("--adapter-timeout-ms").arg(spec.timeout_ms.to_string());
     cmd.arg("--start-on-ready");

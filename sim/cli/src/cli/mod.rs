@@ -35,11 +35,9 @@ struct Cli {
 }
 
 /// A `fencesim` that runs a whole command for this one (`mutants --soak`, `shrink`): it dies with
-/// this process, a `SIGKILL` included ([`fencesim_protocol::die_with_parent`]).
+/// this process, a `SIGKILL` included ([`fencesim_real::proc::child::command`]).
 fn child_fencesim(exe: &std::path::Path) -> std::process::Command {
-    let mut command = std::process::Command::new(exe);
-    fencesim_protocol::die_with_parent(&mut command);
-    command
+    fencesim_real::proc::child::command(exe)
 }
 
 #[derive(Debug, Subcommand)]

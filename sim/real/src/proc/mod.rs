@@ -1,6 +1,8 @@
-//! The process toolkit of every real-process command: temporary folders that outlive no process
+//! The process toolkit of every real-process command: the children it starts, each dying with it
+//! and killed and reaped when let go ([`child`]), temporary folders that outlive no process
 //! ([`janitor`]) and termination signals turned into a clean exit ([`signals`]).
 
+pub mod child;
 pub mod janitor;
 pub mod signals;
 

@@ -42,8 +42,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use fencesim_store::{RunFilter, RunId, RunStatus, SqliteOptions, SqliteStore, Store, StoreDefects};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 
 use super::Layout;
@@ -52,7 +51,8 @@ use super::log::LogFile;
 use super::seal::{self, Chain, Level, Manifest};
 use super::wall::mono_ns;
 use super::writer::{LoggedStore, StampClock};
-use crate::killpoints::{self, LogLine, RealError, Reaped};
+use crate::killpoints::{self, LogLine, RealError};
+use crate::proc::child::{Reaped, SpawnError, spawn_logged};
 use crate::proc::signals::Deferral;
 use fencesim_oracle::{self as oracle, Checker, OracleConfig, Scope, Violation};
 use fencesim_sim::history::{EffectKind, Snapshot};
@@ -158,6 +158,12 @@ pub enum SoakError {
     KillPoint(#[from] fencesim_sim::killpoints::KillPointError),
     #[error(transparent)]
     Log(#[from] super::SoakError),
+}
+
+impl From<SpawnError> for SoakError {
+    fn from(e: SpawnError) -> Self {
+        SoakError::Real(e.into())
+    }
 }
 
 /// A process's store: SqliteStore over the soak's file, every call logged (begin and end, one
@@ -362,10 +368,6 @@ fn client_argv(db: &Path, effects: &Path, opts: &EngineSoakOptions) -> Vec<OsStr
     argv
 }
 
-fn pid(child: &Reaped) -> Pid {
-    Pid::from_raw(i32::try_from(child.0.id()).unwrap_or(i32::MAX))
-}
-
 /// A worker slot: the process of its current incarnation, and until when it is stopped.
 struct Slot {
     process: Reaped,
@@ -387,8 +389,7 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
     drop(killpoints::open_store(&db, opts.ttl_ms, opts.store_defects)?);
 
     let mut report = EngineSoakReport { seed: opts.seed, ..EngineSoakReport::default() };
-    let mut client =
-        Some(killpoints::spawn(exe, &client_argv(&db, &dir.join("client.effects"), opts), &dir, "client")?);
+    let mut client = Some(spawn_logged(exe, &client_argv(&db, &dir.join("client.effects"), opts), &dir, "client")?);
     let mut fleet =
         Fleet { exe, dir: &dir, db: &db, opts, slots: Vec::new(), effects: vec![dir.join("client.effects")] };
     for w in 0..opts.workers {
@@ -407,7 +408,7 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
         let now = started.elapsed();
         // The client ends on its own.
         if let Some(c) = client.as_mut()
-            && let Some(status) = c.0.try_wait().map_err(killpoints::io("wait for the client"))?
+            && let Some(status) = c.try_wait().map_err(killpoints::io("wait for the client"))?
         {
             if !status.success() {
                 client_failed = Some(Violation::of(Checker::WritersAccounted, format!("the client failed ({status})")));
@@ -507,7 +508,7 @@ impl Fleet<'_> {
     fn spawn(&mut self, w: u32, incarnation: u32) -> Result<Slot, SoakError> {
         let owner = format!("w{w}.{incarnation}");
         let log = self.dir.join(format!("{owner}.effects"));
-        let process = killpoints::spawn(self.exe, &worker_argv(self.db, &log, &owner, self.opts), self.dir, &owner)?;
+        let process = spawn_logged(self.exe, &worker_argv(self.db, &log, &owner, self.opts), self.dir, &owner)?;
         self.effects.push(log);
         Ok(Slot { process, incarnation, stopped_until: None })
     }
@@ -516,7 +517,7 @@ impl Fleet<'_> {
     fn resume_due(&mut self) {
         for slot in &mut self.slots {
             if slot.stopped_until.is_some_and(|until| Instant::now() >= until) {
-                let _ = kill(pid(&slot.process), Signal::SIGCONT);
+                slot.process.signal(Signal::SIGCONT);
                 slot.stopped_until = None;
             }
         }
@@ -531,8 +532,7 @@ impl Fleet<'_> {
         if rng.chance(0.5) {
             // A crash: SIGKILL, reap, and a new incarnation under a new owner name.
             let slot = &mut self.slots[i];
-            let _ = kill(pid(&slot.process), Signal::SIGKILL);
-            let _ = slot.process.0.wait();
+            let _ = slot.process.kill();
             let incarnation = slot.incarnation + 1;
             let next = self.spawn(w, incarnation)?;
             self.slots[i] = next;
@@ -541,7 +541,7 @@ impl Fleet<'_> {
             // A zombie: stopped past its ttl, then resumed into a world that moved on.
             let hold = rng.range(u64::from(self.opts.ttl_ms) * 3 / 2, u64::from(self.opts.ttl_ms) * 3);
             let slot = &mut self.slots[i];
-            let _ = kill(pid(&slot.process), Signal::SIGSTOP);
+            slot.process.signal(Signal::SIGSTOP);
             slot.stopped_until = Some(Instant::now() + Duration::from_millis(hold));
             report.zombies += 1;
         }
@@ -551,8 +551,7 @@ impl Fleet<'_> {
     /// SIGKILL and reap every worker.
     fn kill_all(&mut self) {
         for slot in &mut self.slots {
-            let _ = kill(pid(&slot.process), Signal::SIGKILL);
-            let _ = slot.process.0.wait();
+            let _ = slot.process.kill();
         }
     }
 }
@@ -730,8 +729,8 @@ fn repair_copy(
     violations: &mut Vec<Violation>,
 ) -> Result<(), SoakError> {
     let argv: Vec<OsString> = vec!["runs".into(), "audit".into(), "--db".into(), db.into(), "--repair".into()];
-    let mut repair = killpoints::spawn(exe, &argv, copy, "audit")?;
-    let _ = repair.0.wait().map_err(killpoints::io("wait for runs audit"))?;
+    let mut repair = spawn_logged(exe, &argv, copy, "audit")?;
+    let _ = repair.wait().map_err(killpoints::io("wait for runs audit"))?;
     let after = killpoints::open_store(db, ttl_ms, StoreDefects::NONE)?;
     for audit in audit::audit_runs(after.as_ref(), false)? {
         violations.extend(fencesim_sim::killpoints::audit_consistent(&audit, "after repair"));

@@ -30,11 +30,10 @@ use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 
 use fencesim_store::StoreDefect;
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use serde::Serialize;
 
 use super::judge::{Judgement, META_SCHEMA, SoakMeta, WriterAccount, judge};
@@ -44,6 +43,7 @@ use super::log::{EvKind, Line, LogFile, LogOutcome, Tail};
 use super::quorum::{Activity, Quorum, progress};
 use super::wall::{Stopwatch, mono_ns, sleep_ms, unix_ms};
 use super::{Layout, MAX_SKEW_MS, MAX_WRITERS, RUN, SoakError, SoakResult, within};
+use crate::proc::child::{self, Reaped};
 use crate::proc::signals::Deferral;
 use fencesim_sim::rng::Stream;
 
@@ -140,9 +140,8 @@ pub fn vm_hwm_kib(pid: u32) -> u64 {
 struct Proc {
     index: usize,
     generation: u32,
-    child: Child,
-    /// It leads a process group with its store adapter: signals go to the group.
-    group: bool,
+    /// The writer; with a store adapter it leads a process group with it, and signals go to both.
+    child: Reaped,
     tail: Tail,
     /// The soak-run epoch it holds (granted, not yet released, stalled or kicked).
     holding: Option<i64>,
@@ -185,10 +184,8 @@ struct Storm {
 
 impl Drop for Storm {
     fn drop(&mut self) {
-        for p in &mut self.procs {
-            Self::signal(p, Signal::SIGKILL);
-            let _ = p.child.wait();
-        }
+        // Each writer (its group, adapter included) is killed and reaped as it is dropped.
+        self.procs.clear();
     }
 }
 
@@ -242,7 +239,7 @@ impl Storm {
         // Its log exists before it starts, so every writer accounted for has one, whenever it
         // ended: the judge refuses a folder that lacks one.
         LogFile::open(&self.layout.log(index, generation))?;
-        let mut cmd = Command::new(&self.opts.exe);
+        let mut cmd = child::command(&self.opts.exe);
         let location = if self.opts.adapter.is_some() { self.layout.adapter_dir() } else { self.layout.db() };
         cmd.arg("soak-writer")
             .arg("--db")
@@ -268,9 +265,9 @@ impl Storm {
             // The writer leads a process group of its own, which its adapter joins.
             std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         }
-        fencesim_protocol::die_with_parent(&mut cmd);
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::from(stderr));
-        let child = cmd.spawn().map_err(SoakError::io("cannot start a writer"))?;
+        let child = Reaped::spawn(&mut cmd, self.opts.adapter.is_some(), "start a writer")
+            .map_err(|e| SoakError::io("cannot start a writer")(e.error))?;
         self.spawned += 1;
         self.procs.push(Proc {
             index,
@@ -282,7 +279,6 @@ impl Storm {
             zombie: None,
             open: BTreeMap::new(),
             replacement,
-            group: self.opts.adapter.is_some(),
             booted: false,
             signals: Vec::new(),
             rss_kib: 0,
@@ -295,9 +291,7 @@ impl Storm {
 
     fn signal(p: &mut Proc, sig: Signal) {
         // A writer with an adapter leads its own process group: the signal reaches both.
-        let pid = p.child.id() as i32;
-        let target = if p.group { -pid } else { pid };
-        if kill(Pid::from_raw(target), sig).is_ok() {
+        if p.child.signal(sig) {
             p.signals.push(sig.as_str().to_owned());
         }
     }
