@@ -76,7 +76,7 @@ impl<E: Env> Engine<E> {
             return Err(EngineError::Config(format!("the supplied lease guards run {}, not run {run}", lease.run)));
         }
         // E1 / D10: one live segment per run in this engine.
-        let _active = if self.has(EngineDefect::SecondLiveSegment) {
+        let active = if self.has(EngineDefect::SecondLiveSegment) {
             None
         } else {
             if !self.active.borrow_mut().insert(run.clone()) {
@@ -124,6 +124,8 @@ impl<E: Env> Engine<E> {
             }
             Err(e) => Err(e),
         };
+        // E1: the run stayed in the live set for the whole segment (only its guard removes it).
+        assert!(active.is_none() || self.is_live(run), "run {run} left the live set while its segment ran");
         // Release strictly after the last durable write; a dead process releases nothing.
         if auto
             && !matches!(result, Err(EngineError::Crashed))
@@ -138,6 +140,8 @@ impl<E: Env> Engine<E> {
     /// cancels the segment and ends the loop. It returns only then.
     pub(crate) async fn keep(&self, lease: &Lease, cancel: &CancelToken, every_ms: u32, loss: &str) {
         let Some(leases) = self.store.leases() else { return };
+        // Validated cadences are at least 1 ms: a loop that never sleeps would starve the body.
+        assert!(every_ms > 0, "run {}: a renew loop with no pause", lease.run);
         loop {
             self.env.sleep(u64::from(every_ms)).await;
             if let Err(e) = leases.renew(lease) {

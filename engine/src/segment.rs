@@ -102,6 +102,14 @@ impl<'e, E: Env> Segment<'e, E> {
             let seq = entry.seq;
             self.journal.borrow_mut().push(entry);
             self.appended.set(self.appended.get() + 1);
+            // The settle's decision reads `appended` as entries of this journal this segment wrote.
+            assert!(
+                self.appended.get() as usize <= self.journal.borrow().len(),
+                "run {}: {} entries appended to a journal of {}",
+                self.run,
+                self.appended.get(),
+                self.journal.borrow().len()
+            );
             seq
         }))
     }
@@ -515,8 +523,17 @@ impl<'e, E: Env> Segment<'e, E> {
     /// Append the drained terminals of cancelled dispatches; failures are expected (a lost lease)
     /// and change nothing.
     async fn drain(&self) -> EngineResult<()> {
+        // The drain comes before the seal (late only under `stragglers-after-settle`, which never
+        // seals): a sealed journal would refuse every straggler.
+        assert!(!self.sealed.get(), "run {}: cancelled dispatches drained into a sealed journal", self.run);
         let pending = std::mem::take(&mut *self.stragglers.borrow_mut());
         for mut entry in pending {
+            // Only `abandon` queues stragglers: each the cancelled terminal of its running entry.
+            assert!(
+                entry.status == status::CANCELLED && entry.ref_seq.is_some(),
+                "run {}: a straggler that is not a cancelled terminal",
+                self.run
+            );
             entry.seq = self.next_seq()?;
             let _ = self.append(entry).await?;
         }
@@ -525,6 +542,8 @@ impl<'e, E: Env> Segment<'e, E> {
 
     /// Settle (contracts 3.6): drain, `run_settle` when needed, seal, terminal meta.
     async fn settle(&self, mut meta: RunMeta, status: RunStatus, value: Value, segment: u32) -> EngineResult<Outcome> {
+        // One settle per segment: only it seals the journal.
+        assert!(!self.sealed.get(), "run {}: segment {segment} settles a second time", self.run);
         let late_stragglers = self.has(EngineDefect::StragglersAfterSettle);
         if !late_stragglers {
             self.drain().await?;

@@ -420,6 +420,12 @@ impl<E: Env> Worker<E> {
                 Poll::Pending => Poll::Pending,
             })
             .await;
+            // Every listed candidate was considered, unless the process died mid-sweep.
+            assert!(
+                self.crashed.get() || queue.borrow().is_empty(),
+                "a sweep ended with {} candidates never considered",
+                queue.borrow().len()
+            );
         }
         Ok(report.into_inner())
     }
