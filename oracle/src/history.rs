@@ -724,6 +724,7 @@ impl Snapshot {
     pub fn read(store: &dyn Store, extra: impl IntoIterator<Item = RunId>) -> StoreResult<Self> {
         let mut runs: BTreeSet<RunId> = store.list_runs(&RunFilter::all())?.into_iter().map(|m| m.run_id).collect();
         runs.extend(extra);
+        let count = runs.len();
         let mut snapshot = Snapshot::default();
         for run in runs {
             let mut blobs = BTreeMap::new();
@@ -735,6 +736,8 @@ impl Snapshot {
             let state = RunState { journal: store.load(&run)?, meta: store.get_meta(&run)?, blobs };
             snapshot.runs.insert(run, state);
         }
+        // Every run listed or named has its state, an empty one included: the checkers diff each.
+        assert_eq!(snapshot.runs.len(), count, "a snapshot skipped a run it was asked for");
         Ok(snapshot)
     }
 

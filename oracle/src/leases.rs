@@ -114,6 +114,8 @@ pub(super) fn epochs_increasing<'a>(ctx: &Context<'a>) -> Vec<Violation> {
         {
             match granted.get(&run) {
                 Some(&(top, at)) if lease.epoch <= top => {
+                    // The rows are walked in order: the grant it is judged against came first.
+                    assert!(at < row.index, "row {}: an earlier grant recorded at row {at}", row.index);
                     let what = if lease.epoch == top { "the same epoch" } else { "a higher epoch" };
                     found.push(Violation::new(
                         EPOCHS_INCREASING,
@@ -133,6 +135,7 @@ pub(super) fn epochs_increasing<'a>(ctx: &Context<'a>) -> Vec<Violation> {
         let key = (&lease.run, lease.epoch);
         match positions.get(&key) {
             Some(&(node, at)) if node != row.node && !reported.contains(&key) => {
+                assert!(at < row.index, "row {}: an earlier serial position recorded at row {at}", row.index);
                 found.push(Violation::new(
                     EPOCHS_INCREASING,
                     format!(

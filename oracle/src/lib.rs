@@ -268,6 +268,19 @@ pub fn check(rows: &[Row], snapshot: &Snapshot, cfg: &OracleConfig) -> Vec<Viola
         .flat_map(|d| {
             let mut found = (d.check)(&ctx);
             assert!(found.iter().all(|v| v.checker == d.checker), "{} reported another checker", d.checker);
+            // Reports, traces and timelines look a violation's rows up by index in this history.
+            assert!(
+                found.iter().all(|v| v.row.is_none_or(|r| r < rows.len())),
+                "{} named a row past the history's {} rows",
+                d.checker,
+                rows.len()
+            );
+            assert!(
+                found.iter().all(|v| v.cause.is_none_or(|c| c < rows.len())),
+                "{} named a cause past the history's {} rows",
+                d.checker,
+                rows.len()
+            );
             found.sort_by_key(|v| v.row.unwrap_or(usize::MAX));
             found.truncate(MAX_PER_CHECKER);
             found

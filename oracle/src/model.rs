@@ -281,12 +281,27 @@ impl<'a> LeaseReplay<'a> {
                 }
                 _ => (None, None),
             };
+            // What a call met was granted by an earlier row: the table holds only applied grants.
+            let met = match &fence {
+                Some(Fence::Superseded(t) | Fence::NoLiveLease(Some(t))) => Some(t.granted),
+                _ => None,
+            };
+            assert!(met.is_none_or(|granted| granted < row.index), "row {pos}: met a lease granted at or after it");
+            assert!(
+                live.as_ref().is_none_or(|t| t.granted < row.index),
+                "row {pos}: an acquire met a lease granted at or after it"
+            );
             if let Some((call, run)) = call {
                 leases.apply(row.index, run, call, fence.as_ref());
             }
             replay.fences.push(fence);
             replay.live.push(live);
         }
+        // The checkers look both views up by a row's position.
+        assert!(
+            replay.fences.len() == rows.len() && replay.live.len() == rows.len(),
+            "the lease replay has a slot per row"
+        );
         replay
     }
 
@@ -464,13 +479,20 @@ impl<'a> Writers<'a> {
             let Some(call) = row.call().filter(|c| c.is_accepted_mutation()) else { continue };
             match (&call.payload, &call.blob_ref) {
                 (Payload::Entry(entry), _) if call.surface == Surface::Append => {
-                    writers.entries.entry((&call.run, entry.seq)).or_default().push((pos, entry));
+                    let written = writers.entries.entry((&call.run, entry.seq)).or_default();
+                    // In history order: `entry` reads the newest writer from the back.
+                    assert!(written.last().is_none_or(|&(p, _)| p < pos), "row {pos}: appends indexed out of order");
+                    written.push((pos, entry));
                 }
                 (Payload::Meta(meta), _) if call.surface == Surface::PutMeta => {
-                    writers.metas.entry(&call.run).or_default().push((pos, meta));
+                    let written = writers.metas.entry(&call.run).or_default();
+                    assert!(written.last().is_none_or(|&(p, _)| p < pos), "row {pos}: metas indexed out of order");
+                    written.push((pos, meta));
                 }
                 (Payload::Blob(_), Some(blob_ref)) if call.surface == Surface::PutBlob => {
-                    writers.blobs.insert((blob_ref, call.payload.digest()), pos);
+                    let earlier = writers.blobs.insert((blob_ref, call.payload.digest()), pos);
+                    // The last writer of the same bytes wins: each replaces an earlier row's.
+                    assert!(earlier.is_none_or(|p| p < pos), "row {pos}: blobs indexed out of order");
                 }
                 _ => {}
             }

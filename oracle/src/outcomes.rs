@@ -155,6 +155,8 @@ impl<'a> Repay<'a> {
         let name = || effect_name(effect.kind, &effect.run, effect.running, effect.n);
         let paid = || epoch_label(effect.epoch);
         if let Some(&first) = self.per_tenure.get(&(dispatch, effect.epoch)) {
+            // Effects are taken in row order: the first payment of this tenure came before.
+            assert!(first < index, "row {index}: a first payment recorded at row {first}");
             self.found.push(Violation::new(
                 REPAY_BOUND,
                 format!("{} paid twice under {} (rows {first} and {})", name(), paid(), index),
@@ -165,6 +167,7 @@ impl<'a> Repay<'a> {
             self.per_tenure.insert((dispatch, effect.epoch), index);
         }
         if let Some(&(at, finished)) = self.terminals.get(&(run, gen_, effect.running)) {
+            assert!(at < index, "row {index}: a terminal recorded at row {at}");
             let stale = matches!((effect.epoch, finished), (Some(paid), Some(done)) if paid < done);
             if !stale {
                 self.found.push(Violation::new(

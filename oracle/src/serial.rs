@@ -62,6 +62,11 @@ pub(super) fn serial_history(ctx: &Context) -> Vec<Violation> {
         let definite = accepted.remove(run).unwrap_or_default();
         let mut maybe = maybe.remove(run).unwrap_or_default();
         maybe.truncate(MAX_INDETERMINATE_PER_RUN);
+        // The search below walks 2^n choices by the bits of a u32: n stays at the bound.
+        assert!(
+            maybe.len() <= MAX_INDETERMINATE_PER_RUN && MAX_INDETERMINATE_PER_RUN < 32,
+            "{run}: an unbounded search"
+        );
         // Every choice, "none committed" first: the first that matches the store wins.
         let mut first = None;
         for choice in 0..1u32 << maybe.len() {
