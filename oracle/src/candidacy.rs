@@ -43,6 +43,8 @@ pub(super) fn worker_candidacy(ctx: &Context) -> Vec<Violation> {
                     && meta.segments > segments
                     && matches!(row.role, Role::Worker | Role::Sweeper)
                 {
+                    // The settled meta it booted over is an earlier row of the walk.
+                    assert!(at < row.index, "row {}: a settled meta recorded at row {at}", row.index);
                     found.push(Violation::new(
                         WORKER_CANDIDACY,
                         format!(

@@ -248,6 +248,7 @@ pub(super) fn silent_replay(ctx: &Context) -> Vec<Violation> {
                     _ => None,
                 };
                 if let Some((at, why)) = why {
+                    assert!(at < row.index, "row {}: a last settle recorded at row {at}", row.index);
                     found.push(Violation::new(
                         SILENT_REPLAY,
                         format!(
@@ -311,6 +312,8 @@ pub(super) fn renew_loss(ctx: &Context) -> Vec<Violation> {
             Event::Effect(effect) => {
                 let Some(epoch) = effect.epoch else { continue };
                 let Some(&at) = lost.get(&(node, &effect.run, epoch)) else { continue };
+                // The failed renew is an earlier row of the same walk.
+                assert!(at < row.index, "row {}: a renew loss recorded at row {at}", row.index);
                 let what = match effect.kind {
                     EffectKind::Call => format!("paid call turn {}", effect.n),
                     EffectKind::Tool => format!("ran tool {}", effect.n),

@@ -79,6 +79,8 @@ pub(super) fn healthy_holder(ctx: &Context) -> Vec<Violation> {
             .rev()
             .find(|r| r.node == row.node && r.call().is_some_and(|c| c.surface == Surface::Renew && c.outcome.is_ok()))
             .map_or(granted, |r| r.index);
+        // The grant and its last renew came before the call that met the lease expired.
+        assert!(first <= granted && renewed < row.index, "row {}: a lease extended at row {renewed}", row.index);
         found.push(Violation::new(
             HEALTHY_HOLDER,
             format!(

@@ -665,6 +665,8 @@ impl History {
             let counter = tenures.entry((lease.run.clone(), lease.epoch)).or_default();
             *counter += 1;
             call.counter = *counter;
+            // Per tenure, calls count from 1 (0 means unleased in a row).
+            assert!(call.counter >= 1, "{node}: a leased call numbered 0");
         }
         self.push_row(node, Event::Call(call))
     }

@@ -73,6 +73,7 @@ pub(super) fn journal_seq_order(ctx: &Context) -> Vec<Violation> {
         assert!(*key == *run, "row {}: an append keyed by another run", row.index);
         match tails.get(&key) {
             Some(&(tail, at)) if entry.seq <= tail => {
+                assert!(at < row.index, "row {}: a tail recorded at row {at}", row.index);
                 found.push(Violation::new(
                     JOURNAL_SEQ_ORDER,
                     format!(
@@ -123,6 +124,7 @@ pub(super) fn one_settle_per_segment(ctx: &Context) -> Vec<Violation> {
         let settle = settle_status(entry);
         match settles.get(&(run, epoch)) {
             Some(&first) => {
+                assert!(first < row.index, "row {}: a tenure's settle recorded at row {first}", row.index);
                 let what = if settle.is_some() { "a second run_settle" } else { "an append" };
                 found.push(Violation::new(
                     ONE_SETTLE_PER_SEGMENT,

@@ -73,6 +73,8 @@ pub(super) fn observables_monotonic(ctx: &Context) -> Vec<Violation> {
 }
 
 fn violation(run: Run, what: String, row: usize, cause: usize) -> Violation {
+    // What a generation showed was shown by an earlier accepted write, in row order.
+    assert!(cause < row, "run {run}: row {row} judged against row {cause}, not before it");
     Violation::new(OBSERVABLES_MONOTONIC, format!("run {run}: {what}"), Some(row), Some(cause))
 }
 

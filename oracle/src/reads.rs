@@ -64,6 +64,8 @@ pub(super) fn linearizable_reads(ctx: &Context) -> Vec<Violation> {
             .filter(|p| rows[*p].call().is_some_and(|c| c.outcome == CallOutcome::Indeterminate))
             .collect();
         maybe.truncate(MAX_INDETERMINATE_PER_RUN);
+        // The choices are the bits of a u32: the search stays at its bound.
+        assert!(maybe.len() <= MAX_INDETERMINATE_PER_RUN, "{run}: an unbounded search");
         // Every choice, "none committed" first; the miss that comes latest is the one reported.
         let mut latest: Option<Miss> = None;
         for choice in 0..1u32 << maybe.len() {
@@ -87,6 +89,8 @@ pub(super) fn linearizable_reads(ctx: &Context) -> Vec<Violation> {
 /// Replay a run's rows in order, taking an indeterminate write as `committed` says; the first read
 /// that saw something else.
 fn replay(ctx: &Context, positions: &[usize], committed: impl Fn(usize) -> bool) -> Option<Miss> {
+    // A read sees exactly the writes recorded before it: the run's rows in history order.
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "a run's rows replayed out of order");
     let mut state = State::default();
     for &pos in positions {
         let Some(call) = ctx.rows[pos].call() else { continue };
