@@ -124,6 +124,11 @@ impl<E: Env> Engine<E> {
             }
             Err(e) => Err(e),
         };
+        // A settled outcome is this run's, of a counted segment (E1).
+        assert!(
+            result.as_ref().is_ok_and(|o| o.run == *run && o.segment > 0) || result.is_err(),
+            "run {run}: a segment reported another run's outcome"
+        );
         // E1: the run stayed in the live set for the whole segment (only its guard removes it).
         assert!(active.is_none() || self.is_live(run), "run {run} left the live set while its segment ran");
         // Release strictly after the last durable write; a dead process releases nothing.

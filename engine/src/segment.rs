@@ -194,6 +194,13 @@ impl<'e, E: Env> Segment<'e, E> {
         boot.updated_at_ms = Some(self.engine.env().now_ms());
         boot.extra.insert("workflow".into(), json!(workflow.name));
         boot.extra.remove(entries::SUSPENDED_AT);
+        // E1: the boot meta is a running run of this segment, one above those before, with its
+        // genesis; the settle stamps the same segment number.
+        assert!(
+            boot.status == RunStatus::Running && boot.segments == segment && segment > before && boot.genesis.is_some(),
+            "run {}: boot meta of segment {segment} is not this segment's",
+            self.run
+        );
         Ok((boot, segment))
     }
 
@@ -474,6 +481,13 @@ impl<'e, E: Env> Segment<'e, E> {
         let terminal =
             entries::terminal(self.next_seq()?, running, kind::AGENT, terminal_status, &agent.key, value.clone())
                 .with("checkpointRef", json!(ckpt_ref));
+        // The writer and `prior`'s reader agree: this terminal closes the running entry it names.
+        assert!(
+            terminal.ref_seq == Some(running) && entries::key_of(&terminal) == Some(agent.key.as_str()),
+            "run {}: the terminal of '{}' would not close its running entry {running}",
+            self.run,
+            agent.key
+        );
         if let Err(e) = self.append(terminal).await? {
             return Ok(self.body_failure(&e));
         }

@@ -538,6 +538,8 @@ impl<E: Env> Worker<E> {
                 return false;
             }
             Ok(outcome) if outcome.status == RunStatus::Suspended => {
+                // The cache below is keyed by the run the segment drove.
+                assert_eq!(outcome.run, *run, "a driven segment reported another run");
                 self.engine.env().probe(probe::DRIVEN_SUSPENDED);
                 // Still under the lease: the journal is what was read plus what the segment added.
                 let length = length + outcome.appended as usize;
