@@ -655,6 +655,8 @@ impl JournalStore for SqliteStore {
         let mut sql = "SELECT run_id, payload FROM meta WHERE 1".to_owned();
         let mut args: Vec<&str> = Vec::new();
         if let Some(set) = &statuses {
+            // An empty status set returned above: the IN list always has a member.
+            assert!(!set.is_empty(), "list_runs built an empty IN list");
             // `+status`: a run table is small, and scanning it in run id order beats the status
             // index, whose IN lookup builds a temporary table and whose rows need a sort.
             sql += &format!(" AND +status IN ({})", vec!["+?"; set.len()].join(", "));
@@ -665,6 +667,8 @@ impl JournalStore for SqliteStore {
             args.push(name);
         }
         sql += " ORDER BY run_id";
+        // One bound argument per placeholder: the filter is bound, never spliced into the SQL.
+        assert_eq!(sql.matches('?').count(), args.len(), "list_runs binds {} arguments", args.len());
         // Each payload decoded as its row is read; a corrupt one names its run.
         let rows = self.query_rows(Op::ListRuns, None, &sql, rusqlite::params_from_iter(args), |r| {
             Ok(self.metas.decode(text(r, 1)?, |payload| match text(r, 0) {
