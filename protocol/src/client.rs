@@ -188,6 +188,8 @@ impl Adapter {
         }
         self.nothing_unasked()?;
         let id = self.0.next_id.fetch_add(1, Ordering::Relaxed);
+        // Id 0 is the handshake's: an answer to any request names an id of its own.
+        assert!(id > 0, "a request numbered as the handshake");
         request.set_id(id);
         if let Request::Call(line) = &mut request {
             line.faults = hook.is_some_and(|h| h.borrow().is_some());
@@ -270,6 +272,7 @@ impl Adapter {
             answered.pop_front();
         }
         answered.push_back((id, op.to_owned()));
+        assert!(answered.len() <= ANSWERED, "{} answered requests remembered, past {ANSWERED}", answered.len());
     }
 
     fn with_process<T>(&self, f: impl FnOnce(&mut Process) -> Result<T, AdapterError>) -> Result<T, CallError> {

@@ -182,6 +182,8 @@ impl Process {
                 }
             }
         }
+        // Written whole, newline included: the adapter reads one request a line.
+        assert_eq!(written, bytes.len(), "a request written in part");
         Ok(())
     }
 

@@ -289,7 +289,10 @@ pub fn lease_arg(lease: Option<&Lease>) -> Option<WireLease> {
 
 /// A message as the line fencesim writes (without its newline).
 pub fn line<T: Serialize>(message: &T) -> String {
-    value(message).to_string()
+    let line = value(message).to_string();
+    // One message, one line: an adapter cuts its stdin at newlines, which compact JSON never has.
+    assert!(!line.contains('\n'), "a protocol message that spans lines");
+    line
 }
 
 /// Through `Value`, whose maps keep their keys sorted: the wire's key order at every level.

@@ -32,6 +32,8 @@ impl Tail {
             self.bytes.drain(..over);
             self.dropped += over as u64;
         }
+        // Bounded memory whatever an adapter writes to its stderr.
+        assert!(self.bytes.len() <= TAIL_BYTES, "a stderr tail of {} bytes", self.bytes.len());
     }
 
     /// The last `n` non-blank lines, joined with ` | ` (a line the ring cut at its front is not
@@ -90,6 +92,8 @@ impl Lines {
             return Err(TooLong);
         }
         let line = self.buf[self.start..end].to_vec();
+        // No answer line past the protocol's maximum is ever handed on.
+        assert!(line.len() <= self.max, "a line of {} bytes cut past the maximum of {}", line.len(), self.max);
         self.start = end + 1;
         self.scanned = 0;
         // Compact once the consumed front is at least half the buffer: each byte moves at most
@@ -101,6 +105,8 @@ impl Lines {
             self.buf.drain(..self.start);
             self.start = 0;
         }
+        // The next line starts inside what was received; nothing of it has been scanned yet.
+        assert!(self.start <= self.buf.len() && self.scanned == 0, "lines cut past their buffer");
         Ok(Some(line))
     }
 

@@ -42,10 +42,13 @@ pub fn op_named(name: &str) -> Option<Op> {
 /// Blob bytes travel as lowercase hex.
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
+    let text = bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
         let _ = write!(out, "{b:02x}");
         out
-    })
+    });
+    // Two digits a byte: `unhex` refuses anything of odd length.
+    assert_eq!(text.len(), 2 * bytes.len(), "a hex encoding of the wrong length");
+    text
 }
 
 pub fn unhex(text: &str) -> Option<Vec<u8>> {
