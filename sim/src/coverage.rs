@@ -71,6 +71,8 @@ pub fn probe_event(probe: fencesim_engine::Probe) -> String {
 /// The events of one world: its history's ([`count`]) and the engine branches its nodes took.
 pub fn of_world(rows: &[Row], probes: &BTreeMap<fencesim_engine::Probe, u64>, ttl_ms: i64) -> BTreeMap<String, u64> {
     let mut found = count(rows, ttl_ms);
+    // The history's events and the engine's probes count apart: neither overwrites the other.
+    assert!(!found.keys().any(|k| k.starts_with("probe-")), "a history event named like a probe");
     found.extend(probes.iter().map(|(probe, n)| (probe_event(*probe), *n)));
     found
 }
@@ -362,6 +364,8 @@ pub struct Table(pub BTreeMap<String, (u64, u64)>);
 impl Table {
     pub fn add(&mut self, world: &BTreeMap<String, u64>) {
         for (event, n) in world {
+            // A world lists only what happened in it: `worlds` never exceeds `total`.
+            assert!(*n > 0, "a world lists {event} with no hit");
             let entry = self.0.entry(event.clone()).or_default();
             entry.0 += 1;
             entry.1 += n;

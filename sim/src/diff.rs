@@ -96,6 +96,11 @@ pub fn compare(a: Side<'_>, b: Side<'_>) -> Comparison {
     let longest = a.rows.len().max(b.rows.len());
     for index in 0..longest {
         let (row_a, row_b) = (a.rows.get(index), b.rows.get(index));
+        // Both worlds' rows are their histories, numbered by position: `index` names a row in both.
+        assert!(
+            row_a.is_none_or(|r| r.index == index) && row_b.is_none_or(|r| r.index == index),
+            "row {index} of a compared world is numbered otherwise"
+        );
         let (Some(ra), Some(rb)) = (row_a, row_b) else {
             let with = |side: Side<'_>, row: Option<&Row>| row.map(|r| (r.clone(), side.exchange(r.index).cloned()));
             return Comparison::Diverged(Box::new(Divergence {

@@ -184,10 +184,14 @@ impl Recorder {
         };
         // Cut inside the call: the caller died there and never learned what it did.
         let cut_inside = self.dead.load(Ordering::SeqCst);
+        // Only the store's own fault points cut a call: one an injector refused never ran.
+        assert!(!(cut_inside && (busy || injected)), "{}: a call cut inside that never reached the store", self.node);
         let (lease, owner) = match surface {
             Surface::Acquire => (result.as_ref().ok().and_then(granted), lease.map(|l| l.owner.clone())),
             _ => (lease.cloned(), None),
         };
+        // An acquire's row names who asked: the differential rebuilds its request from it.
+        assert!(surface != Surface::Acquire || owner.is_some(), "{}: an acquire row without its owner", self.node);
         let row = Call {
             clock_ms,
             lease,
@@ -408,7 +412,14 @@ pub struct Answers(Arc<Mutex<Recording>>);
 
 impl Answers {
     pub fn push(&self, exchange: Exchange) {
-        lock(&self.0).exchanges.push(exchange);
+        let mut recording = lock(&self.0);
+        // In row order: the differential finds a row's exchange by binary search.
+        assert!(
+            recording.exchanges.last().is_none_or(|last| last.row < exchange.row),
+            "exchange of row {} recorded out of row order",
+            exchange.row
+        );
+        recording.exchanges.push(exchange);
     }
 
     pub fn set_snapshot(&self, snapshot: &Snapshot) {

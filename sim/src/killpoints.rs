@@ -153,7 +153,7 @@ pub fn table() -> Vec<KillPoint> {
         expected: Some(Expected { child, resume, limit_terminals }),
     };
     let (happy, limit) = (Workflow::happy(), Workflow::limit());
-    vec![
+    let table = vec![
         row("happy-running-before", happy.clone(), Running, 2, Before, (1, 0), (1, 0), 0),
         row("happy-running-after", happy.clone(), Running, 2, After, (1, 0), (1, 0), 0),
         row("happy-ok-terminal-before", happy.clone(), OkTerminal, 2, Before, (2, 0), (1, 0), 0),
@@ -164,13 +164,17 @@ pub fn table() -> Vec<KillPoint> {
         row("happy-meta-after", happy, Meta, 1, After, (2, 0), (0, 0), 0),
         row("limit-limit-terminal-before", limit.clone(), LimitTerminal, 1, Before, (3, 2), (1, 0), 1),
         row("limit-limit-terminal-after", limit, LimitTerminal, 1, After, (3, 2), (3, 2), 2),
-    ]
+    ];
+    // A point is chosen and reported by its id: no two rows share one.
+    let ids: std::collections::BTreeSet<&str> = table.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(ids.len(), table.len(), "two kill points share an id");
+    table
 }
 
 /// Every durable write of a clean run of `workflow`, in order, crashed before, inside and after.
 pub fn enumerate(workflow: &Workflow, config: &Config) -> Result<Vec<KillPoint>, KillPointError> {
     let writes = clean_writes(workflow, config)?;
-    Ok((0..writes.len())
+    let points: Vec<KillPoint> = (0..writes.len())
         .flat_map(|i| {
             let index = u32::try_from(i).unwrap_or(u32::MAX);
             KillPhase::ALL.map(|phase| KillPoint {
@@ -181,7 +185,10 @@ pub fn enumerate(workflow: &Workflow, config: &Config) -> Result<Vec<KillPoint>,
                 expected: None,
             })
         })
-        .collect())
+        .collect();
+    // Every durable write of the clean run, in every phase: the suite's coverage promise.
+    assert_eq!(points.len(), writes.len() * KillPhase::ALL.len(), "a write or a phase without its kill point");
+    Ok(points)
 }
 
 /// Why the harness could not judge a kill point: its own failure, never a violation. Each

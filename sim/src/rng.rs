@@ -36,17 +36,25 @@ impl Stream {
             return 0;
         }
         // Lemire's multiply-shift; the bias for the small ranges used here is negligible.
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+        let drawn = ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64;
+        // Every pick and index drawn from it relies on the draw staying below `n`.
+        assert!(drawn < n, "a draw of {drawn} below {n}");
+        drawn
     }
 
     /// Uniform in `lo..=hi` (`lo` when the range is empty).
     pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        if hi <= lo { lo } else { lo + self.below(hi - lo + 1) }
+        let drawn = if hi <= lo { lo } else { lo + self.below(hi - lo + 1) };
+        // A plan's spans are inclusive and its settings are drawn inside them.
+        assert!(drawn == lo || (lo..=hi).contains(&drawn), "a draw of {drawn} outside {lo}..={hi}");
+        drawn
     }
 
     /// Uniform in `[lo, hi)`.
     pub fn unit_range(&mut self, lo: f64, hi: f64) -> f64 {
         let unit = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        // 53 bits over 2^53: exact, and below one, so a chance of one always holds.
+        assert!((0.0..1.0).contains(&unit), "a unit draw of {unit}");
         lo + (hi - lo) * unit
     }
 

@@ -425,7 +425,11 @@ fn reused<T>(
 ) -> std::io::Result<Option<T>> {
     let Some(held) = slot.try_with(|slot| slot.borrow_mut().take()).ok().flatten() else { return Ok(None) };
     match spares(&held).clear() {
-        Ok(cleared) => Ok(cleared.then_some(held)),
+        // Cleared through an idle connection, given back: the next world's first store takes it.
+        Ok(cleared) => {
+            assert!(!cleared || spares(&held).idle_count() > 0, "a cleared database kept no idle connection");
+            Ok(cleared.then_some(held))
+        }
         Err(e) => Err(std::io::Error::other(format!("cannot empty the last world's database: {e}"))),
     }
 }

@@ -170,7 +170,7 @@ impl Plan {
         let mut clocks = root.fork("clocks");
         let clock = fault(FaultKind::Clock);
         let skew_bound = clock.as_ref().filter(|c| c.on).map_or(0, |c| i64::from(c.spec.max_ms));
-        let skews = nodes_with_clocks(&workers)
+        let skews: BTreeMap<String, i64> = nodes_with_clocks(&workers)
             .into_iter()
             .map(|node| {
                 let skew = if skew_bound == 0 {
@@ -183,6 +183,8 @@ impl Plan {
             })
             .collect();
 
+        // Clock skews lie within the clock fault's bound, which the liveness window allows for.
+        assert!(skews.values().all(|s| s.abs() <= skew_bound), "a skew past the bound of {skew_bound} ms");
         let events = draw_events(root.fork("events"), w.fault_ms, &workers, &faults);
         Plan { workers, concurrency, poll_ms, ttl_ms: w.ttl_ms, runs, faults, skews, events }
     }
@@ -291,5 +293,7 @@ fn draw_events(mut timeline: Stream, fault_ms: u32, workers: &[String], faults: 
         }
     }
     events.sort_by_key(|(at, _)| *at);
+    // Timed events fall in the fault window, as a plan file's must.
+    assert!(events.iter().all(|(at, _)| *at < fault_ms), "a timed event past the fault window of {fault_ms} ms");
     events
 }

@@ -651,9 +651,16 @@ fn judge(shared: &Arc<Shared>, observer: &dyn Store, settled_early: bool) -> Res
         return Err(broken.into());
     }
     let rows = shared.history.take_rows();
+    // The world's note heads every history: the differential skips it when it compares stores.
+    assert!(
+        rows.first().is_some_and(|r| r.node == Node::World.to_string() && matches!(r.event, Event::Note(_))),
+        "a world's history does not start with its note"
+    );
     let run_ids = rows.iter().filter_map(Row::call).map(|c| c.run.clone()).filter(|r| r.as_str() != "*");
     let run_ids: Vec<RunId> = run_ids.collect();
     let snapshot = patiently(|| Snapshot::read(observer, run_ids.iter().cloned())).map_err(HarnessError::ReadStore)?;
+    // The oracle diffs every run a call names against its final state, an absent one included.
+    assert!(run_ids.iter().all(|r| snapshot.runs.contains_key(r)), "the snapshot left out a run a call names");
     if let Some(answers) = &shared.answers {
         answers.set_snapshot(&snapshot);
     }
@@ -771,6 +778,13 @@ fn count(rows: &[Row], snapshot: &Snapshot) -> Counters {
             Some(_) => {}
         }
     }
+    // Each count is a class of the calls (of the runs) it sums: the classes never overlap.
+    assert!(
+        c.accepted_mutations + c.lease_rejections + c.busy <= c.store_calls && c.store_calls <= c.rows,
+        "the counters of {} rows overlap",
+        c.rows
+    );
+    assert!(c.runs_settled + c.runs_waiting + c.runs_absent <= snapshot.runs.len(), "the run counters overlap");
     c
 }
 

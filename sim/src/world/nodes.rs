@@ -293,6 +293,8 @@ async fn client(shared: &Arc<Shared>, node: Node) -> Result<(), HarnessError> {
         run.driving = false;
     }
     let mut reattached = false;
+    // `tend` finds a planned run's state by its position in the plan.
+    assert_eq!(lock(&shared.client).runs.len(), shared.plan.runs.len(), "a client state per planned run");
     loop {
         branches::between_sweeps(&ctx).await;
         let Ok(metas) = ctx.store.list_runs(&RunFilter::all()) else {
@@ -400,7 +402,12 @@ async fn tend(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize, run: &RunPlan, stat
 fn drive(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize) {
     let run = &shared.plan.runs[i];
     let Some(workflow) = Workflow::builtin(&run.workflow) else { return };
-    lock(&shared.client).runs[i].driving = true;
+    {
+        let mut client = lock(&shared.client);
+        // One start of a run at a time: `driving` is what resubmits wait for.
+        assert!(!client.runs[i].driving, "run {} started while the client still drives it", run.id);
+        client.runs[i].driving = true;
+    }
     let cancel = run.cancel_ms.map(|ms| {
         let token = CancelToken::new();
         let (t, env, history, label, id) =
@@ -436,7 +443,11 @@ fn cancel_waiting(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize) {
     ctx.history.push(&ctx.label, Event::Request(Request::Cancel { run: run.id.clone() }));
     let token = CancelToken::new();
     token.cancel("the client cancels the waiting run");
-    lock(&shared.client).runs[i].driving = true;
+    {
+        let mut client = lock(&shared.client);
+        assert!(!client.runs[i].driving, "run {} cancelled while the client still drives it", run.id);
+        client.runs[i].driving = true;
+    }
     let (shared, ctx, id) = (shared.clone(), ctx.clone(), run.id.clone());
     madsim::task::spawn_local(async move {
         branches::between_sweeps(&ctx).await;
@@ -577,6 +588,8 @@ fn install_takeover(shared: &Arc<Shared>, recorder: &Recorder, label: &str, cloc
         let detail = match aimed {
             Some(expires_at) => {
                 clock.set_skew_ms(expires_at - crate::env::virtual_ms());
+                // The usurper's acquire below reads exactly the holder's expiry (9.1).
+                assert_eq!(fencesim_store::Clock::now_ms(clock), expires_at, "the usurper's clock missed the expiry");
                 format!("mid-{} of {label} at its lease's expiry instant", site.op.as_str())
             }
             None => {
@@ -798,6 +811,8 @@ impl Zombie {
         let instant = granted + self.ttl_ms;
         // Jump the zombie's clock to exactly its lease's expiry millisecond.
         self.clock.set_skew_ms(skew + instant - store_now(&self.clock));
+        // Virtual time stands still in synchronous code: the calls below are at the instant (9.1).
+        assert_eq!(store_now(&self.clock), instant, "the zombie's clock missed its lease's expiry instant");
         shared.history.push(
             &self.name,
             Event::Fault {

@@ -85,13 +85,23 @@ impl Granted {
             }
         }
         self.leases.push(lease);
+        // The counts are indexed by grant: one slot per grant read.
+        assert_eq!(self.superseded.tree.len(), self.leases.len(), "a grant without its slot in the counts");
     }
 
     /// A superseded grant (not the usurper's, not of a scratch run), picked as `rng.pick` picks
     /// from them listed in grant order.
     pub(super) fn pick_superseded(&self, rng: &mut Stream) -> Option<&Lease> {
         let k = rng.pick_index(self.superseded.total())?;
-        self.leases.get(self.superseded.select(k))
+        let picked = self.leases.get(self.superseded.select(k));
+        // A counted grant exists, and its run was granted a higher epoch since: the zombie probes
+        // only with a lease the store must refuse, whatever the store granted.
+        assert!(picked.is_some(), "grant {k} of {} superseded is not one read", self.superseded.total());
+        assert!(
+            picked.is_some_and(|l| self.tops.get(&l.run).is_some_and(|(top, _)| l.epoch < *top)),
+            "a probe picked a grant no higher epoch superseded"
+        );
+        picked
     }
 
     /// The workload run of a grant, picked as `rng.pick` picks from every grant's run (repeats
@@ -127,6 +137,7 @@ impl Counts {
 
     /// Count index `index` (zero-based) once more.
     fn add(&mut self, index: usize) {
+        assert!(index < self.tree.len(), "count of index {index} past the {} pushed", self.tree.len());
         let mut i = index + 1;
         while i <= self.tree.len() {
             self.tree[i - 1] += 1;
@@ -151,6 +162,7 @@ impl Counts {
 
     /// The zero-based index holding the `k`-th count (from 0), for `k` below the total.
     fn select(&self, mut k: usize) -> usize {
+        assert!(k < self.total, "the {k}-th of {} counts", self.total);
         let mut at = 0;
         let mut step = if self.tree.is_empty() { 0 } else { 1 << self.tree.len().ilog2() };
         while step > 0 {
