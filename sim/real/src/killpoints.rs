@@ -190,10 +190,13 @@ pub enum ChildEnd {
 
 /// `--target` text: `w<index>` or `<matcher>:<occurrence>`.
 pub fn target_arg(target: Target) -> String {
-    match target {
+    let arg = match target {
         Target::Index(i) => format!("w{i}"),
         Target::Matched { matcher, occurrence } => format!("{}:{occurrence}", matcher.name()),
-    }
+    };
+    // The child parses its target back from this argument: it must find the same write.
+    assert!(parse_target(&arg).is_ok_and(|parsed| parsed == target), "target argument '{arg}' reads back otherwise");
+    arg
 }
 
 pub fn parse_target(text: &str) -> Result<Target, String> {

@@ -288,6 +288,11 @@ impl Gathered {
         let mut order: Vec<usize> = (0..rows.len()).collect();
         order.sort_by(|a, b| order_key(&rows[*a]).cmp(&order_key(&rows[*b])));
         permute(&mut rows, order);
+        // Serialization order: the oracle reads order from position.
+        assert!(
+            rows.windows(2).all(|w| order_key(&w[0]) <= order_key(&w[1])),
+            "the merged rows are not in stamp order"
+        );
         events.sort_by_key(|e| e.mono_ns);
         let mut counters: BTreeMap<(String, RunId, Epoch), u64> = BTreeMap::new();
         let mut open_calls = Vec::new();
@@ -308,6 +313,8 @@ impl Gathered {
                 open_calls.push((row.node.clone(), index));
             }
         }
+        // Stamps in order map to times in order: a history's time never goes backwards.
+        assert!(rows.windows(2).all(|w| w[0].at_ms <= w[1].at_ms), "the merged history's time goes backwards");
         Merged { rows, events, open_calls, orphan_ends }
     }
 }
@@ -315,6 +322,7 @@ impl Gathered {
 /// Reorder `items` in place so that item `i` becomes the one at `order[i]` (a permutation).
 fn permute<T>(items: &mut [T], mut order: Vec<usize>) {
     const DONE: usize = usize::MAX;
+    assert_eq!(order.len(), items.len(), "a permutation of another length");
     for start in 0..items.len() {
         let mut at = start;
         while order[at] != DONE {
@@ -326,6 +334,8 @@ fn permute<T>(items: &mut [T], mut order: Vec<usize>) {
             at = from;
         }
     }
+    // Every cycle was followed to its end: each item moved once.
+    assert!(order.iter().all(|&o| o == DONE), "a permutation left an item unmoved");
 }
 
 pub fn merge(logs: &Logs, start_mono_ns: u64) -> Merged {

@@ -269,6 +269,8 @@ impl LogFile {
     /// `write(2)` for any line a regular file accepts whole).
     pub fn put(&self, line: &Line) -> SoakResult<()> {
         let body = serde_json::to_vec(line).map_err(SoakError::json("cannot encode a log line"))?;
+        // One record, one line: the reader cuts the log at newlines, which compact JSON never has.
+        assert!(!body.contains(&b'\n'), "a log record of {} spans lines", self.path.display());
         let mut chain = self.chain.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let text = chain.seal(body).map_err(SoakError::io("cannot seal a log line"))?;
         (&self.file).write_all(&text).map_err(SoakError::io(format!("cannot append to {}", self.path.display())))

@@ -65,6 +65,8 @@ impl SoakVerdict {
 
 /// `epochs 480 of 500 (20 short)`: the floors a storm fell short of, and by how much.
 pub fn shortfall(short: &[(String, u64, u64)]) -> String {
+    // `Quorum::short` lists only counters below their floor: what is missing is positive.
+    assert!(short.iter().all(|(_, have, need)| have < need), "a shortfall of a floor that was met");
     let parts: Vec<String> =
         short.iter().map(|(k, have, need)| format!("{k} {have} of {need} ({} short)", need - have)).collect();
     parts.join(", ")

@@ -301,11 +301,15 @@ impl Quorum {
     /// The least share of its floor met (at most 1) over the gated counters not in `except`; 1
     /// when there are none. The referee paces its gated faults by it.
     pub fn progress_except(&self, activity: &impl Counters, except: &[&str]) -> f64 {
-        self.floors
+        let progress = self
+            .floors
             .iter()
             .filter(|(k, v)| *v > 0 && !except.contains(&k.as_str()))
             .map(|(k, v)| (activity.get(k) as f64 / *v as f64).min(1.0))
-            .fold(1.0, f64::min)
+            .fold(1.0, f64::min);
+        // A share: the referee's pacing compares it with shares of floors.
+        assert!((0.0..=1.0).contains(&progress), "a quorum progress of {progress}");
+        progress
     }
 
     /// Whether the gated `counter`, counting `in_flight` more on their way, is short of its floor

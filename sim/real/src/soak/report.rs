@@ -77,7 +77,7 @@ struct RssPeaks {
 pub fn verdict(outcome: &SoakOutcome) -> SoakVerdict {
     let short = if outcome.met { &[][..] } else { &outcome.short[..] };
     // A storm that missed its quorum always names what it missed.
-    debug_assert!(outcome.met || !outcome.short.is_empty(), "an unmet quorum with no short floor");
+    assert!(outcome.met || !outcome.short.is_empty(), "an unmet quorum with no short floor");
     SoakVerdict::of(outcome.judgement.findings.len(), short)
 }
 

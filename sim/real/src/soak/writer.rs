@@ -157,6 +157,7 @@ impl LoggedStore {
     ) -> StoreResult<T> {
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
         let begin_ms = self.clock.peek_ms();
+        let begin_mono = mono_ns();
         let begin = Begin {
             id,
             node: self.node.clone(),
@@ -167,7 +168,7 @@ impl LoggedStore {
             owner: owner.map(str::to_owned),
             payload,
             clock_ms: begin_ms,
-            mono_ns: mono_ns(),
+            mono_ns: begin_mono,
         };
         self.log_or_die(&Line::Begin(begin));
         self.clock.clear();
@@ -181,6 +182,9 @@ impl LoggedStore {
             Some((ms, mono)) => (ms, mono, true),
             None => (begin_ms, mono_ns(), false),
         };
+        // The stamp the judge orders this call by was read after its begin line: on the
+        // monotonic clock, never before the begin.
+        assert!(mono >= begin_mono, "call {id} of {}: stamped before it began", self.node);
         let end = End {
             id,
             node: self.node.clone(),
