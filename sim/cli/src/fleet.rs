@@ -40,16 +40,21 @@ impl Shard {
 
     /// Whether this shard owns item `n`.
     pub fn owns(self, n: u64) -> bool {
+        // Every shard is made valid (`parse`, a report's checked `I/N`): it owns some residue.
+        assert!(self.index < self.count, "shard {}/{} owns nothing", self.index, self.count);
         n % self.count == self.index
     }
 
     /// The seeds of `start..=end` this shard owns: the first, and how many (stride `count`).
     pub fn seeds(self, start: u64, end: u64) -> (u64, u64) {
         let offset = (self.index + self.count - start % self.count) % self.count;
-        match start.checked_add(offset) {
+        let seeds = match start.checked_add(offset) {
             Some(first) if first <= end => (first, (end - first) / self.count + 1),
             _ => (start, 0),
-        }
+        };
+        // The stride starts on a seed the shard owns: shards run disjoint seeds that cover the range.
+        assert!(seeds.1 == 0 || self.owns(seeds.0), "shard {self} starts its seeds on {}", seeds.0);
+        seeds
     }
 
     pub fn json(self) -> Value {

@@ -353,6 +353,8 @@ pub struct Case {
 pub fn junit(suite: &str, cases: &[Case]) -> String {
     let failures = cases.iter().filter(|c| c.failure.is_some()).count();
     let skipped = cases.iter().filter(|c| c.failure.is_none() && c.skipped.is_some()).count();
+    // A case fails, is skipped or passes: CI reads the passes as tests - failures - skipped.
+    assert!(failures + skipped <= cases.len(), "JUnit cases counted twice");
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         out,

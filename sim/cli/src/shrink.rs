@@ -150,6 +150,8 @@ pub fn shrink(file: &PlanFile, db: DbKind, stop: &AtomicBool) -> Result<Shrunk, 
             break;
         }
     }
+    // A candidate is kept only if it fails the original's checker: so does what shrink returns.
+    assert!(s.best_report.violations.iter().any(|v| v.checker == checker), "the shrunk plan no longer fails {checker}");
     let after = Size::of(&s.best, &s.best_report);
     Ok(Shrunk { checker, before, after, minimal: s.best, worlds: s.worlds, stopped_early: s.stopped })
 }
@@ -211,6 +213,8 @@ fn ddmin(n: usize, test: &mut dyn FnMut(&[usize]) -> Option<bool>) -> Vec<usize>
     if current.len() == 1 && test(&[]) == Some(true) {
         return Vec::new();
     }
+    // Chunks and complements keep order: a subset of the items, each once, ascending.
+    assert!(current.windows(2).all(|w| w[0] < w[1]) && current.iter().all(|&i| i < n), "ddmin's subset of {n}");
     current
 }
 

@@ -125,6 +125,11 @@ fn bound(rows: &mut Vec<Value>, tenures: &mut Vec<Value>, report: &WorldReport) 
             n <= MAX_ROWS || r["i"].as_u64().is_some_and(|i| named.contains(&(i as usize)))
         });
         tenures.truncate(MAX_ROWS);
+        // Every row a violation names stays on the page (the oracle names rows of this history).
+        assert!(
+            named.iter().all(|i| rows.iter().any(|r| r["i"].as_u64() == Some(*i as u64))),
+            "a row a violation names was left off the page"
+        );
     }
     total - rows.len()
 }

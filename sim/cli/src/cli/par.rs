@@ -41,6 +41,8 @@ pub fn map<T: Sync, R: Send>(items: &[T], jobs: usize, progress: &Progress, f: i
             true
         },
     );
+    // A sink that never stops sees every index: a result per item, in item order.
+    assert_eq!(results.len(), items.len(), "par::map lost results");
     results
 }
 
@@ -83,6 +85,8 @@ pub fn stream<R: Send>(
                             break;
                         }
                         s.next += 1;
+                        // Taken only within the window past what was handed on.
+                        assert!(s.next <= s.emitted + window, "index {} taken past the window", s.next - 1);
                         s.next - 1
                     };
                     let result = f(i);
@@ -93,6 +97,8 @@ pub fn stream<R: Send>(
                     let ready: Vec<(u64, R)> = {
                         let mut s = lock(&state);
                         s.pending.insert(i, result);
+                        // The memory bound: at most `window` results wait for an earlier one.
+                        assert!(s.pending.len() as u64 <= window, "{} results wait, past {window}", s.pending.len());
                         let mut ready = Vec::new();
                         loop {
                             let at = s.emitted;
