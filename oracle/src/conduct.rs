@@ -19,7 +19,7 @@
 use crate::checker::Checker;
 use std::collections::{BTreeMap, BTreeSet};
 
-use fencesim_store::{Epoch, RunId, RunStatus, Seq};
+use fencesim_store::{Epoch, JournalEntry, RunId, RunStatus, Seq};
 
 use super::model::{Run, entry_label, holder, settle_status};
 use super::serial::MAX_INDETERMINATE_PER_RUN;
@@ -160,64 +160,80 @@ fn possible(rows: &[Row], writes: &[usize], landed: &dyn Fn(usize) -> bool) -> b
 
 /// One run's dispatches along the writes `landed` picks among `writes`.
 fn dispatches(ctx: &Context, writes: &[usize], landed: &dyn Fn(usize) -> bool) -> Vec<Violation> {
-    // Open running entries: seq -> (step key, row); every running entry of the generation: its key.
-    let mut open: BTreeMap<Seq, (&str, usize)> = BTreeMap::new();
-    let mut opened: BTreeMap<Seq, &str> = BTreeMap::new();
+    let mut state = Dispatches::default();
     let mut found = Vec::new();
     for &pos in writes.iter().filter(|&&pos| landed(pos)) {
         let row = &ctx.rows[pos];
         let Some(call) = row.call() else { continue };
         match (call.surface, &call.payload) {
-            (Surface::Delete, _) => {
-                open.clear();
-                opened.clear();
-            }
+            (Surface::Delete, _) => state = Dispatches::default(),
             (Surface::Append, Payload::Entry(entry)) => {
                 if let Some(key) = step_key(entry) {
-                    if let Some((&seq, &(other, at))) = open.iter().next() {
-                        let same = if other == key { "the same step's" } else { "another step's" };
-                        found.push(Violation::new(
-                            DISPATCH_IDENTITY,
-                            format!(
-                                "{} opened dispatch {key} of {} at seq={} under {} while {same} dispatch {other} at seq={seq} was still open (row {at}): a re-dispatch must reuse its dangling entry",
-                                row.node,
-                                call.run,
-                                entry.seq,
-                                holder(call)
-                            ),
-                            Some(row.index),
-                            Some(at),
-                        ));
-                    }
-                    open.insert(entry.seq, (key, row.index));
-                    opened.insert(entry.seq, key);
+                    found.extend(state.open(key, row, call, entry));
                 } else if let Some(running) = entry.ref_seq {
-                    let key = entry.extra.get("key").and_then(|k| k.as_str());
-                    let why = match (open.remove(&running), opened.get(&running)) {
-                        (Some((step, _)), _) if key == Some(step) => None,
-                        (Some((step, _)), _) => Some(format!("the running entry is step {step}")),
-                        (None, Some(_)) => Some("that dispatch was already closed".to_owned()),
-                        (None, None) => Some("no running entry of this generation has that seq".to_owned()),
-                    };
-                    if let Some(why) = why {
-                        found.push(Violation::new(
-                            DISPATCH_IDENTITY,
-                            format!(
-                                "{} appended terminal {} to {} closing running seq={running}, but {why}",
-                                row.node,
-                                entry_label(entry),
-                                call.run
-                            ),
-                            Some(row.index),
-                            None,
-                        ));
-                    }
+                    found.extend(state.close(running, row, call, entry));
                 }
             }
             _ => {}
         }
     }
     found
+}
+
+/// The dispatches of one run generation, walked in acceptance order.
+#[derive(Default)]
+struct Dispatches<'a> {
+    /// The open running entries: seq -> (step key, row).
+    open: BTreeMap<Seq, (&'a str, usize)>,
+    /// Every running entry of the generation: seq -> step key.
+    opened: BTreeMap<Seq, &'a str>,
+}
+
+impl<'a> Dispatches<'a> {
+    /// A running entry of step `key` opens a dispatch: a violation when another was still open.
+    fn open(&mut self, key: &'a str, row: &Row, call: &Call, entry: &JournalEntry) -> Option<Violation> {
+        let found = self.open.iter().next().map(|(&seq, &(other, at))| {
+            let same = if other == key { "the same step's" } else { "another step's" };
+            Violation::new(
+                DISPATCH_IDENTITY,
+                format!(
+                    "{} opened dispatch {key} of {} at seq={} under {} while {same} dispatch {other} at seq={seq} was still open (row {at}): a re-dispatch must reuse its dangling entry",
+                    row.node,
+                    call.run,
+                    entry.seq,
+                    holder(call)
+                ),
+                Some(row.index),
+                Some(at),
+            )
+        });
+        self.open.insert(entry.seq, (key, row.index));
+        self.opened.insert(entry.seq, key);
+        found
+    }
+
+    /// A terminal closes the running entry at seq `running`: a violation unless that entry is
+    /// open and of the terminal's own step.
+    fn close(&mut self, running: Seq, row: &Row, call: &Call, entry: &JournalEntry) -> Option<Violation> {
+        let key = entry.extra.get("key").and_then(|k| k.as_str());
+        let why = match (self.open.remove(&running), self.opened.get(&running)) {
+            (Some((step, _)), _) if key == Some(step) => None,
+            (Some((step, _)), _) => Some(format!("the running entry is step {step}")),
+            (None, Some(_)) => Some("that dispatch was already closed".to_owned()),
+            (None, None) => Some("no running entry of this generation has that seq".to_owned()),
+        }?;
+        Some(Violation::new(
+            DISPATCH_IDENTITY,
+            format!(
+                "{} appended terminal {} to {} closing running seq={running}, but {why}",
+                row.node,
+                entry_label(entry),
+                call.run
+            ),
+            Some(row.index),
+            None,
+        ))
+    }
 }
 
 /// Per run generation, in acceptance order: once an accepted `run_settle` records a terminal
@@ -356,37 +372,7 @@ pub(super) fn justified_repair(ctx: &Context) -> Vec<Violation> {
             Event::Call(call) if call.surface == Surface::Delete && call.outcome.is_ok() => {
                 touched.remove(&run_key);
             }
-            // An offline resolution leaves meta `suspended` over a resolved journal (D11): that
-            // is the residue audit repairs to `running` (R5).
-            Event::Call(Call {
-                surface: Surface::Append,
-                outcome: CallOutcome::Ok,
-                payload: Payload::Entry(entry),
-                ..
-            }) if entry.kind == "resolution" => {
-                touched.entry(run_key).or_insert(row.index);
-            }
-            Event::Call(call)
-                if call.surface == Surface::Acquire
-                    && call.outcome.is_ok()
-                    && call.lease.as_ref().is_some_and(|l| !released.contains(&(run_key, l.epoch))) =>
-            {
-                touched.entry(run_key).or_insert(row.index);
-            }
-            Event::Fault { kind, run: Some(_), .. } if kind.interrupts() => {
-                touched.entry(run_key).or_insert(row.index);
-            }
-            // A segment that refused its run's workflow binding did so before any write (contracts
-            // 3.7): it left nothing to repair.
-            Event::Outcome { result: SegmentResult::Failed(error), .. } if *error != SegmentError::Binding => {
-                touched.entry(run_key).or_insert(row.index);
-            }
-            // A write the store failed outright (an I/O error, not a refusal) failed its segment,
-            // whether or not the segment lived to report it.
-            Event::Call(call)
-                if call.surface.is_mutation()
-                    && matches!(call.outcome, CallOutcome::Error(_) | CallOutcome::Injected) =>
-            {
+            event if touches(event, run_key, &released) => {
                 touched.entry(run_key).or_insert(row.index);
             }
             Event::Repair { run, status } if !touched.contains_key(&run_key) => {
@@ -404,6 +390,41 @@ pub(super) fn justified_repair(ctx: &Context) -> Vec<Violation> {
         }
     }
     found
+}
+
+/// Whether `event` touches its run (`run`) so that a later repair of it is justified: an
+/// offline resolution, a tenure that never released its lease (`released` holds those that did),
+/// a crash, stall or takeover aimed at it, a failed segment, or a write the store failed outright.
+fn touches(event: &Event, run: Run, released: &BTreeSet<(Run, Epoch)>) -> bool {
+    match event {
+        // An offline resolution leaves meta `suspended` over a resolved journal (D11): that
+        // is the residue audit repairs to `running` (R5).
+        Event::Call(Call {
+            surface: Surface::Append,
+            outcome: CallOutcome::Ok,
+            payload: Payload::Entry(entry),
+            ..
+        }) if entry.kind == "resolution" => true,
+        Event::Call(call)
+            if call.surface == Surface::Acquire
+                && call.outcome.is_ok()
+                && call.lease.as_ref().is_some_and(|l| !released.contains(&(run, l.epoch))) =>
+        {
+            true
+        }
+        Event::Fault { kind, run: Some(_), .. } if kind.interrupts() => true,
+        // A segment that refused its run's workflow binding did so before any write (contracts
+        // 3.7): it left nothing to repair.
+        Event::Outcome { result: SegmentResult::Failed(error), .. } if *error != SegmentError::Binding => true,
+        // A write the store failed outright (an I/O error, not a refusal) failed its segment,
+        // whether or not the segment lived to report it.
+        Event::Call(call)
+            if call.surface.is_mutation() && matches!(call.outcome, CallOutcome::Error(_) | CallOutcome::Injected) =>
+        {
+            true
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use super::model::{holder, settle_status};
 use super::{Context, Descriptor, Scope, Violation};
 use crate::checker::Checker;
-use crate::history::{Event, Payload, Surface};
+use crate::history::{Call, Event, Payload, Row, Surface};
 use fencesim_store::{RunId, RunStatus};
 
 pub(super) const DELETE_FINISHED: Checker = Checker::DeleteFinished;
@@ -31,6 +31,31 @@ struct Generation {
     bound: bool,
     meta: Option<RunStatus>,
     settle: Option<RunStatus>,
+}
+
+impl Generation {
+    /// An accepted delete of this generation: a violation when a leased delete removes a bound
+    /// run that neither its meta nor its last settle had finished.
+    fn deleted(&self, row: &Row, call: &Call) -> Option<Violation> {
+        let finished = self.meta.is_some_and(RunStatus::is_terminal) || self.settle.is_some_and(RunStatus::is_terminal);
+        if call.lease.is_none() || !self.bound || finished {
+            return None;
+        }
+        let shown = |s: Option<RunStatus>| s.map_or("none".to_owned(), |s| s.to_string());
+        Some(Violation::new(
+            DELETE_FINISHED,
+            format!(
+                "{} deleted run {} under {} while it was not finished (meta {}, last settle {})",
+                row.node,
+                call.run,
+                holder(call),
+                shown(self.meta),
+                shown(self.settle)
+            ),
+            Some(row.index),
+            None,
+        ))
+    }
 }
 
 pub(super) fn delete_finished(ctx: &Context) -> Vec<Violation> {
@@ -53,24 +78,7 @@ pub(super) fn delete_finished(ctx: &Context) -> Vec<Violation> {
                 }
             }
             (Surface::Delete, _) => {
-                let finished =
-                    run.meta.is_some_and(RunStatus::is_terminal) || run.settle.is_some_and(RunStatus::is_terminal);
-                if call.lease.is_some() && run.bound && !finished {
-                    let shown = |s: Option<RunStatus>| s.map_or("none".to_owned(), |s| s.to_string());
-                    found.push(Violation::new(
-                        DELETE_FINISHED,
-                        format!(
-                            "{} deleted run {} under {} while it was not finished (meta {}, last settle {})",
-                            row.node,
-                            call.run,
-                            holder(call),
-                            shown(run.meta),
-                            shown(run.settle)
-                        ),
-                        Some(row.index),
-                        None,
-                    ));
-                }
+                found.extend(run.deleted(row, call));
                 *run = Generation::default();
             }
             _ => {}

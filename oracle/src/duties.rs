@@ -15,7 +15,8 @@
 use super::model::Fence;
 use super::{Context, Descriptor, Scope, Violation};
 use crate::checker::Checker;
-use crate::history::{CallOutcome, Event, Role, Surface};
+use crate::history::{CallOutcome, Event, Role, Row, Surface};
+use fencesim_store::{Lease, RunId};
 
 pub(super) const HEALTHY_HOLDER: Checker = Checker::HealthyHolder;
 pub(super) const HEALTHY_HOLDER_CHECK: Descriptor = Descriptor {
@@ -38,6 +39,30 @@ fn aimed_at(role: Role, detail: &str, node: &str) -> bool {
     role == Role::Harness && detail.split_whitespace().next() == Some(base)
 }
 
+/// The position in `rows` of `node`'s last accepted acquire that granted `lease`.
+fn grant_of(rows: &[Row], node: &str, lease: &Lease) -> Option<usize> {
+    rows.iter().rposition(|r| {
+        r.call().is_some_and(|c| {
+            c.surface == Surface::Acquire && c.outcome.is_ok() && c.lease.as_ref() == Some(lease) && r.node == node
+        })
+    })
+}
+
+/// Whether row `r` excuses `node` letting its lease of `run` lapse: a fault on the node, on the
+/// run or aimed at the node, or a call of the node that the store did not answer cleanly.
+fn excuses(r: &Row, node: &str, run: &RunId) -> bool {
+    match &r.event {
+        Event::Fault { run: target, detail, .. } => {
+            r.node == node || target.as_ref() == Some(run) || aimed_at(r.role, detail, node)
+        }
+        Event::Call(c) if r.node == node => matches!(
+            c.outcome,
+            CallOutcome::Busy | CallOutcome::Error(_) | CallOutcome::Injected | CallOutcome::Indeterminate
+        ),
+        _ => false,
+    }
+}
+
 pub(super) fn healthy_holder(ctx: &Context) -> Vec<Violation> {
     let mut found = Vec::new();
     let mut judged = std::collections::BTreeSet::new();
@@ -49,29 +74,10 @@ pub(super) fn healthy_holder(ctx: &Context) -> Vec<Violation> {
         if call.outcome.is_ok() || !judged.insert((&row.node, &lease.run, lease.epoch)) {
             continue;
         }
-        let Some(granted) = ctx.rows[..pos].iter().rposition(|r| {
-            r.call().is_some_and(|c| {
-                c.surface == Surface::Acquire
-                    && c.outcome.is_ok()
-                    && c.lease.as_ref() == Some(lease)
-                    && r.node == row.node
-            })
-        }) else {
-            continue;
-        };
+        let Some(granted) = grant_of(&ctx.rows[..pos], &row.node, lease) else { continue };
         let since = ctx.rows[granted].at_ms.saturating_sub(ctx.cfg.ttl_ms.saturating_mul(LOOKBACK_TTLS));
         let first = ctx.rows[..granted].partition_point(|r| r.at_ms < since);
-        let disturbed = ctx.rows[first..=pos].iter().any(|r| match &r.event {
-            Event::Fault { run, detail, .. } => {
-                r.node == row.node || run.as_ref() == Some(&lease.run) || aimed_at(r.role, detail, &row.node)
-            }
-            Event::Call(c) if r.node == row.node => matches!(
-                c.outcome,
-                CallOutcome::Busy | CallOutcome::Error(_) | CallOutcome::Injected | CallOutcome::Indeterminate
-            ),
-            _ => false,
-        });
-        if disturbed {
+        if ctx.rows[first..=pos].iter().any(|r| excuses(r, &row.node, &lease.run)) {
             continue;
         }
         let renewed = ctx.rows[granted..pos]

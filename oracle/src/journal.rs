@@ -60,11 +60,18 @@ fn accepted_delete(row: &Row) -> Option<&RunId> {
 /// Stored seqs strictly increase, and every accepted append was above the tail of its run's
 /// journal (the current generation's accepted appends) when it was accepted.
 pub(super) fn journal_seq_order(ctx: &Context) -> Vec<Violation> {
-    let (rows, snapshot, writers) = (ctx.rows, ctx.snapshot, &ctx.writers);
+    let (mut found, reported) = accepted_seq_order(ctx);
+    found.extend(stored_seq_order(ctx, &reported));
+    found
+}
+
+/// Along row order, each accepted append against the tail of its run's journal when it was
+/// accepted: the violations, and the rows they name (the final check does not report them twice).
+fn accepted_seq_order(ctx: &Context) -> (Vec<Violation>, BTreeSet<usize>) {
     let mut tails: BTreeMap<Run, (Seq, usize)> = BTreeMap::new();
     let mut found = Vec::new();
     let mut reported = BTreeSet::new();
-    for row in rows {
+    for row in ctx.rows {
         let Some(key) = ctx.runs.at(row.index) else { continue };
         if accepted_delete(row).is_some() {
             tails.remove(&key);
@@ -90,7 +97,15 @@ pub(super) fn journal_seq_order(ctx: &Context) -> Vec<Violation> {
             }
         }
     }
-    for (run, state) in &snapshot.runs {
+    (found, reported)
+}
+
+/// In each final journal the stored seqs strictly increase: the first pair out of order, unless
+/// the history check already reported the append that stored it.
+fn stored_seq_order(ctx: &Context, reported: &BTreeSet<usize>) -> Vec<Violation> {
+    let (rows, writers) = (ctx.rows, &ctx.writers);
+    let mut found = Vec::new();
+    for (run, state) in &ctx.snapshot.runs {
         let Some(i) = (1..state.journal.len()).find(|&i| state.journal[i].seq <= state.journal[i - 1].seq) else {
             continue;
         };
@@ -113,11 +128,19 @@ pub(super) fn journal_seq_order(ctx: &Context) -> Vec<Violation> {
 /// Per (run, epoch) at most one accepted `run_settle`, and no accepted append after it; in the
 /// final journal nothing follows the last `run_settle` that its own tenure wrote.
 pub(super) fn one_settle_per_segment(ctx: &Context) -> Vec<Violation> {
-    let (rows, snapshot, writers) = (ctx.rows, ctx.snapshot, &ctx.writers);
+    let (mut found, reported) = accepted_settles(ctx);
+    found.extend(settle_segments(ctx, &reported));
+    found.extend(stored_stragglers(ctx, &reported));
+    found
+}
+
+/// Along row order, each accepted append after its tenure's accepted `run_settle`: the
+/// violations, and the rows they name (the final checks do not report them twice).
+fn accepted_settles(ctx: &Context) -> (Vec<Violation>, BTreeSet<usize>) {
     let mut settles: BTreeMap<(&RunId, Epoch), usize> = BTreeMap::new();
     let mut found = Vec::new();
     let mut reported = BTreeSet::new();
-    for row in rows {
+    for row in ctx.rows {
         let Some((run, entry)) = accepted_append(row) else { continue };
         let Some(call) = row.call() else { continue };
         let Some(epoch) = call.epoch() else { continue };
@@ -144,9 +167,16 @@ pub(super) fn one_settle_per_segment(ctx: &Context) -> Vec<Violation> {
             None => {}
         }
     }
-    found.extend(settle_segments(ctx, &reported));
+    (found, reported)
+}
+
+/// In each final journal, an entry after the last `run_settle` written under that settle's own
+/// epoch, unless the history check already reported it.
+fn stored_stragglers(ctx: &Context, reported: &BTreeSet<usize>) -> Vec<Violation> {
+    let (rows, writers) = (ctx.rows, &ctx.writers);
+    let mut found = Vec::new();
     let epoch_of = |pos: usize| rows.get(pos).and_then(Row::call).and_then(|c| c.epoch());
-    for (run, state) in &snapshot.runs {
+    for (run, state) in &ctx.snapshot.runs {
         let Some((at, _)) = last_settle(&state.journal) else { continue };
         let Some(settle_pos) = writers.entry(run, &state.journal[at]) else { continue };
         let Some(epoch) = epoch_of(settle_pos) else { continue };
@@ -214,10 +244,17 @@ fn settle_segments(ctx: &Context, reported: &BTreeSet<usize>) -> Vec<Violation> 
 /// and the final terminal meta is backed the same way. An empty journal needs no settle
 /// (contracts 3.6.4: a run that journaled nothing settles without one).
 pub(super) fn meta_not_ahead(ctx: &Context) -> Vec<Violation> {
-    let (rows, snapshot, writers) = (ctx.rows, ctx.snapshot, &ctx.writers);
+    let mut found = accepted_meta_ahead(ctx);
+    found.extend(stored_meta_ahead(ctx));
+    found
+}
+
+/// Along row order, each accepted terminal put_meta against its run's journal of accepted
+/// appends (since the run's last accepted delete) when it was accepted.
+fn accepted_meta_ahead(ctx: &Context) -> Vec<Violation> {
     let mut journals: BTreeMap<&RunId, Vec<(usize, &JournalEntry)>> = BTreeMap::new();
     let mut found = Vec::new();
-    for row in rows {
+    for row in ctx.rows {
         if let Some(run) = accepted_delete(row) {
             journals.remove(run);
         }
@@ -250,7 +287,15 @@ pub(super) fn meta_not_ahead(ctx: &Context) -> Vec<Violation> {
             cause,
         ));
     }
-    for (run, state) in &snapshot.runs {
+    found
+}
+
+/// Each final terminal meta against its run's final journal: backed by a last `run_settle` of
+/// its status, or by an empty journal.
+fn stored_meta_ahead(ctx: &Context) -> Vec<Violation> {
+    let (rows, writers) = (ctx.rows, &ctx.writers);
+    let mut found = Vec::new();
+    for (run, state) in &ctx.snapshot.runs {
         let Some(meta) = state.meta.as_ref().filter(|m| m.status.is_terminal()) else { continue };
         if state.journal.is_empty() {
             continue;

@@ -60,43 +60,48 @@ pub(super) fn no_stale_acceptance(ctx: &Context) -> Vec<Violation> {
         {
             continue;
         }
-        let (op, on, under) = (call.surface.as_str(), target(call), holder(call));
-        let (why, cause) = match fence {
-            Fence::Holder | Fence::HolderInDoubt => (None, None),
-            // S6: the administrator's unleased purge is legal; anyone else's unleased write is not.
-            Fence::Unleased if is_admin_purge(row.role, call) => (None, None),
-            Fence::Unleased => (Some(format!("unleased {op} of {on} accepted")), None),
-            Fence::OtherRun(other) => {
-                (Some(format!("{op} on {on} accepted under {under}, a lease for run {other}")), None)
-            }
-            Fence::Expired { clock, expires_at } => (
-                Some(format!(
-                    "{op} on {on} accepted under {under} after it expired (clock {clock} >= expires {expires_at})"
-                )),
-                None,
-            ),
-            Fence::Superseded(live) => (
-                Some(format!("{op} on {on} accepted under {under}, but the live holder was {}", live.label())),
-                Some(live.granted),
-            ),
-            Fence::NoLiveLease(None) => {
-                (Some(format!("{op} on {on} accepted under {under}, but {} had no lease row", call.run)), None)
-            }
-            Fence::NoLiveLease(Some(row)) => (
-                Some(format!(
-                    "{op} on {on} accepted under {under}, but {} had no live lease ({} expired at {})",
-                    call.run,
-                    row.label(),
-                    row.expires_at
-                )),
-                Some(row.granted),
-            ),
-        };
-        if let Some(why) = why {
+        if let Some((why, cause)) = stale_acceptance(fence, row.role, call) {
             found.push(Violation::new(NO_STALE_ACCEPTANCE, why, Some(row.index), cause));
         }
     }
     found
+}
+
+/// Why a call accepted under `fence` was not the live holder's, and the row that granted the
+/// lease it should have carried; `None` when the fence is the holder's (or an administrator's
+/// unleased purge, contracts S6).
+fn stale_acceptance(fence: &Fence, role: Role, call: &Call) -> Option<(String, Option<usize>)> {
+    let (op, on, under) = (call.surface.as_str(), target(call), holder(call));
+    let (why, cause) = match fence {
+        Fence::Holder | Fence::HolderInDoubt => (None, None),
+        // S6: the administrator's unleased purge is legal; anyone else's unleased write is not.
+        Fence::Unleased if is_admin_purge(role, call) => (None, None),
+        Fence::Unleased => (Some(format!("unleased {op} of {on} accepted")), None),
+        Fence::OtherRun(other) => (Some(format!("{op} on {on} accepted under {under}, a lease for run {other}")), None),
+        Fence::Expired { clock, expires_at } => (
+            Some(format!(
+                "{op} on {on} accepted under {under} after it expired (clock {clock} >= expires {expires_at})"
+            )),
+            None,
+        ),
+        Fence::Superseded(live) => (
+            Some(format!("{op} on {on} accepted under {under}, but the live holder was {}", live.label())),
+            Some(live.granted),
+        ),
+        Fence::NoLiveLease(None) => {
+            (Some(format!("{op} on {on} accepted under {under}, but {} had no lease row", call.run)), None)
+        }
+        Fence::NoLiveLease(Some(row)) => (
+            Some(format!(
+                "{op} on {on} accepted under {under}, but {} had no live lease ({} expired at {})",
+                call.run,
+                row.label(),
+                row.expires_at
+            )),
+            Some(row.granted),
+        ),
+    };
+    why.map(|why| (why, cause))
 }
 
 /// Granted epochs strictly increase per run (across delete/recreate), and no two nodes are

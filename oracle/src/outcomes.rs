@@ -21,7 +21,7 @@ use fencesim_store::{Epoch, RunId, RunStatus, Seq};
 use super::model::{Run, last_settle, open_suspensions, settle_status};
 use super::{Context, Descriptor, Scope, Violation};
 use crate::history::{
-    Call, CallOutcome, Effect, EffectKind, Event, Payload, RunState, SegmentError, SegmentResult, Surface,
+    Call, CallOutcome, Effect, EffectKind, Event, Payload, Row, RunState, SegmentError, SegmentResult, Surface,
 };
 
 pub(super) const REPAY_BOUND: Checker = Checker::RepayBound;
@@ -409,58 +409,23 @@ struct Since {
 /// to a journal it found empty, N's own terminal meta write of that status was accepted.
 /// Attempts and loads are keyed by (node, run): see the module doc.
 pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
-    let mut journals: BTreeMap<Run, Journal> = BTreeMap::new();
-    // Keyed by run first: a run's number tells most keys apart without comparing node names.
-    let mut since: BTreeMap<(Run, &str), Since> = BTreeMap::new();
+    let mut seen = Backing::default();
     let mut found = Vec::new();
     for row in ctx.rows {
         let Some(run_key) = ctx.runs.at(row.index) else { continue };
         match &row.event {
-            Event::Call(call) => {
-                let key = (run_key, row.node.as_str());
-                match (call.surface, &call.payload) {
-                    (Surface::Delete, _) if call.outcome.is_ok() => {
-                        // A new generation: what any node appended to the old one is gone with it.
-                        journals.remove(&run_key);
-                        since.iter_mut().filter(|((run, _), _)| *run == run_key).for_each(|(_, s)| s.wrote = false);
-                    }
-                    (Surface::PutMeta, Payload::Meta(meta)) if meta.status != RunStatus::Running => {
-                        let attempt = Attempt { row: row.index, outcome: call.outcome.clone(), status: meta.status };
-                        since.entry(key).or_default().meta = Some(attempt);
-                    }
-                    (Surface::Load, _) if call.outcome.is_ok() => {
-                        let view = journals.get(&run_key).copied().unwrap_or_default();
-                        since.entry(key).or_default().seen.push(view);
-                    }
-                    (Surface::Append, Payload::Entry(entry)) => {
-                        let status = settle_status(entry);
-                        let mine = since.entry(key).or_default();
-                        if let Some(status) = status {
-                            mine.settle = Some(Attempt { row: row.index, outcome: call.outcome.clone(), status });
-                        }
-                        if call.outcome.is_ok() {
-                            mine.wrote = true;
-                            let journal = journals.entry(run_key).or_default();
-                            journal.entries += 1;
-                            if let Some(status) = status {
-                                journal.last_settle = Some((row.index, status));
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            }
+            Event::Call(call) => seen.call(run_key, row, call),
             // A segment refused before it touched the store (a second live segment of the run,
             // a run that already exists, a binding refusal) made no calls: its outcome must not
             // take the attempts of the segment that did.
             Event::Outcome { result: SegmentResult::Failed(SegmentError::SegmentLive), .. } => {}
             Event::Outcome { run, result } => {
-                let mine = since.remove(&(run_key, row.node.as_str())).unwrap_or_default();
+                let mine = seen.since.remove(&(run_key, row.node.as_str())).unwrap_or_default();
                 let SegmentResult::Reported(reported) = *result else { continue };
                 if reported == RunStatus::Running {
                     continue;
                 }
-                let now = journals.get(&run_key).copied().unwrap_or_default();
+                let now = seen.journals.get(&run_key).copied().unwrap_or_default();
                 if let Some((why, cause)) = unbacked(&row.node, run, reported, mine, now) {
                     found.push(Violation::new(HONEST_OUTCOME, why, Some(row.index), cause));
                 }
@@ -469,6 +434,56 @@ pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
         }
     }
     found
+}
+
+/// What can back an outcome, walked in row order: each run's journal, and what each node did to
+/// each run since its previous outcome for it.
+#[derive(Default)]
+struct Backing<'a> {
+    /// Each run's journal as accepted so far in its generation.
+    journals: BTreeMap<Run<'a>, Journal>,
+    /// Per (run, node), what the node did since its previous outcome for the run. Keyed by run
+    /// first: a run's number tells most keys apart without comparing node names.
+    since: BTreeMap<(Run<'a>, &'a str), Since>,
+}
+
+impl<'a> Backing<'a> {
+    /// Record one call of `row`'s node on `run_key`: a delete, a terminal meta write, a load or
+    /// an append.
+    fn call(&mut self, run_key: Run<'a>, row: &'a Row, call: &Call) {
+        let key = (run_key, row.node.as_str());
+        match (call.surface, &call.payload) {
+            (Surface::Delete, _) if call.outcome.is_ok() => {
+                // A new generation: what any node appended to the old one is gone with it.
+                self.journals.remove(&run_key);
+                self.since.iter_mut().filter(|((run, _), _)| *run == run_key).for_each(|(_, s)| s.wrote = false);
+            }
+            (Surface::PutMeta, Payload::Meta(meta)) if meta.status != RunStatus::Running => {
+                let attempt = Attempt { row: row.index, outcome: call.outcome.clone(), status: meta.status };
+                self.since.entry(key).or_default().meta = Some(attempt);
+            }
+            (Surface::Load, _) if call.outcome.is_ok() => {
+                let view = self.journals.get(&run_key).copied().unwrap_or_default();
+                self.since.entry(key).or_default().seen.push(view);
+            }
+            (Surface::Append, Payload::Entry(entry)) => {
+                let status = settle_status(entry);
+                let mine = self.since.entry(key).or_default();
+                if let Some(status) = status {
+                    mine.settle = Some(Attempt { row: row.index, outcome: call.outcome.clone(), status });
+                }
+                if call.outcome.is_ok() {
+                    mine.wrote = true;
+                    let journal = self.journals.entry(run_key).or_default();
+                    journal.entries += 1;
+                    if let Some(status) = status {
+                        journal.last_settle = Some((row.index, status));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Why `node`'s report of `run` as `reported` is not backed (and the row that shows it), given

@@ -16,7 +16,7 @@ use fencesim_store::{RunId, RunStatus};
 use super::serial::MAX_INDETERMINATE_PER_RUN;
 use super::{Context, Descriptor, Scope, Violation};
 use crate::checker::Checker;
-use crate::history::{CallOutcome, Payload, Read, Surface};
+use crate::history::{CallOutcome, Payload, Read, Row, Surface};
 
 pub(super) const LINEARIZABLE_READS: Checker = Checker::LinearizableReads;
 pub(super) const LINEARIZABLE_READS_CHECK: Descriptor = Descriptor {
@@ -39,8 +39,9 @@ struct Miss {
     expected: State,
 }
 
-pub(super) fn linearizable_reads(ctx: &Context) -> Vec<Violation> {
-    let rows = ctx.rows;
+/// Per run, the positions of its writes that may have landed (accepted or indeterminate) and of
+/// its accepted reads, in row order, and whether it has any read.
+fn reads_and_writes(rows: &[Row]) -> BTreeMap<&RunId, (Vec<usize>, bool)> {
     let mut per_run: BTreeMap<&RunId, (Vec<usize>, bool)> = BTreeMap::new();
     for (pos, row) in rows.iter().enumerate() {
         let Some(call) = row.call() else { continue };
@@ -53,8 +54,13 @@ pub(super) fn linearizable_reads(ctx: &Context) -> Vec<Violation> {
             *reads |= read;
         }
     }
+    per_run
+}
+
+pub(super) fn linearizable_reads(ctx: &Context) -> Vec<Violation> {
+    let rows = ctx.rows;
     let mut found = Vec::new();
-    for (run, (positions, reads)) in per_run {
+    for (run, (positions, reads)) in reads_and_writes(rows) {
         if !reads {
             continue;
         }
