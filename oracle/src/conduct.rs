@@ -303,31 +303,15 @@ pub(super) fn silent_replay(ctx: &Context) -> Vec<Violation> {
 /// judged here: a write already on its way when the node paused (a stall, a busy retry) cannot be
 /// told from a new one in the history, and the store's fence refuses both (no-stale-acceptance).
 pub(super) fn renew_loss(ctx: &Context) -> Vec<Violation> {
-    type Tenure<'a> = (&'a str, &'a RunId, Epoch);
-    // Leases a node was granted by its own acquire.
-    let mut granted: BTreeSet<Tenure> = BTreeSet::new();
-    // The row of the first failed renew of each tenure.
-    let mut lost: BTreeMap<Tenure, usize> = BTreeMap::new();
+    let mut tenures = RenewLosses::default();
     let mut found = Vec::new();
     for row in ctx.rows {
         let node = row.node.as_str();
         match &row.event {
-            Event::Call(call) => {
-                let Some(lease) = &call.lease else { continue };
-                let key = (node, &call.run, lease.epoch);
-                match call.surface {
-                    Surface::Acquire if call.outcome.is_ok() => {
-                        granted.insert(key);
-                    }
-                    Surface::Renew if !call.outcome.is_ok() && granted.contains(&key) => {
-                        lost.entry(key).or_insert(row.index);
-                    }
-                    _ => {}
-                }
-            }
+            Event::Call(call) => tenures.call(node, row.index, call),
             Event::Effect(effect) => {
                 let Some(epoch) = effect.epoch else { continue };
-                let Some(&at) = lost.get(&(node, &effect.run, epoch)) else { continue };
+                let Some(&at) = tenures.lost.get(&(node, &effect.run, epoch)) else { continue };
                 // The failed renew is an earlier row of the same walk.
                 assert!(at < row.index, "row {}: a renew loss recorded at row {at}", row.index);
                 let what = match effect.kind {
@@ -348,6 +332,36 @@ pub(super) fn renew_loss(ctx: &Context) -> Vec<Violation> {
         }
     }
     found
+}
+
+/// A tenure: (node, run, epoch).
+type Tenure<'a> = (&'a str, &'a RunId, Epoch);
+
+/// The tenures a node was granted and the renews of them that failed, walked in row order.
+#[derive(Default)]
+struct RenewLosses<'a> {
+    /// Leases a node was granted by its own acquire.
+    granted: BTreeSet<Tenure<'a>>,
+    /// The row of the first failed renew of each tenure.
+    lost: BTreeMap<Tenure<'a>, usize>,
+}
+
+impl<'a> RenewLosses<'a> {
+    /// Record `node`'s call at row `index`: an accepted acquire grants a tenure, a failed renew
+    /// of a granted one loses it.
+    fn call(&mut self, node: &'a str, index: usize, call: &'a Call) {
+        let Some(lease) = &call.lease else { return };
+        let key = (node, &call.run, lease.epoch);
+        match call.surface {
+            Surface::Acquire if call.outcome.is_ok() => {
+                self.granted.insert(key);
+            }
+            Surface::Renew if !call.outcome.is_ok() && self.granted.contains(&key) => {
+                self.lost.entry(key).or_insert(index);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Every repair the operator made was of a run something touched in its generation: a crash,

@@ -67,20 +67,7 @@ pub(super) fn serial_history(ctx: &Context) -> Vec<Violation> {
             maybe.len() <= MAX_INDETERMINATE_PER_RUN && MAX_INDETERMINATE_PER_RUN < 32,
             "{run}: an unbounded search"
         );
-        // Every choice, "none committed" first: the first that matches the store wins.
-        let mut first = None;
-        for choice in 0..1u32 << maybe.len() {
-            let mut order = definite.clone();
-            order.extend(maybe.iter().enumerate().filter(|(i, _)| choice & (1 << i) != 0).map(|(_, k)| *k));
-            order.sort();
-            let violations = judge_run(ctx, run, &order);
-            if violations.is_empty() {
-                first = None;
-                break;
-            }
-            first.get_or_insert(violations);
-        }
-        let Some(mut violations) = first else { continue };
+        let Some(mut violations) = unmatched(ctx, run, &definite, &maybe) else { continue };
         if !maybe.is_empty() {
             let named: Vec<String> = maybe.iter().map(|(_, pos)| format!("#{}", rows[*pos].index)).collect();
             for v in &mut violations {
@@ -93,6 +80,29 @@ pub(super) fn serial_history(ctx: &Context) -> Vec<Violation> {
         found.extend(violations);
     }
     found
+}
+
+/// Judge `run` under every choice of committed or not for its indeterminate mutations `maybe`
+/// (with its accepted ones, `definite`), "none committed" first: `None` when some choice matches
+/// the store, else the first choice's violations.
+fn unmatched(
+    ctx: &Context,
+    run: &RunId,
+    definite: &[(Epoch, usize)],
+    maybe: &[(Epoch, usize)],
+) -> Option<Vec<Violation>> {
+    let mut first = None;
+    for choice in 0..1u32 << maybe.len() {
+        let mut order = definite.to_vec();
+        order.extend(maybe.iter().enumerate().filter(|(i, _)| choice & (1 << i) != 0).map(|(_, k)| *k));
+        order.sort();
+        let violations = judge_run(ctx, run, &order);
+        if violations.is_empty() {
+            return None;
+        }
+        first.get_or_insert(violations);
+    }
+    first
 }
 
 /// Diff one run's stored state against the replay of `order` ((epoch, position) of the mutations
