@@ -300,22 +300,29 @@ impl<'a> Count<'a> {
             self.deleted.insert(run, epoch.0);
         }
         if call.surface == Surface::Acquire && call.outcome.is_ok() {
-            let skew = call.clock_ms - row.at_ms;
-            if let Some((holder, other)) = self.holder_skew.get(run)
-                && *holder != row.node
-                && (skew - other).abs() > self.ttl_ms
-            {
-                self.hit("skew-beyond-ttl".to_owned());
-            }
-            self.holder_skew.insert(run, (row.node.as_str(), skew));
-            for site in self.crashed.remove(run).unwrap_or_default() {
-                self.hit(format!("resume-after-crash-at-{site}"));
-            }
-            if let (Some(before), Some(epoch)) = (self.deleted.remove(run), call.epoch())
-                && epoch.0 > before
-            {
-                self.hit("recreate-tombstone-held".to_owned());
-            }
+            self.granted(row, call);
+        }
+    }
+
+    /// What an accepted grant of `call.run` shows or resumes: a clock skew beyond the ttl against
+    /// the run's previous holder, a resume after a crash, a recreate that held its tombstone.
+    fn granted(&mut self, row: &'a Row, call: &'a Call) {
+        let run = call.run.as_str();
+        let skew = call.clock_ms - row.at_ms;
+        if let Some((holder, other)) = self.holder_skew.get(run)
+            && *holder != row.node
+            && (skew - other).abs() > self.ttl_ms
+        {
+            self.hit("skew-beyond-ttl".to_owned());
+        }
+        self.holder_skew.insert(run, (row.node.as_str(), skew));
+        for site in self.crashed.remove(run).unwrap_or_default() {
+            self.hit(format!("resume-after-crash-at-{site}"));
+        }
+        if let (Some(before), Some(epoch)) = (self.deleted.remove(run), call.epoch())
+            && epoch.0 > before
+        {
+            self.hit("recreate-tombstone-held".to_owned());
         }
     }
 }

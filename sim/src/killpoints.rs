@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use fencesim_engine::audit::{self, AuditVerdict};
 use fencesim_engine::entries::{self, kind, status};
 use fencesim_engine::{
-    Engine, EngineDefects, EngineError, EngineOptions, Env, Fault, Ledger, Paid, Phase, Point, RunOptions, Site,
-    Workflow, Write,
+    Engine, EngineDefects, EngineError, EngineOptions, Env, Fault, Ledger, Outcome, Paid, Phase, Point, RunOptions,
+    Site, Workflow, Write,
 };
 use fencesim_oracle::{Checker, Violation};
 use fencesim_store::{FaultAction, FaultPoint, JournalEntry, RunId, RunStatus, Store, StoreDefects, StoreError};
@@ -439,6 +439,27 @@ pub struct RefereeReport {
     pub violations: Vec<Violation>,
 }
 
+/// Resume `run` with `referee`, retrying every `retry_ms` of `env` time while the dead child's
+/// lease lingers, up to [`RESUME_DEADLINE_MS`]; the last attempt's outcome.
+async fn resume_patiently<E: Env + Clone>(
+    referee: &Engine<E>,
+    env: &E,
+    run: &RunId,
+    workflow: &Workflow,
+    retry_ms: u64,
+) -> Result<Outcome, EngineError> {
+    let mut waited = 0;
+    loop {
+        match referee.resume(run, workflow, RunOptions::default()).await {
+            Err(e) if e.is_lease_held() && waited < RESUME_DEADLINE_MS => {
+                env.sleep(retry_ms).await;
+                waited += retry_ms;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// The referee: check the crash residue (meta never ahead of the journal), resume the run over
 /// `store` (retrying every `retry_ms` while the dead child's lease lingers, up to
 /// [`RESUME_DEADLINE_MS`] of `env` time), then check the outcome, the journal, the meta and the
@@ -460,19 +481,9 @@ pub async fn referee<E: Env + Clone>(
     let before = store.load(run)?;
     let unstamped_limit = before.iter().any(|e| e.kind == kind::AGENT && entries::is_unstamped(&before, e));
 
-    // Resume, retrying while the dead child's lease lingers.
     let ledger = Ledger::new();
     let referee = engine(store.clone(), env.clone(), ledger.clone(), "kp-referee", config);
-    let mut waited = 0;
-    let outcome = loop {
-        match referee.resume(run, workflow, RunOptions::default()).await {
-            Err(e) if e.is_lease_held() && waited < RESUME_DEADLINE_MS => {
-                env.sleep(retry_ms).await;
-                waited += retry_ms;
-            }
-            other => break other,
-        }
-    };
+    let outcome = resume_patiently(&referee, &env, run, workflow, retry_ms).await;
     match &outcome {
         Ok(o) if o.status != RunStatus::Ok => {
             violations.push(finding(Checker::ReferenceModel, format!("resume settled {}, not ok", o.status)));

@@ -63,28 +63,19 @@ fn remove(path: &Path, left: &mut Vec<Leftover>) -> bool {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
-        Err(error) => {
-            left.push(Leftover { path: path.to_owned(), error });
-            return false;
-        }
+        Err(error) => return kept(left, path, error),
     };
     let removed = if meta.is_dir() {
         let entries = match std::fs::read_dir(path) {
             Ok(entries) => entries,
-            Err(error) => {
-                left.push(Leftover { path: path.to_owned(), error });
-                return false;
-            }
+            Err(error) => return kept(left, path, error),
         };
         let mut empty = true;
         for entry in entries {
-            match entry {
-                Ok(entry) => empty &= remove(&entry.path(), left),
-                Err(error) => {
-                    left.push(Leftover { path: path.to_owned(), error });
-                    empty = false;
-                }
-            }
+            empty &= match entry {
+                Ok(entry) => remove(&entry.path(), left),
+                Err(error) => kept(left, path, error),
+            };
         }
         if !empty {
             return false;
@@ -96,11 +87,14 @@ fn remove(path: &Path, left: &mut Vec<Leftover>) -> bool {
     match removed {
         Ok(()) => true,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-        Err(error) => {
-            left.push(Leftover { path: path.to_owned(), error });
-            false
-        }
+        Err(error) => kept(left, path, error),
     }
+}
+
+/// Keep the failure `error` at `path` in `left`; `false`, as `path` is not gone.
+fn kept(left: &mut Vec<Leftover>, path: &Path, error: std::io::Error) -> bool {
+    left.push(Leftover { path: path.to_owned(), error });
+    false
 }
 
 /// One warning line per leftover (at most `most`, then how many more), for stderr.

@@ -476,39 +476,7 @@ impl Doc {
             return Err((at(r), format!("runs: at most {} runs, got {}", limits.runs, self.runs.len())));
         }
         for r in &self.runs {
-            let run = r.get_ref();
-            if run.id.is_empty() || run.id.contains(char::is_whitespace) || !ids.insert(run.id.clone()) {
-                return Err((at(r), format!("runs: id '{}' is empty, has spaces or repeats", run.id)));
-            }
-            // This world's window, as for a scenario's start_ms: a run started later has too little
-            // of the liveness bound left to settle and would be reported as never reaching the store.
-            if run.start_ms > latest {
-                return Err((
-                    at(r),
-                    format!(
-                        "runs: '{}' starts at {} ms, later than fault_ms + liveness_ms / 2 = {latest} ms of this world",
-                        run.id, run.start_ms
-                    ),
-                ));
-            }
-            let window = limits.window_ms;
-            if run.cancel_ms.is_some_and(|ms| ms > window) {
-                return Err((at(r), format!("runs: '{}' is cancelled later than {window} ms", run.id)));
-            }
-            if !WORKFLOWS.contains(&run.workflow.as_str()) {
-                return Err((
-                    at(r),
-                    format!("runs: unknown workflow '{}' (known: {})", run.workflow, WORKFLOWS.join(", ")),
-                ));
-            }
-            runs.push(RunPlan {
-                id: RunId::new(run.id.clone()),
-                workflow: run.workflow.clone(),
-                start_ms: run.start_ms,
-                resolve: run.resolve,
-                recreate: run.recreate,
-                cancel_ms: run.cancel_ms,
-            });
+            runs.push(run_plan(r, &mut ids, latest)?);
         }
 
         Ok(runs)
@@ -593,6 +561,42 @@ impl Doc {
 
         Ok(events)
     }
+}
+
+/// One run of a plan file, checked: a unique id without spaces (`ids` holds those seen so far),
+/// a start no later than `latest`, a cancel inside the window, a known workflow.
+fn run_plan(r: &Spanned<DocRun>, ids: &mut BTreeSet<String>, latest: u32) -> Result<RunPlan, Bad> {
+    let run = r.get_ref();
+    let limits = &crate::scenario::LIMITS;
+    if run.id.is_empty() || run.id.contains(char::is_whitespace) || !ids.insert(run.id.clone()) {
+        return Err((at(r), format!("runs: id '{}' is empty, has spaces or repeats", run.id)));
+    }
+    // This world's window, as for a scenario's start_ms: a run started later has too little
+    // of the liveness bound left to settle and would be reported as never reaching the store.
+    if run.start_ms > latest {
+        return Err((
+            at(r),
+            format!(
+                "runs: '{}' starts at {} ms, later than fault_ms + liveness_ms / 2 = {latest} ms of this world",
+                run.id, run.start_ms
+            ),
+        ));
+    }
+    let window = limits.window_ms;
+    if run.cancel_ms.is_some_and(|ms| ms > window) {
+        return Err((at(r), format!("runs: '{}' is cancelled later than {window} ms", run.id)));
+    }
+    if !WORKFLOWS.contains(&run.workflow.as_str()) {
+        return Err((at(r), format!("runs: unknown workflow '{}' (known: {})", run.workflow, WORKFLOWS.join(", "))));
+    }
+    Ok(RunPlan {
+        id: RunId::new(run.id.clone()),
+        workflow: run.workflow.clone(),
+        start_ms: run.start_ms,
+        resolve: run.resolve,
+        recreate: run.recreate,
+        cancel_ms: run.cancel_ms,
+    })
 }
 
 #[cfg(test)]

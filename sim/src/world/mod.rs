@@ -428,9 +428,7 @@ async fn supervise(
     let settled_early = match drive(&shared, &handle, observer.as_ref(), zombie, &stopped).await {
         Ok(settled_early) => settled_early,
         Err(e) => {
-            for id in lock(&shared.node_ids).values() {
-                handle.kill(*id);
-            }
+            kill_nodes(&shared, &handle);
             return Err(e);
         }
     };
@@ -442,9 +440,7 @@ async fn supervise(
             "liveness bound reached: stop".into()
         }),
     );
-    for id in lock(&shared.node_ids).values() {
-        handle.kill(*id);
-    }
+    kill_nodes(&shared, &handle);
     if let Some(error) = lock(&shared.errors).drain(..).next() {
         return Err(error);
     }
@@ -534,6 +530,22 @@ fn start_nodes(shared: &Arc<Shared>, handle: &Handle) {
     }
 }
 
+/// Kill every node of the world, in the order of their names.
+fn kill_nodes(shared: &Shared, handle: &Handle) {
+    for id in lock(&shared.node_ids).values() {
+        handle.kill(*id);
+    }
+}
+
+/// The liveness bound, in ms of the world's time: the end of the fault window plus the liveness
+/// window that follows from the world's settings (`crate::pace`), never below liveness_ms.
+fn deadline_ms(shared: &Shared) -> i64 {
+    let world = &shared.cfg.scenario.world;
+    let settings = crate::scenario::pace::Settings::of(world);
+    let window = crate::scenario::pace::Pace::of_plan(&shared.plan, &settings).window_ms();
+    i64::from(world.fault_ms).saturating_add(i64::try_from(window).unwrap_or(i64::MAX))
+}
+
 /// Tick the world: fire the plan's timed events, switch faults off at the end of the fault
 /// window, restart crashed nodes when due, and stop at the liveness bound or as soon as nothing
 /// can still happen. Whether it stopped early, every run settled or waiting.
@@ -544,13 +556,9 @@ async fn drive(
     mut zombie: Option<nodes::Zombie>,
     stopped: &dyn Fn() -> bool,
 ) -> Result<bool, HarnessError> {
-    let world = &shared.cfg.scenario.world;
     let mut events = shared.plan.events.clone().into_iter().peekable();
-    let fault_ms = i64::from(world.fault_ms);
-    // The liveness window follows from the world's settings (`crate::pace`), never below liveness_ms.
-    let settings = crate::scenario::pace::Settings::of(world);
-    let window = crate::scenario::pace::Pace::of_plan(&shared.plan, &settings).window_ms();
-    let deadline = fault_ms.saturating_add(i64::try_from(window).unwrap_or(i64::MAX));
+    let fault_ms = i64::from(shared.cfg.scenario.world.fault_ms);
+    let deadline = deadline_ms(shared);
     let tick = 250;
     loop {
         sleep_ms(tick).await;

@@ -156,19 +156,7 @@ fn opaque_payload(t: &dyn Target) -> CheckResult {
     let fx = t.fresh(MAIN_TTL_MS)?;
     let (a, b) = (fx.connect()?, fx.connect()?);
     let run = RunId::from("a4-run");
-    let legacy = json!({
-        "v": 1,
-        "seq": 2,
-        "ref": 1,
-        "kind": "wormhole.v9",
-        "status": "ok",
-        "text": "ünïcödé ✓ 漢字 🙂 \"quoted\" back\\slash\ttab\nnewline",
-        "value": 0.1_f64 + 0.2_f64,
-        "nested": {"a": null, "b": [null, {"c": null}], "d": {"e": []}},
-        "unknownTopLevel": {"keep": ["me", 1, true]},
-    });
-    let appended: JournalEntry = serde_json::from_value(legacy)
-        .map_err(|e| Verdict::Fail(format!("the kit could not build its legacy entry: {e}")))?;
+    let appended = legacy_entry()?;
     a.append(&run, &appended, None)?;
     let seen = b.load(&run)?;
     let [got] = seen.as_slice() else {
@@ -277,6 +265,23 @@ fn expect_invalid(what: &str, result: crate::error::StoreResult<()>) -> CheckRes
         Err(e) => fail!("{what}: expected invalid_payload, got {} ({e})", e.code()),
         Ok(()) => fail!("{what}: expected invalid_payload, but it was accepted"),
     }
+}
+
+/// A legacy-shaped terminal entry (seq 2, its typed `ref` to seq 1) with text a store could
+/// mangle, a float, nulls at every depth and a top-level field no version defined.
+fn legacy_entry() -> Result<JournalEntry, Verdict> {
+    let legacy = json!({
+        "v": 1,
+        "seq": 2,
+        "ref": 1,
+        "kind": "wormhole.v9",
+        "status": "ok",
+        "text": "ünïcödé ✓ 漢字 🙂 \"quoted\" back\\slash\ttab\nnewline",
+        "value": 0.1_f64 + 0.2_f64,
+        "nested": {"a": null, "b": [null, {"c": null}], "d": {"e": []}},
+        "unknownTopLevel": {"keep": ["me", 1, true]},
+    });
+    serde_json::from_value(legacy).map_err(|e| Verdict::Fail(format!("the kit could not build its legacy entry: {e}")))
 }
 
 fn legacy_meta(run: &RunId) -> RunMeta {
