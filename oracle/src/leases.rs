@@ -7,11 +7,11 @@
 use crate::checker::Checker;
 use std::collections::{BTreeMap, BTreeSet};
 
-use fencesim_store::{Epoch, RunId};
+use fencesim_store::{Epoch, Lease, RunId};
 
 use super::model::{Fence, Run, holder, target};
 use super::{Context, Descriptor, Scope, Violation};
-use crate::history::{Call, CallOutcome, Role, Surface};
+use crate::history::{Call, CallOutcome, Role, Row, Surface};
 
 pub(super) const NO_STALE_ACCEPTANCE: Checker = Checker::NoStaleAcceptance;
 pub(super) const NO_STALE_ACCEPTANCE_CHECK: Descriptor = Descriptor {
@@ -107,9 +107,7 @@ fn stale_acceptance(fence: &Fence, role: Role, call: &Call) -> Option<(String, O
 /// Granted epochs strictly increase per run (across delete/recreate), and no two nodes are
 /// accepted under the same (run, epoch): a duplicate serial position.
 pub(super) fn epochs_increasing<'a>(ctx: &Context<'a>) -> Vec<Violation> {
-    let mut granted: BTreeMap<Run<'a>, (Epoch, usize)> = BTreeMap::new();
-    let mut positions: BTreeMap<(&'a RunId, Epoch), (&'a str, usize)> = BTreeMap::new();
-    let mut reported: BTreeSet<(&'a RunId, Epoch)> = BTreeSet::new();
+    let mut seen = Grants::default();
     let mut found = Vec::new();
     for row in ctx.rows {
         let Some(call) = row.call().filter(|c| c.outcome.is_ok()) else { continue };
@@ -117,31 +115,59 @@ pub(super) fn epochs_increasing<'a>(ctx: &Context<'a>) -> Vec<Violation> {
         if call.surface == Surface::Acquire
             && let Some(run) = ctx.runs.at(row.index)
         {
-            match granted.get(&run) {
-                Some(&(top, at)) if lease.epoch <= top => {
-                    // The rows are walked in order: the grant it is judged against came first.
-                    assert!(at < row.index, "row {}: an earlier grant recorded at row {at}", row.index);
-                    let what = if lease.epoch == top { "the same epoch" } else { "a higher epoch" };
-                    found.push(Violation::new(
-                        EPOCHS_INCREASING,
-                        format!(
-                            "acquire of {} granted e{} to {} at row {}, but {what} e{top} was granted at row {at}",
-                            call.run, lease.epoch, lease.owner, row.index
-                        ),
-                        Some(row.index),
-                        Some(at),
-                    ));
-                }
-                _ => {
-                    granted.insert(run, (lease.epoch, row.index));
-                }
+            found.extend(seen.grant(run, row, call, lease));
+        }
+        found.extend(seen.position(row, lease));
+    }
+    found
+}
+
+/// The grants and serial positions seen so far, walked in row order.
+#[derive(Default)]
+struct Grants<'a> {
+    /// Per run generation, its highest granted epoch and the row that granted it.
+    granted: BTreeMap<Run<'a>, (Epoch, usize)>,
+    /// Per serial position (run, epoch), the first node accepted under it and its row.
+    positions: BTreeMap<(&'a RunId, Epoch), (&'a str, usize)>,
+    /// The serial positions already reported as duplicates: one violation each.
+    reported: BTreeSet<(&'a RunId, Epoch)>,
+}
+
+impl<'a> Grants<'a> {
+    /// An accepted acquire of `run` at `row`: a violation unless its epoch is above every epoch
+    /// granted before it.
+    fn grant(&mut self, run: Run<'a>, row: &Row, call: &Call, lease: &Lease) -> Option<Violation> {
+        match self.granted.get(&run) {
+            Some(&(top, at)) if lease.epoch <= top => {
+                // The rows are walked in order: the grant it is judged against came first.
+                assert!(at < row.index, "row {}: an earlier grant recorded at row {at}", row.index);
+                let what = if lease.epoch == top { "the same epoch" } else { "a higher epoch" };
+                Some(Violation::new(
+                    EPOCHS_INCREASING,
+                    format!(
+                        "acquire of {} granted e{} to {} at row {}, but {what} e{top} was granted at row {at}",
+                        call.run, lease.epoch, lease.owner, row.index
+                    ),
+                    Some(row.index),
+                    Some(at),
+                ))
+            }
+            _ => {
+                self.granted.insert(run, (lease.epoch, row.index));
+                None
             }
         }
+    }
+
+    /// An accepted call at `row` under `lease`: a violation when another node was accepted under
+    /// the same serial position before (reported once per position).
+    fn position(&mut self, row: &'a Row, lease: &'a Lease) -> Option<Violation> {
         let key = (&lease.run, lease.epoch);
-        match positions.get(&key) {
-            Some(&(node, at)) if node != row.node && !reported.contains(&key) => {
+        match self.positions.get(&key) {
+            Some(&(node, at)) if node != row.node && !self.reported.contains(&key) => {
                 assert!(at < row.index, "row {}: an earlier serial position recorded at row {at}", row.index);
-                found.push(Violation::new(
+                self.reported.insert(key);
+                Some(Violation::new(
                     EPOCHS_INCREASING,
                     format!(
                         "duplicate serial position {}@e{}: {} at row {at} and {} at row {} were both accepted under it",
@@ -149,16 +175,15 @@ pub(super) fn epochs_increasing<'a>(ctx: &Context<'a>) -> Vec<Violation> {
                     ),
                     Some(row.index),
                     Some(at),
-                ));
-                reported.insert(key);
+                ))
             }
-            Some(_) => {}
+            Some(_) => None,
             None => {
-                positions.insert(key, (&row.node, row.index));
+                self.positions.insert(key, (&row.node, row.index));
+                None
             }
         }
     }
-    found
 }
 
 /// No acquire is granted while another lease row of the run is live at the acquirer's clock.
