@@ -138,8 +138,8 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct JanitorArgs {
-    /// The folder to remove.
-    dir: std::path::PathBuf,
+    /// The folder to make the process root in (and to remove it from when the parent is gone).
+    parent: std::path::PathBuf,
 }
 
 /// How long a store adapter may take, on every subcommand that takes `--store cmd:COMMAND`.
@@ -307,7 +307,7 @@ fn dispatch(command: Command) -> CmdResult {
         Command::SoakCheck(args) => soak::check(&args),
         Command::SoakWriter(args) => soak::writer(&args),
         Command::Janitor(args) => {
-            fencesim_real::proc::janitor::clean_up_after_parent(&args.dir);
+            fencesim_real::proc::janitor::make_root_and_clean_up(&args.parent);
             Ok(Verdict::Pass)
         }
     }

@@ -448,3 +448,40 @@ fn a_scenario_whose_faults_cannot_fire_is_refused() {
         assert!(err.contains(message), "{message}: {err}");
     }
 }
+
+/// The janitor makes the process root itself and says where (its path, then a NUL), so the root
+/// never exists without the process that removes it: made by the parent first, a `SIGKILL` between
+/// the folder and the janitor's start left it behind. Its parent gone (the pipe at EOF), it
+/// removes the root, also when the parent died before reading where it was.
+#[test]
+#[allow(clippy::disallowed_methods, reason = "the test watches a real process in wall time")]
+fn the_janitor_makes_the_root_says_where_and_removes_it_when_its_parent_is_gone() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::os::unix::ffi::OsStringExt;
+    for read_first in [true, false] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut janitor = std::process::Command::new(env!("CARGO_BIN_EXE_fencesim"))
+            .arg("janitor")
+            .arg(tmp.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the janitor");
+        let mut said = Vec::new();
+        let mut stdout = BufReader::new(janitor.stdout.take().unwrap());
+        if read_first {
+            stdout.read_until(0, &mut said).unwrap();
+            assert_eq!(said.pop(), Some(0), "the path ends in a NUL");
+            let root = std::path::PathBuf::from(std::ffi::OsString::from_vec(said));
+            assert!(root.is_dir() && root.starts_with(tmp.path()), "{}", root.display());
+            std::fs::write(root.join("a file"), "x").unwrap();
+        }
+        drop(janitor.stdin.take());
+        let status = janitor.wait().unwrap();
+        assert!(status.success(), "{status}");
+        let mut rest = Vec::new();
+        stdout.read_to_end(&mut rest).unwrap();
+        let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().path()).collect();
+        assert!(left.is_empty(), "read the path first: {read_first}; left behind {left:?}");
+    }
+}

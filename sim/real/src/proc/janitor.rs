@@ -9,16 +9,21 @@
 //! ([`release_process_root`]). Library users (tests, benchmarks) that never enable a root get
 //! plain temporary folders.
 //!
-//! The janitor is a child process (this binary, hidden subcommand `janitor`) that waits for EOF
-//! on a pipe only its parent holds (close-on-exec, so no other child inherits the write end): the
-//! parent's exit, normal or not, closes it. It then gives the parent's other children a moment
-//! to die of their parent-death signal and removes the root. It runs in a process group of its
-//! own, so a `SIGKILL` of the parent's whole group leaves it standing to clean up. A parent that
-//! removed the root itself dismisses it first, and it exits at once.
+//! The janitor is a child process (this binary, hidden subcommand `janitor`) that makes the root
+//! itself and says where (its path and a NUL on its stdout), then waits for EOF on a pipe only its
+//! parent holds (close-on-exec, so no other child inherits the write end): the parent's exit,
+//! normal or not, closes it. It then gives the parent's other children a moment to die of their
+//! parent-death signal and removes the root. The root never exists without its janitor: a parent
+//! that made the folder and then started the janitor left the folder behind when a `SIGKILL` fell
+//! between the two (a flake hunt caught it, `an_adapter_dies_with_a_sigkilled_fencesim_...`). It
+//! runs in a process group of its own, so a `SIGKILL` of the parent's whole group leaves it
+//! standing to clean up. A parent that removed the root itself dismisses it first, and it exits at
+//! once.
 
 #![allow(clippy::disallowed_methods, reason = "the janitor waits in real time, outside any world")]
 
-use std::io::{PipeWriter, Write as _};
+use std::io::{BufRead as _, BufReader, PipeWriter, Read as _, Write as _};
+use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -38,6 +43,9 @@ const GRACE_MS: u64 = 300;
 /// folder to the janitor.
 const REMOVE_ATTEMPTS: usize = 200;
 
+/// The longest path a janitor may say (Linux's `PATH_MAX`).
+const MAX_PATH_BYTES: u64 = 4096;
+
 /// What a parent writes to the pipe when it removed the folder itself.
 const DISMISSED: &[u8] = b"dismissed";
 
@@ -49,18 +57,37 @@ struct Janitor {
 }
 
 impl Janitor {
-    /// Start `exe` (this binary) as the janitor of `dir`.
-    fn start(exe: &Path, dir: &Path) -> std::io::Result<Self> {
+    /// Start `exe` (this binary) as a janitor that makes a `fencesim-XXXXXX` folder inside
+    /// `parent`; the janitor and the folder's path, once it exists.
+    fn start(exe: &Path, parent: &Path) -> std::io::Result<(Self, PathBuf)> {
         let (reader, pipe) = std::io::pipe()?;
-        let child = Command::new(exe)
+        let mut child = Command::new(exe)
             .arg(SUBCOMMAND)
-            .arg(dir)
+            .arg(parent)
             .process_group(0)
             .stdin(Stdio::from(reader))
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()?;
-        Ok(Self { child, pipe: Some(pipe) })
+        let mut said = Vec::new();
+        let read = match child.stdout.take() {
+            Some(stdout) => BufReader::new(stdout).take(MAX_PATH_BYTES).read_until(0, &mut said),
+            None => Ok(0),
+        };
+        let made = said.pop() == Some(0);
+        let dir = PathBuf::from(std::ffi::OsString::from_vec(said));
+        let janitor = Self { child, pipe: Some(pipe) };
+        read?;
+        if !made || !dir.is_dir() {
+            // Closing the pipe (the drop) ends it; nothing was made, or it removes what it made.
+            drop(janitor);
+            return Err(std::io::Error::other(format!(
+                "the janitor made no folder in {} (it said {:?})",
+                parent.display(),
+                dir.display()
+            )));
+        }
+        Ok((janitor, dir))
     }
 
     /// The folder is gone already: the janitor exits without waiting, and is reaped.
@@ -78,9 +105,26 @@ impl Drop for Janitor {
     }
 }
 
-/// The janitor's own body: wait for EOF on stdin (the parent finished or died); unless the
-/// parent dismissed it, give the parent's other children a moment to die, then remove `dir`.
-pub fn clean_up_after_parent(dir: &Path) {
+/// The janitor's own body: make the root inside `parent` and write its path and a NUL to stdout,
+/// then [`clean_up_after_parent`]. A parent gone before it read the path is seen the same way (a
+/// failed write changes nothing: the janitor waits for EOF and removes what it made).
+pub fn make_root_and_clean_up(parent: &Path) {
+    let Ok(dir) = tempfile::Builder::new().prefix("fencesim-").disable_cleanup(true).tempdir_in(parent) else {
+        return;
+    };
+    let dir = dir.keep();
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(dir.as_os_str().as_bytes())
+        .and_then(|()| stdout.write_all(&[0]))
+        .and_then(|()| stdout.flush());
+    drop(stdout);
+    clean_up_after_parent(&dir);
+}
+
+/// Wait for EOF on stdin (the parent finished or died); unless the parent dismissed it, give the
+/// parent's other children a moment to die, then remove `dir`.
+fn clean_up_after_parent(dir: &Path) {
     let mut said = Vec::new();
     let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut said);
     if said == DISMISSED {
@@ -95,7 +139,7 @@ pub fn clean_up_after_parent(dir: &Path) {
 enum Root {
     Off,
     Enabled(PathBuf),
-    Made { dir: TempDir, janitor: Janitor },
+    Made { dir: PathBuf, janitor: Janitor },
 }
 
 static ROOT: Mutex<Root> = Mutex::new(Root::Off);
@@ -123,7 +167,7 @@ pub fn release_process_root() {
         // and the rmdir) is tried again. Left standing, the janitor removes it after the exit.
         // Folders made read-only inside it (by a store adapter, in its location) are opened up
         // and removed; what still cannot be removed is named on stderr, never left silently.
-        let path = dir.keep();
+        let path = dir;
         let mut left = Vec::new();
         for _ in 0..REMOVE_ATTEMPTS {
             left = fencesim_sim::removal::remove_tree(&path);
@@ -151,17 +195,16 @@ pub fn temp_dir(prefix: &str, keep: bool) -> std::io::Result<TempDir> {
     }
     let mut root = root();
     if let Root::Enabled(exe) = &*root {
-        let dir = tempfile::Builder::new().prefix("fencesim-").tempdir()?;
-        let janitor = Janitor::start(exe, dir.path())?;
+        let (janitor, dir) = Janitor::start(exe, &std::env::temp_dir())?;
         *root = Root::Made { dir, janitor };
     }
     match &*root {
-        Root::Made { dir, .. } => builder.tempdir_in(dir.path()),
+        Root::Made { dir, .. } => builder.tempdir_in(dir),
         _ => builder.tempdir(),
     }
 }
 
 /// Whether `dir` is inside the process root, so a janitor removes it if the process dies.
 pub fn watched(dir: &Path) -> bool {
-    matches!(&*root(), Root::Made { dir: made, .. } if dir.starts_with(made.path()))
+    matches!(&*root(), Root::Made { dir: made, .. } if dir.starts_with(made))
 }
