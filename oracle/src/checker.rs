@@ -7,75 +7,93 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// An invariant, by the name reports print.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Checker {
-    /// `no-stale-acceptance`
-    NoStaleAcceptance,
-    /// `epochs-increasing`
-    EpochsIncreasing,
-    /// `one-live-lease`
-    OneLiveLease,
-    /// `serial-history`
-    SerialHistory,
-    /// `journal-seq-order`
-    JournalSeqOrder,
-    /// `one-settle-per-segment`
-    OneSettlePerSegment,
-    /// `meta-not-ahead`
-    MetaNotAhead,
-    /// `no-checkpoint-regression`
-    NoCheckpointRegression,
-    /// `repay-bound`
-    RepayBound,
-    /// `liveness`
-    Liveness,
-    /// `honest-outcome`
-    HonestOutcome,
-    /// `dispatch-identity`
-    DispatchIdentity,
-    /// `silent-replay`
-    SilentReplay,
-    /// `renew-loss`
-    RenewLoss,
-    /// `justified-repair`
-    JustifiedRepair,
-    /// `healthy-holder`
-    HealthyHolder,
-    /// `reference-model`
-    ReferenceModel,
-    /// `observables-monotonic`
-    ObservablesMonotonic,
-    /// `cancel-asked`
-    CancelAsked,
-    /// `failed-write-ends`
-    FailedWriteEnds,
-    /// `delete-finished`
-    DeleteFinished,
-    /// `worker-candidacy`
-    WorkerCandidacy,
-    /// `seq-contiguous`
-    SeqContiguous,
-    /// `typed-rejections`
-    TypedRejections,
-    /// `linearizable-reads`
-    LinearizableReads,
-    /// `clean-boot` (the store soak's judge)
-    CleanBoot,
-    /// `typed-refusals` (the store soak's judge)
-    TypedRefusals,
-    /// `log-complete` (the store soak's judge)
-    LogComplete,
-    /// `integrity` (the store soak's judge)
-    Integrity,
-    /// `writers-accounted` (the soaks' judges)
-    WritersAccounted,
-    /// `audit-consistent` (the engine soak's and the kill points' judges)
-    AuditConsistent,
-    /// `documented-counts` (the kill points' judge)
-    DocumentedCounts,
-    /// `kill-point-reached` (the kill points' judge)
-    KillPointReached,
+/// The one list of checker names: the oracle's checkers (each also has a descriptor in
+/// [`crate::DESCRIPTORS`], which orders them and states their invariant), then the real-process
+/// judges' checks with their invariants. It makes the [`Checker`] enum (in this order, which is
+/// also its `Ord`), [`Checker::name`], [`Checker::JUDGES`] and the judges' invariants.
+macro_rules! checkers {
+    (
+        oracle { $($oracle:ident = $oracle_name:literal,)* }
+        judges { $($judge:ident = $judge_name:literal: $judge_invariant:literal,)* }
+    ) => {
+        /// An invariant, by the name reports print.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Checker {
+            $(#[doc = concat!("`", $oracle_name, "`")] $oracle,)*
+            $(#[doc = concat!("`", $judge_name, "` (a real-process judge's)")] $judge,)*
+        }
+
+        impl Checker {
+            /// The real-process judges' own checks over their processes and files, beside the
+            /// oracle's: the store soak's, the engine soak's audit of its repaired copy, and the
+            /// kill points'.
+            pub const JUDGES: [Checker; [$($judge_name),*].len()] = [$(Checker::$judge),*];
+
+            /// Its name in reports, plans and on the command line.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Checker::$oracle => $oracle_name,)*
+                    $(Checker::$judge => $judge_name,)*
+                }
+            }
+
+            /// A judge's invariant; `None` for an oracle checker (its descriptor has it).
+            const fn judge_invariant(self) -> Option<&'static str> {
+                match self {
+                    $(Checker::$judge => Some($judge_invariant),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+checkers! {
+    oracle {
+        NoStaleAcceptance = "no-stale-acceptance",
+        EpochsIncreasing = "epochs-increasing",
+        OneLiveLease = "one-live-lease",
+        SerialHistory = "serial-history",
+        JournalSeqOrder = "journal-seq-order",
+        OneSettlePerSegment = "one-settle-per-segment",
+        MetaNotAhead = "meta-not-ahead",
+        NoCheckpointRegression = "no-checkpoint-regression",
+        RepayBound = "repay-bound",
+        Liveness = "liveness",
+        HonestOutcome = "honest-outcome",
+        DispatchIdentity = "dispatch-identity",
+        SilentReplay = "silent-replay",
+        RenewLoss = "renew-loss",
+        JustifiedRepair = "justified-repair",
+        HealthyHolder = "healthy-holder",
+        ReferenceModel = "reference-model",
+        ObservablesMonotonic = "observables-monotonic",
+        CancelAsked = "cancel-asked",
+        FailedWriteEnds = "failed-write-ends",
+        DeleteFinished = "delete-finished",
+        WorkerCandidacy = "worker-candidacy",
+        SeqContiguous = "seq-contiguous",
+        TypedRejections = "typed-rejections",
+        LinearizableReads = "linearizable-reads",
+    }
+    judges {
+        CleanBoot = "clean-boot":
+            "every writer opens the store at the concurrent boot of all writers (4.5, B2)",
+        TypedRefusals = "typed-refusals":
+            "a soak writer meets only the refusals the writer protocol expects, and no writer dies of an error (5.3-5.5)",
+        LogComplete = "log-complete":
+            "a logged call lacks its outcome only where the referee killed its writer, and no outcome is logged without its call (5.6)",
+        Integrity = "integrity":
+            "SQLite's integrity_check passes on the stormed file (4.5)",
+        WritersAccounted = "writers-accounted":
+            "every writer process ended as the referee expects: killed by it, or cleanly at the stop file (5.6), and the engine soak's client cleanly once it drove its runs",
+        AuditConsistent = "audit-consistent":
+            "the audit's table finds every run consistent after the operator's repair (the engine soak's file, on a copy) and after a kill point's resume (4.2, 4.3)",
+        DocumentedCounts = "documented-counts":
+            "a kill point's calls and tools paid by the crashed child and by the resume, and its limit terminals, are the counts its table documents (5.13)",
+        KillPointReached = "kill-point-reached":
+            "every kill point's child reaches its point and dies there: a point never reached tests nothing",
+    }
 }
 
 impl Checker {
@@ -83,87 +101,14 @@ impl Checker {
     /// [`crate::DESCRIPTORS`]).
     pub const ORACLE: [Checker; crate::DESCRIPTORS.len()] = crate::CHECKERS;
 
-    /// The real-process judges' own checks over their processes and files, beside the oracle's:
-    /// the store soak's, the engine soak's audit of its repaired copy, and the kill points'.
-    pub const JUDGES: [Checker; 8] = [
-        Checker::CleanBoot,
-        Checker::TypedRefusals,
-        Checker::LogComplete,
-        Checker::Integrity,
-        Checker::WritersAccounted,
-        Checker::AuditConsistent,
-        Checker::DocumentedCounts,
-        Checker::KillPointReached,
-    ];
-
-    /// Its name in reports, plans and on the command line.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Checker::NoStaleAcceptance => "no-stale-acceptance",
-            Checker::EpochsIncreasing => "epochs-increasing",
-            Checker::OneLiveLease => "one-live-lease",
-            Checker::SerialHistory => "serial-history",
-            Checker::JournalSeqOrder => "journal-seq-order",
-            Checker::OneSettlePerSegment => "one-settle-per-segment",
-            Checker::MetaNotAhead => "meta-not-ahead",
-            Checker::NoCheckpointRegression => "no-checkpoint-regression",
-            Checker::RepayBound => "repay-bound",
-            Checker::Liveness => "liveness",
-            Checker::HonestOutcome => "honest-outcome",
-            Checker::DispatchIdentity => "dispatch-identity",
-            Checker::SilentReplay => "silent-replay",
-            Checker::RenewLoss => "renew-loss",
-            Checker::JustifiedRepair => "justified-repair",
-            Checker::HealthyHolder => "healthy-holder",
-            Checker::ReferenceModel => "reference-model",
-            Checker::ObservablesMonotonic => "observables-monotonic",
-            Checker::CancelAsked => "cancel-asked",
-            Checker::FailedWriteEnds => "failed-write-ends",
-            Checker::DeleteFinished => "delete-finished",
-            Checker::WorkerCandidacy => "worker-candidacy",
-            Checker::TypedRejections => "typed-rejections",
-            Checker::LinearizableReads => "linearizable-reads",
-            Checker::CleanBoot => "clean-boot",
-            Checker::TypedRefusals => "typed-refusals",
-            Checker::LogComplete => "log-complete",
-            Checker::Integrity => "integrity",
-            Checker::SeqContiguous => "seq-contiguous",
-            Checker::WritersAccounted => "writers-accounted",
-            Checker::AuditConsistent => "audit-consistent",
-            Checker::DocumentedCounts => "documented-counts",
-            Checker::KillPointReached => "kill-point-reached",
-        }
-    }
-
     /// The invariant it asserts, in one line: an oracle checker's from its descriptor
-    /// ([`crate::DESCRIPTORS`]), a judge's from the table below.
+    /// ([`crate::DESCRIPTORS`]), a judge's from the list above.
     pub fn invariant(self) -> &'static str {
         if let Some(d) = crate::DESCRIPTORS.iter().find(|d| d.checker == self) {
             return d.invariant;
         }
-        match self {
-            Checker::CleanBoot => "every writer opens the store at the concurrent boot of all writers (4.5, B2)",
-            Checker::TypedRefusals => {
-                "a soak writer meets only the refusals the writer protocol expects, and no writer dies of an error (5.3-5.5)"
-            }
-            Checker::LogComplete => {
-                "a logged call lacks its outcome only where the referee killed its writer, and no outcome is logged without its call (5.6)"
-            }
-            Checker::Integrity => "SQLite's integrity_check passes on the stormed file (4.5)",
-            Checker::WritersAccounted => {
-                "every writer process ended as the referee expects: killed by it, or cleanly at the stop file (5.6), and the engine soak's client cleanly once it drove its runs"
-            }
-            Checker::AuditConsistent => {
-                "the audit's table finds every run consistent after the operator's repair (the engine soak's file, on a copy) and after a kill point's resume (4.2, 4.3)"
-            }
-            Checker::DocumentedCounts => {
-                "a kill point's calls and tools paid by the crashed child and by the resume, and its limit terminals, are the counts its table documents (5.13)"
-            }
-            Checker::KillPointReached => {
-                "every kill point's child reaches its point and dies there: a point never reached tests nothing"
-            }
-            oracle => unreachable!("{} is an oracle checker without a descriptor", oracle.name()),
-        }
+        self.judge_invariant()
+            .unwrap_or_else(|| unreachable!("{} is an oracle checker without a descriptor", self.name()))
     }
 
     /// Every checker: the oracle's, then the soak's.

@@ -9,10 +9,11 @@
 //! ([`CHECKERS`], `Checker::ORACLE`, [`store_checkers`], the scope filter of [`check`],
 //! `Checker::invariant`) or held to it by a test (the report schema's enum in
 //! `sim/cli/tests/it/report_schema.rs`, ARCHITECTURE.md's obligations table in
-//! `sim/tests/it/doc_counts.rs`). Adding a checker is its function and descriptor, its line in
-//! `DESCRIPTORS`, its `Checker` variant and name, its test and its prose. Checkers read rows and
-//! snapshot only; at most [`MAX_PER_CHECKER`] violations each are reported, each with its first
-//! divergent row and causing mutation.
+//! `sim/tests/it/doc_counts.rs`, and docs/scenarios.md's checker table, which pins the order,
+//! in the same file). Adding a checker is its function and descriptor, its line in
+//! `DESCRIPTORS`, its name's line in `checkers!` (`checker.rs`), its test and its prose.
+//! Checkers read rows and snapshot only; at most [`MAX_PER_CHECKER`] violations each are
+//! reported, each with its first divergent row and causing mutation.
 //!
 //! Files: `model` (the replayed lease table, the journal vocabulary, labels), `leases` (no stale
 //! acceptance, epochs, one live lease, typed rejections), `serial` (the serial history against the
@@ -115,7 +116,7 @@ pub struct Descriptor {
 }
 
 /// Every checker of the oracle, in the order [`check`] runs and reports them: the one list.
-pub const DESCRIPTORS: [Descriptor; 25] = [
+pub const DESCRIPTORS: &[Descriptor] = &[
     leases::NO_STALE_ACCEPTANCE_CHECK,
     leases::EPOCHS_INCREASING_CHECK,
     leases::ONE_LIVE_LEASE_CHECK,

@@ -183,6 +183,35 @@ fn the_obligations_table_names_every_checker_and_no_other() {
     assert_eq!((missing, unknown), (vec!["no-stale-acceptance"], vec!["no-stale-accept".to_owned()]));
 }
 
+/// The checkers docs/scenarios.md's checker table (the rows under `| checker | invariant |`)
+/// names, in its order.
+fn checker_table(text: &str) -> Vec<&str> {
+    text.lines()
+        .skip_while(|l| !l.starts_with("| checker | invariant |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| l.split('`').nth(1))
+        .collect()
+}
+
+/// docs/scenarios.md's checker table is the oracle's list: every checker once, in the order
+/// `check` runs and reports them (`fencesim_oracle::DESCRIPTORS`), and no other. It is also what
+/// pins that order: reports, traces and fingerprints list violations in it.
+#[test]
+fn the_checker_table_lists_the_oracle_in_its_order() {
+    let text = fs::read_to_string(crate::workspace::root().join("docs/scenarios.md")).expect("docs/scenarios.md");
+    let oracle: Vec<&str> = fencesim_oracle::CHECKERS.iter().map(|c| c.name()).collect();
+    assert_eq!(checker_table(&text), oracle, "docs/scenarios.md's checker table against the oracle's DESCRIPTORS");
+    // The scanner can fail: two rows swapped.
+    let swapped = text.replacen("| `epochs-increasing` |", "| `one-live-lease-tmp` |", 1).replacen(
+        "| `one-live-lease` |",
+        "| `epochs-increasing` |",
+        1,
+    );
+    let swapped = swapped.replacen("| `one-live-lease-tmp` |", "| `one-live-lease` |", 1);
+    assert_eq!(&checker_table(&swapped)[1..3], ["one-live-lease", "epochs-increasing"]);
+}
+
 /// The integration-test files of every workspace member (`MEMBER/tests/*.rs` and
 /// `MEMBER/tests/it/*.rs`, not the helper modules in their folders) that `text` does not name by
 /// their path from the repository root.
