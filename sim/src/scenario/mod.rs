@@ -301,6 +301,104 @@ impl FaultSpec {
         }
         Ok(())
     }
+
+    /// A kind that is on can fire in world `w`: it has sites, nodes that exist there, and a rate
+    /// above zero. The key at fault and why.
+    fn check_can_fire(&self, w: &WorldShape) -> Result<(), (&'static str, String)> {
+        if self.on.0 <= 0.0 {
+            return Ok(());
+        }
+        if self.sites.is_empty() {
+            return Err(("sites", "is empty: the fault could never fire".into()));
+        }
+        if self.nodes.is_empty() {
+            return Err(("nodes", "is empty: the fault could never fire".into()));
+        }
+        if self.rate.1 <= 0.0 {
+            return Err(("rate", "is zero: the fault could never fire".into()));
+        }
+        let exists = |n: &NodeTarget| match n {
+            NodeTarget::Node(Node::Worker(i)) => *i <= w.workers.1,
+            NodeTarget::Node(Node::Sweeper) => w.retention_ms > 0,
+            NodeTarget::Node(Node::Operator) => w.operator_ms > 0,
+            NodeTarget::Any | NodeTarget::Workers | NodeTarget::Node(_) => true,
+        };
+        if let Some(bad) = self.nodes.iter().find(|n| !exists(n)) {
+            return Err((
+                "nodes",
+                format!(
+                    "'{bad}' does not exist in this world (workers {}, retention_ms {}, operator_ms {})",
+                    w.workers, w.retention_ms, w.operator_ms
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The rate within its unit's bound (a probability per point, or events per second), and a
+    /// timed kind that is on adding its events over `fault_ms` to `timed_events`, within the limit.
+    fn check_rate(&self, kind: FaultKind, fault_ms: u32, timed_events: &mut f64) -> Result<(), (&'static str, String)> {
+        let per_point = kind.is_per_point();
+        if per_point && self.rate.1 > 1.0 {
+            return Err(("rate", format!("is a probability per call or fault point, at most 1, got {}", self.rate.1)));
+        }
+        if !per_point && self.rate.1 > 50.0 {
+            return Err(("rate", format!("is events per second, at most 50, got {}", self.rate.1)));
+        }
+        if kind.is_timed() && self.on.0 > 0.0 {
+            *timed_events += self.rate.1 * f64::from(fault_ms) / 1000.0;
+            if *timed_events > LIMITS.timed_events as f64 {
+                return Err((
+                    "rate",
+                    format!(
+                        "{} per second over fault_ms {fault_ms} (with the other timed kinds) schedules up to \
+                         {timed_events:.0} events, more than the limit of {}",
+                        self.rate.1, LIMITS.timed_events
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// No setting `kind` does not read: sites where it fires at no fault point, nodes where its
+    /// events choose their own, an expiry where it has no lease expiry to aim at.
+    fn check_read_by(&self, kind: FaultKind) -> Result<(), (&'static str, String)> {
+        if !kind.aims_at_sites() && !self.sites.iter().all(|s| *s == SiteTarget::Any) {
+            return Err(("sites", format!("{kind} faults do not fire at engine fault points; remove it")));
+        }
+        if kind.is_timed() && !self.nodes.iter().all(|n| *n == NodeTarget::Any) {
+            return Err(("nodes", format!("{kind} events choose their own nodes; remove it")));
+        }
+        if !kind.aims_at_expiry() && self.expiry.0 > 0.0 {
+            return Err(("expiry", format!("{kind} faults have no lease expiry to aim at; remove it")));
+        }
+        Ok(())
+    }
+
+    /// A kind named that could never fire: off with a rate (`on` left out is 0), or a clock that
+    /// may neither skew nor jump.
+    fn check_not_inert(&self, kind: FaultKind) -> Result<(), (&'static str, String)> {
+        if self.on.0 <= 0.0 && self.rate.1 > 0.0 {
+            return Err((
+                "rate",
+                format!(
+                    "[{}, {}] is set, but {kind} is off (on = 0, the default): it could never fire; switch it on \
+                     (on = 1.0 for every seed) or remove the rate",
+                    self.rate.0, self.rate.1
+                ),
+            ));
+        }
+        if kind == FaultKind::Clock && self.on.0 > 0.0 && self.max_ms == 0 {
+            return Err((
+                "on",
+                "clock is on, but max_ms is 0: it could never fire (no skew to draw, no jump to make); set max_ms \
+                 above 0"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 pub const LIMITS: Limits = Limits {
@@ -593,6 +691,13 @@ impl Scenario {
 
     /// The `[world]` section's bounds, each naming its key.
     fn check_world(&self) -> Result<(), (&'static str, &'static str, String)> {
+        self.check_timers()?;
+        self.check_sizes()?;
+        self.check_upper_bounds()
+    }
+
+    /// The world's timers: leases renewable (ttl_ms), a positive liveness bound, and polls below it.
+    fn check_timers(&self) -> Result<(), (&'static str, &'static str, String)> {
         let w = &self.world;
         let world = |key: &'static str, message: String| Err(("world", key, format!("world.{key}: {message}")));
         if w.ttl_ms < 3 || w.ttl_ms > TIMER_MS_MAX {
@@ -612,6 +717,14 @@ impl Scenario {
                 format!("at most {bound} (below liveness_ms, and the sweeper polls 3x slower), got {}", w.poll_ms),
             );
         }
+        Ok(())
+    }
+
+    /// The world's sizes: workers, concurrency and runs within their bounds and at least 1, and
+    /// at least one workflow, each a known one.
+    fn check_sizes(&self) -> Result<(), (&'static str, &'static str, String)> {
+        let w = &self.world;
+        let world = |key: &'static str, message: String| Err(("world", key, format!("world.{key}: {message}")));
         for (key, span, max) in
             [("workers", w.workers, 64), ("concurrency", w.concurrency, 64), ("runs", w.runs, LIMITS.runs)]
         {
@@ -633,7 +746,14 @@ impl Scenario {
         if w.runs.1 == 0 {
             return world("runs", format!("must be at least 1 (a world with no runs does nothing), got {}", w.runs));
         }
-        // Upper bounds: a world stays small enough to run in seconds and to hold in memory.
+        Ok(())
+    }
+
+    /// The upper bounds: a world stays small enough to run in seconds and to hold in memory, and
+    /// its runs start early enough to settle within the liveness bound.
+    fn check_upper_bounds(&self) -> Result<(), (&'static str, &'static str, String)> {
+        let w = &self.world;
+        let world = |key: &'static str, message: String| Err(("world", key, format!("world.{key}: {message}")));
         for (key, value, max) in [
             ("ttl_ms", w.ttl_ms, LIMITS.ttl_ms),
             ("start_ms", w.start_ms, LIMITS.window_ms),
@@ -702,95 +822,18 @@ impl Scenario {
 
     /// Each fault kind's settings: one that is on can fire, rates within their unit's bound, the
     /// timed kinds' events within the limit, and no setting a kind does not read.
-    #[allow(
-        clippy::too_many_lines,
-        reason = "one refusal per fault kind that could never fire: the table reads best whole"
-    )]
     fn check_faults(&self) -> Result<(), (&'static str, &'static str, String)> {
         let w = &self.world;
         let mut timed_events = 0.0;
         for (kind, f) in self.faults.kinds() {
-            let fault = |key: &'static str, message: String| {
-                Err((kind.as_str(), key, format!("faults.{kind}.{key}: {message}")))
-            };
-            if let Err((key, message)) = f.check_settings(kind, f.on.0 > 0.0) {
-                return fault(key, message);
-            }
-            // A kind that is on must be able to fire.
-            if f.on.0 > 0.0 {
-                if f.sites.is_empty() {
-                    return fault("sites", "is empty: the fault could never fire".into());
-                }
-                if f.nodes.is_empty() {
-                    return fault("nodes", "is empty: the fault could never fire".into());
-                }
-                if f.rate.1 <= 0.0 {
-                    return fault("rate", "is zero: the fault could never fire".into());
-                }
-                let exists = |n: &NodeTarget| match n {
-                    NodeTarget::Node(Node::Worker(i)) => *i <= w.workers.1,
-                    NodeTarget::Node(Node::Sweeper) => w.retention_ms > 0,
-                    NodeTarget::Node(Node::Operator) => w.operator_ms > 0,
-                    NodeTarget::Any | NodeTarget::Workers | NodeTarget::Node(_) => true,
-                };
-                if let Some(bad) = f.nodes.iter().find(|n| !exists(n)) {
-                    return fault(
-                        "nodes",
-                        format!(
-                            "'{bad}' does not exist in this world (workers {}, retention_ms {}, operator_ms {})",
-                            w.workers, w.retention_ms, w.operator_ms
-                        ),
-                    );
-                }
-            }
-            let per_point = kind.is_per_point();
-            if per_point && f.rate.1 > 1.0 {
-                return fault("rate", format!("is a probability per call or fault point, at most 1, got {}", f.rate.1));
-            }
-            if !per_point && f.rate.1 > 50.0 {
-                return fault("rate", format!("is events per second, at most 50, got {}", f.rate.1));
-            }
-            if kind.is_timed() && f.on.0 > 0.0 {
-                timed_events += f.rate.1 * f64::from(w.fault_ms) / 1000.0;
-                if timed_events > LIMITS.timed_events as f64 {
-                    return fault(
-                        "rate",
-                        format!(
-                            "{} per second over fault_ms {} (with the other timed kinds) schedules up to {timed_events:.0} \
-                             events, more than the limit of {}",
-                            f.rate.1, w.fault_ms, LIMITS.timed_events
-                        ),
-                    );
-                }
-            }
-            if !kind.aims_at_sites() && !f.sites.iter().all(|s| *s == SiteTarget::Any) {
-                return fault("sites", format!("{kind} faults do not fire at engine fault points; remove it"));
-            }
-            if kind.is_timed() && !f.nodes.iter().all(|n| *n == NodeTarget::Any) {
-                return fault("nodes", format!("{kind} events choose their own nodes; remove it"));
-            }
-            if !kind.aims_at_expiry() && f.expiry.0 > 0.0 {
-                return fault("expiry", format!("{kind} faults have no lease expiry to aim at; remove it"));
-            }
-            // A kind named that could never fire: off with a rate (`on` left out is 0), or a
-            // clock that may neither skew nor jump.
-            if f.on.0 <= 0.0 && f.rate.1 > 0.0 {
-                return fault(
-                    "rate",
-                    format!(
-                        "[{}, {}] is set, but {kind} is off (on = 0, the default): it could never fire; switch it on \
-                         (on = 1.0 for every seed) or remove the rate",
-                        f.rate.0, f.rate.1
-                    ),
-                );
-            }
-            if kind == FaultKind::Clock && f.on.0 > 0.0 && f.max_ms == 0 {
-                return fault(
-                    "on",
-                    "clock is on, but max_ms is 0: it could never fire (no skew to draw, no jump to make); set max_ms \
-                     above 0"
-                        .into(),
-                );
+            let checked = f
+                .check_settings(kind, f.on.0 > 0.0)
+                .and_then(|()| f.check_can_fire(w))
+                .and_then(|()| f.check_rate(kind, w.fault_ms, &mut timed_events))
+                .and_then(|()| f.check_read_by(kind))
+                .and_then(|()| f.check_not_inert(kind));
+            if let Err((key, message)) = checked {
+                return Err((kind.as_str(), key, format!("faults.{kind}.{key}: {message}")));
             }
         }
         Ok(())

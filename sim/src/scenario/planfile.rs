@@ -22,7 +22,7 @@ use crate::node::{Node, NodeTarget};
 use crate::scenario::pace::Settings;
 use crate::scenario::plan::{Applied, Plan, RunPlan, Scheduled, nodes_with_clocks};
 use crate::scenario::{
-    FaultKind, FaultRanges, FaultSpec, Range, Ratio, Scenario, ScenarioError, SiteTarget, Span, WorldShape,
+    FaultKind, FaultRanges, FaultSpec, LIMITS, Range, Ratio, Scenario, ScenarioError, SiteTarget, Span, WorldShape,
 };
 
 /// The format identifier written at the top of every plan; bump on an incompatible change.
@@ -262,18 +262,7 @@ impl Doc {
         let seed = self.seed()?;
         let (defects, expect) = self.targets()?;
         let w = &self.world;
-        let workers = w.workers.get_ref().clone();
-        let mut seen = BTreeSet::new();
-        if workers.is_empty() || workers.len() > 64 {
-            return Err((at(&w.workers), format!("world.workers: 1 to 64 workers, got {}", workers.len())));
-        }
-        for name in &workers {
-            // Exactly the names the world accepts (`w1`, `w2`, ...; not `w01` or `w+1`).
-            let ok = matches!(Node::parse(name), Some(Node::Worker(_)));
-            if !ok || !seen.insert(name.clone()) {
-                return Err((at(&w.workers), format!("world.workers: '{name}' is not a new worker name w1, w2, ...")));
-            }
-        }
+        let workers = self.workers()?;
         let ttl_ms = *w.ttl_ms.get_ref();
         if !(3..=TIMER_MS_MAX).contains(&ttl_ms) {
             return Err((at(&w.ttl_ms), format!("world.ttl_ms: must be 3..={TIMER_MS_MAX}, got {ttl_ms}")));
@@ -290,7 +279,38 @@ impl Doc {
         if concurrency == 0 || concurrency > 64 {
             return Err((at(&w.concurrency), format!("world.concurrency: 1 to 64, got {concurrency}")));
         }
-        // The scenario's upper bounds (`crate::scenario::LIMITS`) hold for a plan too.
+        let settings = self.settings(liveness_ms)?;
+        let skews = self.skews(&workers)?;
+        let faults = self.faults(&workers, &settings)?;
+        let runs = self.runs(&settings)?;
+        let events = self.events(&workers, &settings, &faults)?;
+        let plan = Plan { workers, concurrency, poll_ms, ttl_ms, runs, faults, skews, events };
+        self.check_pace(&plan, &settings)?;
+        Ok(PlanFile { scenario: self.scenario, seed, defects, expect, story: self.story, settings, plan })
+    }
+
+    /// The world's workers: 1 to 64, each a new worker name the world accepts.
+    fn workers(&self) -> Result<Vec<String>, Bad> {
+        let w = &self.world;
+        let workers = w.workers.get_ref().clone();
+        let mut seen = BTreeSet::new();
+        if workers.is_empty() || workers.len() > 64 {
+            return Err((at(&w.workers), format!("world.workers: 1 to 64 workers, got {}", workers.len())));
+        }
+        for name in &workers {
+            // Exactly the names the world accepts (`w1`, `w2`, ...; not `w01` or `w+1`).
+            let ok = matches!(Node::parse(name), Some(Node::Worker(_)));
+            if !ok || !seen.insert(name.clone()) {
+                return Err((at(&w.workers), format!("world.workers: '{name}' is not a new worker name w1, w2, ...")));
+            }
+        }
+        Ok(workers)
+    }
+
+    /// The world's settings, each held to the scenario's upper bounds (`crate::scenario::LIMITS`
+    /// hold for a plan too), an unset one at its default.
+    fn settings(&self, liveness_ms: u32) -> Result<Settings, Bad> {
+        let w = &self.world;
         let limits = &crate::scenario::LIMITS;
         let shape = WorldShape::default();
         let bounded = |key: &str, value: Option<&Spanned<u32>>, default: u32, max: u32| -> Result<u32, Bad> {
@@ -304,7 +324,7 @@ impl Doc {
         };
         bounded("ttl_ms", Some(&w.ttl_ms), 0, limits.ttl_ms)?;
         bounded("liveness_ms", Some(&w.liveness_ms), 0, limits.window_ms)?;
-        let settings = Settings {
+        Ok(Settings {
             fault_ms: bounded("fault_ms", Some(&w.fault_ms), 0, limits.window_ms)?,
             liveness_ms,
             retention_ms: bounded("retention_ms", w.retention_ms.as_ref(), 0, limits.window_ms)?,
@@ -318,14 +338,7 @@ impl Doc {
             corrupt: w.corrupt,
             repair_after_ms: bounded("repair_after_ms", w.repair_after_ms.as_ref(), 0, limits.step_ms)?,
             seq_gaps: w.seq_gaps,
-        };
-        let skews = self.skews(&workers)?;
-        let faults = self.faults(&workers, &settings)?;
-        let runs = self.runs(&settings)?;
-        let events = self.events(&workers, &settings, &faults)?;
-        let plan = Plan { workers, concurrency, poll_ms, ttl_ms, runs, faults, skews, events };
-        self.check_pace(&plan, &settings)?;
-        Ok(PlanFile { scenario: self.scenario, seed, defects, expect, story: self.story, settings, plan })
+        })
     }
 
     /// The workflows `w1` does not know (`world.legacy`), each a built-in workflow.
@@ -409,58 +422,7 @@ impl Doc {
                 faults.push(Applied { kind, on: false, rate: 0.0, spec: FaultSpec::default() });
                 continue;
             };
-            let f = doc.get_ref();
-            let bad = |message: String| (at(doc), format!("faults.{kind}: {message}"));
-            let bound = if kind.is_per_point() { 1.0 } else { 50.0 };
-            if !(f.rate.is_finite() && (0.0..=bound).contains(&f.rate)) {
-                return Err(bad(format!("rate must be 0..={bound}, got {}", f.rate)));
-            }
-            let d = FaultSpec::default();
-            let sites = match &f.sites {
-                Some(names) => names.iter().map(|s| SiteTarget::parse(s)).collect::<Result<_, _>>().map_err(bad)?,
-                None => d.sites.clone(),
-            };
-            let nodes = match &f.nodes {
-                Some(names) => names
-                    .iter()
-                    .map(|n| NodeTarget::parse(n).map_err(|_| bad(format!("unknown node '{n}'"))))
-                    .collect::<Result<_, _>>()?,
-                None => d.nodes.clone(),
-            };
-            let spec = FaultSpec {
-                sites,
-                nodes,
-                factor: f.factor.unwrap_or(d.factor),
-                expiry: f.expiry.unwrap_or(d.expiry),
-                restart_ms: f.restart_ms.unwrap_or(d.restart_ms),
-                max_ms: f.max_ms.unwrap_or(d.max_ms),
-                hold_ms: f.hold_ms.unwrap_or(d.hold_ms),
-                ..d
-            };
-            // The bounds a scenario's settings are held to (stall factor, restart_ms, hold_ms, max_ms).
-            spec.check_settings(kind, f.on).map_err(|(key, message)| bad(format!("{key}: {message}")))?;
-            // As in a scenario: a kind that is on fires at some rate.
-            if f.on && f.rate <= 0.0 {
-                return Err(bad("on at rate 0: it could never fire; give it a rate above 0, or switch it off".into()));
-            }
-            // As in a scenario: a fault that is on must be able to fire in this world.
-            if f.on {
-                if spec.sites.is_empty() || spec.nodes.is_empty() {
-                    return Err(bad("sites and nodes may not be empty: the fault could never fire".into()));
-                }
-                let exists = |n: &NodeTarget| match n {
-                    NodeTarget::Node(node @ Node::Worker(_)) => workers.contains(&node.to_string()),
-                    NodeTarget::Node(Node::Sweeper) => settings.retention_ms > 0,
-                    NodeTarget::Node(Node::Operator) => settings.operator_ms > 0,
-                    NodeTarget::Any | NodeTarget::Workers | NodeTarget::Node(_) => true,
-                };
-                // A drawn plan may list workers its world drew too few of; it fires at the rest.
-                if !spec.nodes.iter().any(exists) {
-                    let listed: Vec<String> = spec.nodes.iter().map(ToString::to_string).collect();
-                    return Err(bad(format!("none of its nodes ({}) exists in this world", listed.join(", "))));
-                }
-            }
-            faults.push(Applied { kind, on: f.on, rate: f.rate, spec });
+            faults.push(applied(kind, doc, workers, settings)?);
         }
 
         Ok(faults)
@@ -496,53 +458,17 @@ impl Doc {
             return Err((at(e), format!("events: at most {} events, got {}", limits.timed_events, self.events.len())));
         }
         for e in &self.events {
-            let ev = e.get_ref();
-            let bad = |message: String| (at(e), format!("events: {message}"));
-            // Timed events happen in the fault window, as a scenario draws them: one after
-            // quiescence would disturb the world the liveness bound is judging.
-            if ev.at_ms >= settings.fault_ms {
-                return Err(bad(format!(
-                    "at_ms {} is not inside the fault window (below fault_ms {})",
-                    ev.at_ms, settings.fault_ms
-                )));
-            }
-            let worker = || match &ev.node {
-                Some(node) if workers.contains(node) => Ok(node.clone()),
-                Some(node) => Err(bad(format!("node '{node}' is not a worker ({})", workers.join(", ")))),
-                None => Err(bad(format!("a {} event needs a node", ev.kind))),
-            };
-            let scheduled = match ev.kind.as_str() {
-                "jump" => {
-                    let delta_ms = ev.delta_ms.ok_or_else(|| bad("a jump needs delta_ms".into()))?;
-                    if delta_ms.unsigned_abs() > u64::from(limits.step_ms) {
-                        return Err(bad(format!("delta_ms at most {} either way, got {delta_ms}", limits.step_ms)));
-                    }
-                    Scheduled::Jump { node: worker()?, delta_ms }
-                }
-                "zombie" => Scheduled::Zombie,
-                "restart" => {
-                    let after_ms = ev.after_ms.ok_or_else(|| bad("a restart needs after_ms".into()))?;
-                    if after_ms > limits.step_ms {
-                        return Err(bad(format!("after_ms at most {}, got {after_ms}", limits.step_ms)));
-                    }
-                    Scheduled::Restart { node: worker()?, after_ms }
-                }
-                other => return Err(bad(format!("unknown kind '{other}' (known: jump, zombie, restart)"))),
-            };
-            // An event of a kind that is off never fires (a zombie probe needs the zombie): refused,
-            // not run as if it were there.
-            let kind = scheduled.kind();
-            if !faults.iter().any(|f| f.kind == kind && f.on) {
-                return Err(bad(format!(
-                    "a {} event at {} ms, but faults.{kind} is off: it could never fire; switch the kind on, or remove \
-                     the event",
-                    ev.kind, ev.at_ms
-                )));
-            }
-            events.push((ev.at_ms, scheduled));
+            events.push(timed_event(e, workers, settings, faults)?);
         }
-        // And no denser than a scenario may draw them: a timed kind at most 50 events per second
-        // of the fault window (the fractional event by chance makes one more).
+        self.check_density(settings)?;
+        events.sort_by_key(|(at, _)| *at);
+
+        Ok(events)
+    }
+
+    /// The timed events no denser than a scenario may draw them: a timed kind at most 50 events
+    /// per second of the fault window (the fractional event by chance makes one more).
+    fn check_density(&self, settings: &Settings) -> Result<(), Bad> {
         let most = u64::from(settings.fault_ms) * 50 / 1000 + 1;
         for (kind, name) in [("jump", "clock"), ("zombie", "zombie"), ("restart", "restart")] {
             let n = self.events.iter().filter(|e| e.get_ref().kind == kind).count() as u64;
@@ -557,10 +483,125 @@ impl Doc {
                 ));
             }
         }
-        events.sort_by_key(|(at, _)| *at);
-
-        Ok(events)
+        Ok(())
     }
+}
+
+/// One fault kind's table of a plan as applied: its rate within its unit's bound, its settings
+/// held to a scenario's bounds and, when on, able to fire in this world.
+fn applied(kind: FaultKind, doc: &Spanned<DocFault>, workers: &[String], settings: &Settings) -> Result<Applied, Bad> {
+    let f = doc.get_ref();
+    let bad = |message: String| (at(doc), format!("faults.{kind}: {message}"));
+    let bound = if kind.is_per_point() { 1.0 } else { 50.0 };
+    if !(f.rate.is_finite() && (0.0..=bound).contains(&f.rate)) {
+        return Err(bad(format!("rate must be 0..={bound}, got {}", f.rate)));
+    }
+    let spec = spec_of(f).map_err(bad)?;
+    // The bounds a scenario's settings are held to (stall factor, restart_ms, hold_ms, max_ms).
+    spec.check_settings(kind, f.on).map_err(|(key, message)| bad(format!("{key}: {message}")))?;
+    // As in a scenario: a kind that is on fires at some rate.
+    if f.on && f.rate <= 0.0 {
+        return Err(bad("on at rate 0: it could never fire; give it a rate above 0, or switch it off".into()));
+    }
+    // As in a scenario: a fault that is on must be able to fire in this world.
+    if f.on {
+        if spec.sites.is_empty() || spec.nodes.is_empty() {
+            return Err(bad("sites and nodes may not be empty: the fault could never fire".into()));
+        }
+        let exists = |n: &NodeTarget| match n {
+            NodeTarget::Node(node @ Node::Worker(_)) => workers.contains(&node.to_string()),
+            NodeTarget::Node(Node::Sweeper) => settings.retention_ms > 0,
+            NodeTarget::Node(Node::Operator) => settings.operator_ms > 0,
+            NodeTarget::Any | NodeTarget::Workers | NodeTarget::Node(_) => true,
+        };
+        // A drawn plan may list workers its world drew too few of; it fires at the rest.
+        if !spec.nodes.iter().any(exists) {
+            let listed: Vec<String> = spec.nodes.iter().map(ToString::to_string).collect();
+            return Err(bad(format!("none of its nodes ({}) exists in this world", listed.join(", "))));
+        }
+    }
+    Ok(Applied { kind, on: f.on, rate: f.rate, spec })
+}
+
+/// The spec a plan's fault table names: its sites and nodes parsed, the settings it leaves out at
+/// their defaults (why not, when a name is unknown).
+fn spec_of(f: &DocFault) -> Result<FaultSpec, String> {
+    let d = FaultSpec::default();
+    let sites = match &f.sites {
+        Some(names) => names.iter().map(|s| SiteTarget::parse(s)).collect::<Result<_, _>>()?,
+        None => d.sites.clone(),
+    };
+    let nodes = match &f.nodes {
+        Some(names) => names
+            .iter()
+            .map(|n| NodeTarget::parse(n).map_err(|_| format!("unknown node '{n}'")))
+            .collect::<Result<_, _>>()?,
+        None => d.nodes.clone(),
+    };
+    Ok(FaultSpec {
+        sites,
+        nodes,
+        factor: f.factor.unwrap_or(d.factor),
+        expiry: f.expiry.unwrap_or(d.expiry),
+        restart_ms: f.restart_ms.unwrap_or(d.restart_ms),
+        max_ms: f.max_ms.unwrap_or(d.max_ms),
+        hold_ms: f.hold_ms.unwrap_or(d.hold_ms),
+        ..d
+    })
+}
+
+/// One timed event of a plan, checked: inside the fault window, a known kind with the settings
+/// it needs, at a worker of this world, of a fault kind that is on.
+fn timed_event(
+    e: &Spanned<DocEvent>,
+    workers: &[String],
+    settings: &Settings,
+    faults: &[Applied],
+) -> Result<(u32, Scheduled), Bad> {
+    let ev = e.get_ref();
+    let bad = |message: String| (at(e), format!("events: {message}"));
+    // Timed events happen in the fault window, as a scenario draws them: one after
+    // quiescence would disturb the world the liveness bound is judging.
+    if ev.at_ms >= settings.fault_ms {
+        return Err(bad(format!(
+            "at_ms {} is not inside the fault window (below fault_ms {})",
+            ev.at_ms, settings.fault_ms
+        )));
+    }
+    let worker = || match &ev.node {
+        Some(node) if workers.contains(node) => Ok(node.clone()),
+        Some(node) => Err(bad(format!("node '{node}' is not a worker ({})", workers.join(", ")))),
+        None => Err(bad(format!("a {} event needs a node", ev.kind))),
+    };
+    let scheduled = match ev.kind.as_str() {
+        "jump" => {
+            let delta_ms = ev.delta_ms.ok_or_else(|| bad("a jump needs delta_ms".into()))?;
+            if delta_ms.unsigned_abs() > u64::from(LIMITS.step_ms) {
+                return Err(bad(format!("delta_ms at most {} either way, got {delta_ms}", LIMITS.step_ms)));
+            }
+            Scheduled::Jump { node: worker()?, delta_ms }
+        }
+        "zombie" => Scheduled::Zombie,
+        "restart" => {
+            let after_ms = ev.after_ms.ok_or_else(|| bad("a restart needs after_ms".into()))?;
+            if after_ms > LIMITS.step_ms {
+                return Err(bad(format!("after_ms at most {}, got {after_ms}", LIMITS.step_ms)));
+            }
+            Scheduled::Restart { node: worker()?, after_ms }
+        }
+        other => return Err(bad(format!("unknown kind '{other}' (known: jump, zombie, restart)"))),
+    };
+    // An event of a kind that is off never fires (a zombie probe needs the zombie): refused,
+    // not run as if it were there.
+    let kind = scheduled.kind();
+    if !faults.iter().any(|f| f.kind == kind && f.on) {
+        return Err(bad(format!(
+            "a {} event at {} ms, but faults.{kind} is off: it could never fire; switch the kind on, or remove \
+             the event",
+            ev.kind, ev.at_ms
+        )));
+    }
+    Ok((ev.at_ms, scheduled))
 }
 
 /// One run of a plan file, checked: a unique id without spaces (`ids` holds those seen so far),

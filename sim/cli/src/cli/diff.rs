@@ -189,71 +189,102 @@ fn compare_seed(scenario: &Scenario, (a, b): (&Store, &Store), seed: u64) -> Res
 
 /// The divergence of one seed: its headline, then the call and both answers (or both rows).
 fn divergence_text(out: &mut String, seed: u64, (a, b): (&Store, &Store), sides: (Side<'_>, Side<'_>), d: &Divergence) {
-    let at = d.calls_alike + 1;
-    let (ca, cb) = (sides.0.calls(), sides.1.calls());
-    let name = |s: &Store| format!("{} {}", s.letter, s.describe());
-    let width = name(a).len().max(name(b).len());
+    let heads = Heads::of(a, b);
     match d.kind {
-        Kind::Answers => {
-            let (Some((row, Some(ea))), Some((_, Some(eb)))) = (&d.a, &d.b) else { return };
-            let (op, args) = split_op(&ea.request);
-            let target = row.call().map_or("?", |c| c.blob_ref.as_deref().unwrap_or(c.run.as_str()));
-            let _ = writeln!(
-                out,
-                "seed {seed}: DIVERGED at store call {at} (row #{}, {}.{:03}s): answers differ: {} {op} {target}: A {}, B {}",
-                d.row,
-                row.at_ms / 1000,
-                row.at_ms % 1000,
-                ea.node,
-                diff::answer_class(&ea.answer),
-                diff::answer_class(&eb.answer)
-            );
-            let _ = writeln!(out, "  {:<width$}  {} {op} {args}", "call", ea.node);
-            let _ = writeln!(out, "  {:<width$}  {}", name(a), ea.answer);
-            let _ = writeln!(out, "  {:<width$}  {}", name(b), eb.answer);
-        }
-        Kind::Calls | Kind::Rows => {
-            let _ = writeln!(
-                out,
-                "seed {seed}: DIVERGED at row #{} (after {} store calls alike): {} before any answer did (not a store's answer: the worlds' faults met the stores differently)",
-                d.row,
-                d.calls_alike,
-                d.kind.as_str()
-            );
-            for (store, side) in [(a, &d.a), (b, &d.b)] {
-                row_lines(out, &name(store), width, side.as_ref());
-            }
-        }
-        Kind::Ended => {
-            let (ended, other, more) = if d.a.is_none() { ('A', 'B', &d.b) } else { ('B', 'A', &d.a) };
-            let _ = writeln!(
-                out,
-                "seed {seed}: DIVERGED at row #{}: {} ({ended} made {} store calls, {other} {})",
-                d.row,
-                d.kind.as_str(),
-                if ended == 'A' { ca } else { cb },
-                if ended == 'A' { cb } else { ca }
-            );
-            let store = if other == 'A' { a } else { b };
-            row_lines(out, &name(store), width, more.as_ref());
-        }
-        Kind::FinalState => {
-            let run = d.run.as_ref().map_or("?", |r| r.as_str());
-            let _ = writeln!(
-                out,
-                "seed {seed}: DIVERGED after the last row: {}: every row and answer alike ({} store calls), run {run} differs",
-                d.kind.as_str(),
-                d.calls_alike
-            );
-            let (sa, sb) = d.run.as_ref().map_or((None, None), |r| {
-                (sides.0.recording.snapshot.runs.get(r), sides.1.recording.snapshot.runs.get(r))
-            });
-            let _ = writeln!(out, "  {:<width$}  {}", name(a), state_text(sa));
-            let _ = writeln!(out, "  {:<width$}  {}", name(b), state_text(sb));
-            if let Some((i, ea, eb)) = first_entry_apart(sa, sb) {
-                let _ = writeln!(out, "  journal entry {i}: A {ea}, B {eb}");
-            }
-        }
+        Kind::Answers => answers_text(out, seed, &heads, d),
+        Kind::Calls | Kind::Rows => rows_text(out, seed, &heads, d),
+        Kind::Ended => ended_text(out, seed, &heads, (sides.0.calls(), sides.1.calls()), d),
+        Kind::FinalState => final_state_text(out, seed, &heads, sides, d),
+    }
+}
+
+/// The two stores' names as their lines start (`A memdb`, `B file`), and the width that aligns them.
+struct Heads {
+    a: String,
+    b: String,
+    width: usize,
+}
+
+impl Heads {
+    /// The heads of stores `a` and `b`.
+    fn of(a: &Store, b: &Store) -> Heads {
+        let name = |s: &Store| format!("{} {}", s.letter, s.describe());
+        let (a, b) = (name(a), name(b));
+        let width = a.len().max(b.len());
+        Heads { a, b, width }
+    }
+}
+
+/// Two answers to the same store call differ: the headline, the call, and each store's answer.
+fn answers_text(out: &mut String, seed: u64, heads: &Heads, d: &Divergence) {
+    let (at, width) = (d.calls_alike + 1, heads.width);
+    let (Some((row, Some(ea))), Some((_, Some(eb)))) = (&d.a, &d.b) else { return };
+    let (op, args) = split_op(&ea.request);
+    let target = row.call().map_or("?", |c| c.blob_ref.as_deref().unwrap_or(c.run.as_str()));
+    let _ = writeln!(
+        out,
+        "seed {seed}: DIVERGED at store call {at} (row #{}, {}.{:03}s): answers differ: {} {op} {target}: A {}, B {}",
+        d.row,
+        row.at_ms / 1000,
+        row.at_ms % 1000,
+        ea.node,
+        diff::answer_class(&ea.answer),
+        diff::answer_class(&eb.answer)
+    );
+    let _ = writeln!(out, "  {:<width$}  {} {op} {args}", "call", ea.node);
+    let _ = writeln!(out, "  {:<width$}  {}", heads.a, ea.answer);
+    let _ = writeln!(out, "  {:<width$}  {}", heads.b, eb.answer);
+}
+
+/// The worlds' calls or rows parted before any answer did: the headline and both rows.
+fn rows_text(out: &mut String, seed: u64, heads: &Heads, d: &Divergence) {
+    let _ = writeln!(
+        out,
+        "seed {seed}: DIVERGED at row #{} (after {} store calls alike): {} before any answer did (not a store's answer: the worlds' faults met the stores differently)",
+        d.row,
+        d.calls_alike,
+        d.kind.as_str()
+    );
+    for (name, side) in [(&heads.a, &d.a), (&heads.b, &d.b)] {
+        row_lines(out, name, heads.width, side.as_ref());
+    }
+}
+
+/// One world ended before the other (`calls`: the store calls each made): the headline and the
+/// other's next row.
+fn ended_text(out: &mut String, seed: u64, heads: &Heads, (ca, cb): (usize, usize), d: &Divergence) {
+    let (ended, other, more) = if d.a.is_none() { ('A', 'B', &d.b) } else { ('B', 'A', &d.a) };
+    let _ = writeln!(
+        out,
+        "seed {seed}: DIVERGED at row #{}: {} ({ended} made {} store calls, {other} {})",
+        d.row,
+        d.kind.as_str(),
+        if ended == 'A' { ca } else { cb },
+        if ended == 'A' { cb } else { ca }
+    );
+    let name = if other == 'A' { &heads.a } else { &heads.b };
+    row_lines(out, name, heads.width, more.as_ref());
+}
+
+/// Every row and answer alike, but a run's final state differs: the headline, both states, and
+/// the first journal entry they hold differently.
+fn final_state_text(out: &mut String, seed: u64, heads: &Heads, sides: (Side<'_>, Side<'_>), d: &Divergence) {
+    let width = heads.width;
+    let run = d.run.as_ref().map_or("?", |r| r.as_str());
+    let _ = writeln!(
+        out,
+        "seed {seed}: DIVERGED after the last row: {}: every row and answer alike ({} store calls), run {run} differs",
+        d.kind.as_str(),
+        d.calls_alike
+    );
+    let (sa, sb) = d
+        .run
+        .as_ref()
+        .map_or((None, None), |r| (sides.0.recording.snapshot.runs.get(r), sides.1.recording.snapshot.runs.get(r)));
+    let _ = writeln!(out, "  {:<width$}  {}", heads.a, state_text(sa));
+    let _ = writeln!(out, "  {:<width$}  {}", heads.b, state_text(sb));
+    if let Some((i, ea, eb)) = first_entry_apart(sa, sb) {
+        let _ = writeln!(out, "  journal entry {i}: A {ea}, B {eb}");
     }
 }
 
@@ -338,44 +369,58 @@ pub fn run(args: &Args) -> CmdResult {
         &progress,
         |i| compare_seed(&scenario, (&a, &b), args.seed + i),
         |_, result| {
-            match result {
-                Err(e) => {
-                    outln!("ERROR seed {}: {}", e.seed, e.error);
-                    tally.errors += 1;
-                    tally.first_error.get_or_insert(e);
-                }
-                Ok(r) => {
-                    out!("{}", r.text);
-                    tally.calls_alike += r.calls_alike;
-                    tally.failed += u64::from(r.failed);
-                    match r.diverged {
-                        Some(kind) => *tally.diverged.entry(kind.as_str()).or_default() += 1,
-                        None => tally.identical += 1,
-                    }
-                }
-            }
+            tally.add(result);
             true
         },
     );
-    let diverged: u64 = tally.diverged.values().sum();
-    let kinds: Vec<String> = tally.diverged.iter().map(|(k, n)| format!("{n} {k}")).collect();
-    if diverged > 0 {
-        outln!(
-            "only each seed's first divergence is compared: once the stores answer differently the worlds go different ways"
-        );
-    }
-    outln!(
-        "{}: {} seed(s) ({}..={end}): {} identical, {diverged} diverged{}, {} with a violation; {} store calls compared alike",
-        scenario.name,
-        args.seeds,
-        args.seed,
-        tally.identical,
-        if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.join(", ")) },
-        tally.failed,
-        tally.calls_alike
-    );
+    let diverged = tally.summary(&scenario.name, args, end);
     if let Some(first) = tally.first_error {
         anyhow::bail!("{} world(s) could not run; the first: {first}", tally.errors);
     }
     Ok(if tally.failed > 0 || (args.fail_on_divergence && diverged > 0) { Verdict::Fail } else { Verdict::Pass })
+}
+
+impl Tally {
+    /// Print one seed's result (its text, or its error) and count it.
+    fn add(&mut self, result: Result<SeedResult, WorldError>) {
+        match result {
+            Err(e) => {
+                outln!("ERROR seed {}: {}", e.seed, e.error);
+                self.errors += 1;
+                self.first_error.get_or_insert(e);
+            }
+            Ok(r) => {
+                out!("{}", r.text);
+                self.calls_alike += r.calls_alike;
+                self.failed += u64::from(r.failed);
+                match r.diverged {
+                    Some(kind) => *self.diverged.entry(kind.as_str()).or_default() += 1,
+                    None => self.identical += 1,
+                }
+            }
+        }
+    }
+
+    /// Print the summary of the seeds from `args.seed` to `end` of scenario `name`; the seeds
+    /// that diverged.
+    fn summary(&self, name: &str, args: &Args, end: u64) -> u64 {
+        let diverged: u64 = self.diverged.values().sum();
+        let kinds: Vec<String> = self.diverged.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        if diverged > 0 {
+            outln!(
+                "only each seed's first divergence is compared: once the stores answer differently the worlds go different ways"
+            );
+        }
+        outln!(
+            "{}: {} seed(s) ({}..={end}): {} identical, {diverged} diverged{}, {} with a violation; {} store calls compared alike",
+            name,
+            args.seeds,
+            args.seed,
+            self.identical,
+            if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.join(", ")) },
+            self.failed,
+            self.calls_alike
+        );
+        diverged
+    }
 }

@@ -68,46 +68,7 @@ pub fn run(args: &Args) -> CmdResult {
     let failed = reports.iter().filter(|r| !r.passed()).count();
     let repro = repro_command(args);
     match args.format {
-        Format::Text => {
-            if args.real {
-                outln!(
-                    "real processes: each child SIGKILLed itself at its point on a WAL file, resumed in a second process"
-                );
-            }
-            outln!(
-                "{:<30} {:>5} {:<6} {:<44} {:>7} {:>7} {:>6}  verdict",
-                "point",
-                "write",
-                "phase",
-                "what",
-                "child",
-                "resume",
-                "repays"
-            );
-            for r in &reports {
-                let index = r.index.map_or("-".to_owned(), |i| i.to_string());
-                let violations: Vec<String> = r.violations.iter().map(ToString::to_string).collect();
-                let verdict = if r.passed() { "PASS".to_owned() } else { format!("FAIL: {}", violations.join("; ")) };
-                outln!(
-                    "{:<30} {:>5} {:<6} {:<44} {:>7} {:>7} {:>6}  {verdict}",
-                    r.id,
-                    index,
-                    r.phase,
-                    r.write,
-                    format!("{}/{}", r.child.0, r.child.1),
-                    format!("{}/{}", r.resume.0, r.resume.1),
-                    r.repays
-                );
-            }
-            outln!(
-                "{} points, {} passed, {failed} failed (calls/tools paid by the crashed child and the resume)",
-                reports.len(),
-                reports.len() - failed
-            );
-            if failed > 0 {
-                outln!("repro: {repro}");
-            }
-        }
+        Format::Text => print_text(args.real, &reports, failed, &repro),
         Format::Json => {
             let doc = json!({
                 "points": reports, "failed": failed, "real": args.real, "repro": (failed > 0).then_some(repro)
@@ -116,6 +77,47 @@ pub fn run(args: &Args) -> CmdResult {
         }
     }
     Ok(if failed == 0 { Verdict::Pass } else { Verdict::Fail })
+}
+
+/// The suite as a table: one row per point (`real`: run with real processes), the summary line
+/// and, when a point failed, the repro command.
+fn print_text(real: bool, reports: &[PointReport], failed: usize, repro: &str) {
+    if real {
+        outln!("real processes: each child SIGKILLed itself at its point on a WAL file, resumed in a second process");
+    }
+    outln!(
+        "{:<30} {:>5} {:<6} {:<44} {:>7} {:>7} {:>6}  verdict",
+        "point",
+        "write",
+        "phase",
+        "what",
+        "child",
+        "resume",
+        "repays"
+    );
+    for r in reports {
+        let index = r.index.map_or("-".to_owned(), |i| i.to_string());
+        let violations: Vec<String> = r.violations.iter().map(ToString::to_string).collect();
+        let verdict = if r.passed() { "PASS".to_owned() } else { format!("FAIL: {}", violations.join("; ")) };
+        outln!(
+            "{:<30} {:>5} {:<6} {:<44} {:>7} {:>7} {:>6}  {verdict}",
+            r.id,
+            index,
+            r.phase,
+            r.write,
+            format!("{}/{}", r.child.0, r.child.1),
+            format!("{}/{}", r.resume.0, r.resume.1),
+            r.repays
+        );
+    }
+    outln!(
+        "{} points, {} passed, {failed} failed (calls/tools paid by the crashed child and the resume)",
+        reports.len(),
+        reports.len() - failed
+    );
+    if failed > 0 {
+        outln!("repro: {repro}");
+    }
 }
 
 fn repro_command(args: &Args) -> String {

@@ -148,66 +148,86 @@ pub fn run(args: &Args) -> CmdResult {
     // This shard's count of baseline worlds.
     let (_, count) = shard.seeds(0, catalogue::SCENARIOS.len() as u64 * args.seeds - 1);
     let soaks = soak_column(args, &defects)?;
-    let soak_cell = |i: usize| match soaks.get(i) {
-        Some(Some(seed)) => format!("caught, seed {seed}"),
-        _ => "NO".to_owned(),
-    };
-    let seconds = clock.seconds();
-    let missed = hunts.iter().filter(|h| h.catch.is_none()).count();
-
+    let matrix = Matrix { hunts, soaks, dirty, branches, worlds: count, seconds: clock.seconds() };
     match args.format {
-        Format::Text => {
-            let soak_head = if args.soak { "  soak" } else { "" };
-            outln!(
-                "{:<28} {:<6} {:>5}  {:<40} {:<22} repro{soak_head}",
-                "defect",
-                "caught",
-                "tries",
-                "where",
-                "checker"
-            );
-            for (i, h) in hunts.iter().enumerate() {
-                let (caught, place, checker, repro) = match &h.catch {
-                    Some(c) => {
-                        let place = c.seed.map_or(c.scenario.clone(), |seed| format!("{} seed {seed}", c.scenario));
-                        ("yes", place, c.shown(), c.repro.as_str())
-                    }
-                    None => ("NO", h.hunted_in.join(","), "-".to_owned(), "-"),
-                };
-                let soak = if args.soak { format!("  soak: {}", soak_cell(i)) } else { String::new() };
-                outln!("{:<28} {caught:<6} {:>5}  {place:<40} {checker:<22} {repro}{soak}", h.defect, h.tries);
-            }
-            for d in &dirty {
-                outln!("BASELINE FAIL {} seed {}: {}\n  repro: {}", d.scenario, d.seed, d.first, d.repro);
-            }
-            // The clean baseline over every scenario: which engine branches no world reached.
-            outln!("baseline {}", super::sweep::probes_line(&branches));
-            outln!(
-                "{} of {} defects caught; clean baseline: {} worlds, {} with violations; {seconds:.1} s",
-                hunts.len() - missed,
-                hunts.len(),
-                count,
-                dirty.len()
-            );
-        }
-        Format::Json => {
-            let doc = json!({
-                "seeds": args.seeds,
-                "db": args.db.as_str(),
-                "defects": hunts,
-                "soak": args.soak.then(|| hunts.iter().zip(&soaks).map(|(h, s)| json!({"defect": h.defect, "caught_at_seed": s})).collect::<Vec<_>>()),
-                "caught": hunts.len() - missed,
-                "missed": missed,
-                "baseline": {
-                    "worlds": count,
-                    "probes_missed": coverage::probes_missed(&branches),
-                    "dirty": dirty.iter().map(|d| json!({"scenario": d.scenario, "seed": d.seed, "first": d.first, "repro": d.repro})).collect::<Vec<_>>(),
-                },
-            });
-            outln!("{doc}");
-        }
+        Format::Text => matrix.print_text(args),
+        Format::Json => matrix.print_json(args),
     }
-    Ok(if missed == 0 && dirty.is_empty() { Verdict::Pass } else { Verdict::Fail })
+    Ok(if matrix.missed() == 0 && matrix.dirty.is_empty() { Verdict::Pass } else { Verdict::Fail })
+}
+
+/// The kill matrix of one shard: each defect's hunt and soak cell, and the clean baseline.
+struct Matrix {
+    hunts: Vec<Hunt>,
+    /// With `--soak`, each defect's soak: the seed that caught it, if one did.
+    soaks: Vec<Option<u64>>,
+    dirty: Vec<Dirty>,
+    /// The engine branches the baseline's worlds reached.
+    branches: Table,
+    /// This shard's count of baseline worlds.
+    worlds: u64,
+    seconds: f64,
+}
+
+impl Matrix {
+    /// How many defects no world caught.
+    fn missed(&self) -> usize {
+        self.hunts.iter().filter(|h| h.catch.is_none()).count()
+    }
+
+    /// The matrix as a table: one row per defect, the baseline's failures and missed branches, and
+    /// the summary line.
+    fn print_text(&self, args: &Args) {
+        let soak_cell = |i: usize| match self.soaks.get(i) {
+            Some(Some(seed)) => format!("caught, seed {seed}"),
+            _ => "NO".to_owned(),
+        };
+        let soak_head = if args.soak { "  soak" } else { "" };
+        outln!("{:<28} {:<6} {:>5}  {:<40} {:<22} repro{soak_head}", "defect", "caught", "tries", "where", "checker");
+        for (i, h) in self.hunts.iter().enumerate() {
+            let (caught, place, checker, repro) = match &h.catch {
+                Some(c) => {
+                    let place = c.seed.map_or(c.scenario.clone(), |seed| format!("{} seed {seed}", c.scenario));
+                    ("yes", place, c.shown(), c.repro.as_str())
+                }
+                None => ("NO", h.hunted_in.join(","), "-".to_owned(), "-"),
+            };
+            let soak = if args.soak { format!("  soak: {}", soak_cell(i)) } else { String::new() };
+            outln!("{:<28} {caught:<6} {:>5}  {place:<40} {checker:<22} {repro}{soak}", h.defect, h.tries);
+        }
+        for d in &self.dirty {
+            outln!("BASELINE FAIL {} seed {}: {}\n  repro: {}", d.scenario, d.seed, d.first, d.repro);
+        }
+        // The clean baseline over every scenario: which engine branches no world reached.
+        outln!("baseline {}", super::sweep::probes_line(&self.branches));
+        outln!(
+            "{} of {} defects caught; clean baseline: {} worlds, {} with violations; {:.1} s",
+            self.hunts.len() - self.missed(),
+            self.hunts.len(),
+            self.worlds,
+            self.dirty.len(),
+            self.seconds
+        );
+    }
+
+    /// The matrix as one JSON document.
+    fn print_json(&self, args: &Args) {
+        let missed = self.missed();
+        let doc = json!({
+            "seeds": args.seeds,
+            "db": args.db.as_str(),
+            "defects": self.hunts,
+            "soak": args.soak.then(|| self.hunts.iter().zip(&self.soaks).map(|(h, s)| json!({"defect": h.defect, "caught_at_seed": s})).collect::<Vec<_>>()),
+            "caught": self.hunts.len() - missed,
+            "missed": missed,
+            "baseline": {
+                "worlds": self.worlds,
+                "probes_missed": coverage::probes_missed(&self.branches),
+                "dirty": self.dirty.iter().map(|d| json!({"scenario": d.scenario, "seed": d.seed, "first": d.first, "repro": d.repro})).collect::<Vec<_>>(),
+            },
+        });
+        outln!("{doc}");
+    }
 }
 
 /// With `--soak`, each defect's store soak: the seed that caught it, if one did.
