@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::ops::Deref;
 use std::rc::Rc;
 
-use fencesim_store::{Lease, RunId, Seq, Store};
+use fencesim_store::{JournalEntry, Lease, RunId, RunMeta, Seq, Store};
 use serde_json::Value;
 
 use crate::core::Core;
@@ -28,6 +28,13 @@ pub struct Engine<E: Env> {
     core: Core<E>,
     active: RefCell<BTreeSet<RunId>>,
     next_owner: Cell<u64>,
+}
+
+/// A segment's ownership of its run: the lease it holds, if any, and whether the engine acquired
+/// it itself (then it keeps the lease alive and releases it).
+struct Owned {
+    lease: Option<Lease>,
+    auto: bool,
 }
 
 impl<E: Env> Deref for Engine<E> {
@@ -87,6 +94,40 @@ impl<E: Env> Engine<E> {
 
         // E7: own first, then read. The defect reads first (contracts 3.7).
         let early = if !fresh && self.has(EngineDefect::ReadBeforeOwn) { Some(self.read(run).await?) } else { None };
+        let owned = self.own(run, &opts, fresh).await?;
+        let supplied = opts.snapshot.take().filter(|_| opts.lease.is_some());
+        let snapshot = match early.or(supplied) {
+            Some(snapshot) => Ok(snapshot),
+            None => self.read(run).await,
+        };
+        let result = match snapshot {
+            Ok((meta, journal)) if fresh && (meta.is_some() || !journal.is_empty()) => {
+                Err(EngineError::Config(format!("run {run} already exists; resume it instead")))
+            }
+            Ok(snapshot) => self.drive(run, workflow, snapshot, &opts, fresh, &owned).await,
+            Err(e) => Err(e),
+        };
+        // A settled outcome is this run's, of a counted segment (E1).
+        assert!(
+            result.as_ref().is_ok_and(|o| o.run == *run && o.segment > 0) || result.is_err(),
+            "run {run}: a segment reported another run's outcome"
+        );
+        // E1: the run stayed in the live set for the whole segment (only its guard removes it).
+        assert!(active.is_none() || self.is_live(run), "run {run} left the live set while its segment ran");
+        // Release strictly after the last durable write; a dead process releases nothing.
+        if owned.auto
+            && !matches!(result, Err(EngineError::Crashed))
+            && let Some(lease) = &owned.lease
+        {
+            self.release_quietly(lease);
+        }
+        result
+    }
+
+    /// A segment's ownership (E7: own first, then read): the crash points before and after it,
+    /// and the lease it holds: the one supplied, or one the engine acquires itself (`auto`) when
+    /// it owns runs and the store has leases.
+    async fn own(&self, run: &RunId, opts: &RunOptions, fresh: bool) -> EngineResult<Owned> {
         if self.env.fault(&Point { run, epoch: None, site: Site::Acquiring }).await == Fault::Crash {
             return Err(EngineError::Crashed);
         }
@@ -102,43 +143,29 @@ impl<E: Env> Engine<E> {
         if self.env.fault(&Point { run, epoch, site: Site::Owned }).await == Fault::Crash {
             return Err(EngineError::Crashed);
         }
-        let supplied = opts.snapshot.take().filter(|_| opts.lease.is_some());
-        let snapshot = match early.or(supplied) {
-            Some(snapshot) => Ok(snapshot),
-            None => self.read(run).await,
-        };
-        let result = match snapshot {
-            Ok((meta, journal)) if fresh && (meta.is_some() || !journal.is_empty()) => {
-                Err(EngineError::Config(format!("run {run} already exists; resume it instead")))
+        Ok(Owned { lease, auto })
+    }
+
+    /// Drive `workflow` over the snapshot read under the segment's lease, under the engine's
+    /// renew loop when it took the lease itself (`auto`).
+    async fn drive(
+        &self,
+        run: &RunId,
+        workflow: &Workflow,
+        (meta, journal): (Option<RunMeta>, Vec<JournalEntry>),
+        opts: &RunOptions,
+        fresh: bool,
+        owned: &Owned,
+    ) -> EngineResult<Outcome> {
+        let cancel = opts.cancel.clone().unwrap_or_default();
+        let segment = Segment::new(&self.core, run, owned.lease.clone(), cancel.clone(), journal);
+        let body = segment.drive(workflow, meta, opts, fresh);
+        match (&owned.lease, owned.auto) {
+            (Some(lease), true) => {
+                with_keeper(body, self.keep(lease, &cancel, self.renew_every_ms, "ownership lost")).await
             }
-            Ok((meta, journal)) => {
-                let cancel = opts.cancel.clone().unwrap_or_default();
-                let segment = Segment::new(&self.core, run, lease.clone(), cancel.clone(), journal);
-                let body = segment.drive(workflow, meta, &opts, fresh);
-                match (&lease, auto) {
-                    (Some(lease), true) => {
-                        with_keeper(body, self.keep(lease, &cancel, self.renew_every_ms, "ownership lost")).await
-                    }
-                    _ => body.await,
-                }
-            }
-            Err(e) => Err(e),
-        };
-        // A settled outcome is this run's, of a counted segment (E1).
-        assert!(
-            result.as_ref().is_ok_and(|o| o.run == *run && o.segment > 0) || result.is_err(),
-            "run {run}: a segment reported another run's outcome"
-        );
-        // E1: the run stayed in the live set for the whole segment (only its guard removes it).
-        assert!(active.is_none() || self.is_live(run), "run {run} left the live set while its segment ran");
-        // Release strictly after the last durable write; a dead process releases nothing.
-        if auto
-            && !matches!(result, Err(EngineError::Crashed))
-            && let Some(lease) = &lease
-        {
-            self.release_quietly(lease);
+            _ => body.await,
         }
-        result
     }
 
     /// A renew loop: renew every `every_ms`; any failure is lease loss (contracts 3.2, 3.8), which

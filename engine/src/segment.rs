@@ -577,15 +577,7 @@ impl<'e, E: Env> Segment<'e, E> {
         if meta_first {
             self.put_terminal_meta(&mut meta, status, true).await?;
         }
-        let (needed, mut recorded) = {
-            let journal = self.journal.borrow();
-            let last = entries::last_run_settle(&journal);
-            let needed = self.appended.get() > 0
-                || (self.has(EngineDefect::ResettleOnReplay) && !journal.is_empty())
-                || last.is_some_and(|s| s.run_status != status)
-                || (last.is_none() && !journal.is_empty() && !self.has(EngineDefect::SettleSkippedOnReplay));
-            (needed, last.is_some_and(|s| s.run_status == status))
-        };
+        let (needed, mut recorded) = self.settle_needed(status);
         // Drain before settle: no cancelled dispatch's terminal may land after the `run_settle`
         // (only the planted `stragglers-after-settle` drains late).
         assert!(
@@ -594,33 +586,8 @@ impl<'e, E: Env> Segment<'e, E> {
             self.run
         );
         if needed {
-            let settle = entries::run_settle(self.next_seq()?, status, segment);
-            match self.append(settle).await? {
-                Ok(_) => {
-                    recorded = true;
-                    // The settle just appended is the one every reader folds: the journal's
-                    // last, parsed back to this status, before any terminal meta (E6).
-                    let journal = self.journal.borrow();
-                    assert!(
-                        journal.last().and_then(entries::as_settle).is_some_and(|s| s.run_status == status),
-                        "run {}: the run_settle appended does not read back as the journal's last settle '{status}'",
-                        self.run
-                    );
-                }
-                Err(cause) if cause.is_lease_held() && !self.has(EngineDefect::SupersededGreen) => {
-                    return Err(EngineError::Superseded { run: self.run.clone(), status, cause });
-                }
-                Err(cause) if !cause.is_lease_held() && !self.has(EngineDefect::SettleMetaOnFailedAppend) => {
-                    return Err(EngineError::Settlement {
-                        run: self.run.clone(),
-                        status,
-                        stage: SettleStage::RunSettle,
-                        cause,
-                    });
-                }
-                // The two settle defects swallow the failure and go on as if it were recorded.
-                Err(_) => recorded = true,
-            }
+            self.append_settle(status, segment).await?;
+            recorded = true;
         }
         if !late_stragglers {
             self.sealed.set(true);
@@ -634,6 +601,51 @@ impl<'e, E: Env> Segment<'e, E> {
             self.drain().await?;
         }
         Ok(Outcome { run: self.run.clone(), status, value, segment, appended: self.appended.get() })
+    }
+
+    /// Whether this segment must append a `run_settle` of `status` (it appended entries, or the
+    /// journal's last settle says otherwise or is missing), and whether the journal already
+    /// records that status settled.
+    fn settle_needed(&self, status: RunStatus) -> (bool, bool) {
+        let journal = self.journal.borrow();
+        let last = entries::last_run_settle(&journal);
+        let needed = self.appended.get() > 0
+            || (self.has(EngineDefect::ResettleOnReplay) && !journal.is_empty())
+            || last.is_some_and(|s| s.run_status != status)
+            || (last.is_none() && !journal.is_empty() && !self.has(EngineDefect::SettleSkippedOnReplay));
+        (needed, last.is_some_and(|s| s.run_status == status))
+    }
+
+    /// Append the `run_settle` of `status`: a lost lease ends the segment superseded, another
+    /// failure unsettled (the two settle defects swallow either and go on as if it were recorded).
+    async fn append_settle(&self, status: RunStatus, segment: u32) -> EngineResult<()> {
+        let settle = entries::run_settle(self.next_seq()?, status, segment);
+        match self.append(settle).await? {
+            Ok(_) => {
+                // The settle just appended is the one every reader folds: the journal's
+                // last, parsed back to this status, before any terminal meta (E6).
+                let journal = self.journal.borrow();
+                assert!(
+                    journal.last().and_then(entries::as_settle).is_some_and(|s| s.run_status == status),
+                    "run {}: the run_settle appended does not read back as the journal's last settle '{status}'",
+                    self.run
+                );
+            }
+            Err(cause) if cause.is_lease_held() && !self.has(EngineDefect::SupersededGreen) => {
+                return Err(EngineError::Superseded { run: self.run.clone(), status, cause });
+            }
+            Err(cause) if !cause.is_lease_held() && !self.has(EngineDefect::SettleMetaOnFailedAppend) => {
+                return Err(EngineError::Settlement {
+                    run: self.run.clone(),
+                    status,
+                    stage: SettleStage::RunSettle,
+                    cause,
+                });
+            }
+            // The two settle defects swallow the failure and go on as if it were recorded.
+            Err(_) => {}
+        }
+        Ok(())
     }
 
     /// The terminal meta projection. A lease rejection is swallowed when the journal records the

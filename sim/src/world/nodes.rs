@@ -361,40 +361,52 @@ async fn tend(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize, run: &RunPlan, stat
         return;
     }
     if !state.resolved {
-        match status {
-            Some(RunStatus::Suspended) => {
-                if let Ok(journal) = ctx.store.load(&run.id)
-                    && let Some(target) = entries::open_suspensions(&journal).first()
-                {
-                    let resolved = ctx.engine.resolve(&run.id, *target, json!("approved"), &ctx.label).await;
-                    lock(&shared.client).runs[i].resolved = resolved.is_ok();
-                }
-            }
-            Some(s) if s.is_terminal() => lock(&shared.client).runs[i].resolved = true,
-            _ => {}
-        }
+        resolve(shared, ctx, i, run, status).await;
     }
     if !state.recreated && !state.driving {
-        match status {
-            Some(s) if s.is_terminal() => {
-                let Ok(lease) = ctx.engine.acquire(&run.id, &ctx.label).await else { return };
-                if ctx.engine.delete_run(&run.id, Some(&lease)).await.is_err() {
-                    ctx.engine.release_quietly(&lease);
-                    return;
-                }
-                ctx.history.push(&ctx.label, Event::Note(format!("client recreates {}", run.id)));
-                {
-                    let mut client = lock(&shared.client);
-                    let entry = &mut client.runs[i];
-                    entry.recreated = true;
-                    entry.seen = false;
-                    entry.resolved = !awaits_resolution(run);
-                }
-                drive(shared, ctx, i);
+        recreate(shared, ctx, i, run, status).await;
+    }
+}
+
+/// The client's resolution of one run: its open suspension approved, or a settled run marked
+/// resolved.
+async fn resolve(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize, run: &RunPlan, status: Option<RunStatus>) {
+    match status {
+        Some(RunStatus::Suspended) => {
+            if let Ok(journal) = ctx.store.load(&run.id)
+                && let Some(target) = entries::open_suspensions(&journal).first()
+            {
+                let resolved = ctx.engine.resolve(&run.id, *target, json!("approved"), &ctx.label).await;
+                lock(&shared.client).runs[i].resolved = resolved.is_ok();
             }
-            Some(RunStatus::Suspended) if !run.resolve => lock(&shared.client).runs[i].recreated = true,
-            _ => {}
         }
+        Some(s) if s.is_terminal() => lock(&shared.client).runs[i].resolved = true,
+        _ => {}
+    }
+}
+
+/// The client's recreation of one settled run: deleted under a lease, then driven again (a
+/// suspended run the client will not resolve is never recreated).
+async fn recreate(shared: &Arc<Shared>, ctx: &Rc<Ctx>, i: usize, run: &RunPlan, status: Option<RunStatus>) {
+    match status {
+        Some(s) if s.is_terminal() => {
+            let Ok(lease) = ctx.engine.acquire(&run.id, &ctx.label).await else { return };
+            if ctx.engine.delete_run(&run.id, Some(&lease)).await.is_err() {
+                ctx.engine.release_quietly(&lease);
+                return;
+            }
+            ctx.history.push(&ctx.label, Event::Note(format!("client recreates {}", run.id)));
+            {
+                let mut client = lock(&shared.client);
+                let entry = &mut client.runs[i];
+                entry.recreated = true;
+                entry.seen = false;
+                entry.resolved = !awaits_resolution(run);
+            }
+            drive(shared, ctx, i);
+        }
+        Some(RunStatus::Suspended) if !run.resolve => lock(&shared.client).runs[i].recreated = true,
+        _ => {}
     }
 }
 

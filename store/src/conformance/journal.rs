@@ -405,7 +405,15 @@ fn stale_tail_race(t: &dyn Target) -> CheckResult {
 fn meta_separation(t: &dyn Target) -> CheckResult {
     let fx = t.fresh(MAIN_TTL_MS)?;
     let (a, b) = (fx.connect()?, fx.connect()?);
+    meta_replaced_whole(&*a, &*b)?;
+    no_meta_without_put(&*a, &*b)?;
+    list_runs_agrees(&*b)?;
+    list_runs_filters(&*b)
+}
 
+/// put_meta (through `a`) replaces a record whole, every optional field round-tripping (read
+/// through `b`).
+fn meta_replaced_whole(a: &dyn Store, b: &dyn Store) -> CheckResult {
     // The replaced records set every field their replacements leave unset (meta-a has no genesis,
     // updated_at or extra field, meta-c no tags, meta-d no name): a merging upsert shows.
     for run in ["meta-a", "meta-c", "meta-d"] {
@@ -432,23 +440,36 @@ fn meta_separation(t: &dyn Target) -> CheckResult {
             None => fail!("meta after put_meta: expected the record, got none run={}", meta.run_id),
         }
     }
+    Ok(())
+}
 
+/// A run never written has no meta and an empty journal; a journal alone (appended through `a`)
+/// gives no meta (read through `b`).
+fn no_meta_without_put(a: &dyn Store, b: &dyn Store) -> CheckResult {
     let missing = RunId::from("meta-missing");
-    expect_meta(&*b, &missing, None, "of a run never written")?;
+    expect_meta(b, &missing, None, "of a run never written")?;
     let journal = b.load(&missing)?;
     ensure!(journal.is_empty(), "load of an unknown run: expected [], got seqs {:?} run={missing}", seqs(&journal));
     let journal_only = RunId::from("meta-journal-only");
     a.append(&journal_only, &entry(1, "journal-only"), None)?;
-    expect_meta(&*b, &journal_only, None, "of a run with a journal and no meta")?;
+    expect_meta(b, &journal_only, None, "of a run with a journal and no meta")?;
+    Ok(())
+}
 
+/// list_runs lists every run with a meta, in run id order, each as get_meta reads it.
+fn list_runs_agrees(b: &dyn Store) -> CheckResult {
     let listing = b.list_runs(&RunFilter::all())?;
     let ids: Vec<&str> = listing.iter().map(|m| m.run_id.as_str()).collect();
     let want = ["meta-a", "meta-b", "meta-c", "meta-d", "meta-rich"];
     ensure!(ids == want, "list_runs of every run: expected {want:?} in run id order, got {ids:?}");
     for meta in &listing {
-        expect_meta(&*b, &meta.run_id, Some(meta), "by get_meta against list_runs")?;
+        expect_meta(b, &meta.run_id, Some(meta), "by get_meta against list_runs")?;
     }
+    Ok(())
+}
 
+/// list_runs' filters (status or statuses, all tags, name) never drop a row that matches.
+fn list_runs_filters(b: &dyn Store) -> CheckResult {
     let either = |status, statuses: &[RunStatus]| RunFilter {
         status: Some(status),
         statuses: Some(statuses.to_vec()),
@@ -475,7 +496,7 @@ fn meta_separation(t: &dyn Target) -> CheckResult {
         ),
     ];
     for (label, filter, want) in cases {
-        expect_listing(&*b, label, &filter, want)?;
+        expect_listing(b, label, &filter, want)?;
     }
     Ok(())
 }

@@ -396,44 +396,9 @@ pub fn run_engine_soak_with(exe: &Path, opts: &EngineSoakOptions) -> Result<Engi
         let slot = fleet.spawn(w, 0)?;
         fleet.slots.push(slot);
     }
-    let mut rng = Stream::new(opts.seed).fork("soak-engine/referee");
-    let mut next_fault = Duration::from_millis(rng.range(opts.fault_every_ms / 2, opts.fault_every_ms * 3 / 2 + 1));
     let store = killpoints::open_store(&db, opts.ttl_ms, StoreDefects::NONE)?;
     let plan = plan(opts);
-    let mut client_failed = None;
-    loop {
-        if let Some(signal) = signals.pending() {
-            return Err(RealError::Interrupted(signal).into());
-        }
-        let now = started.elapsed();
-        // The client ends on its own.
-        if let Some(c) = client.as_mut()
-            && let Some(status) = c.try_wait().map_err(killpoints::io("wait for the client"))?
-        {
-            if !status.success() {
-                client_failed = Some(Violation::of(Checker::WritersAccounted, format!("the client failed ({status})")));
-            }
-            client = None;
-        }
-        fleet.resume_due();
-        if now < Duration::from_millis(opts.fault_ms) && now >= next_fault {
-            next_fault =
-                now + Duration::from_millis(rng.range(opts.fault_every_ms / 2, opts.fault_every_ms * 3 / 2 + 1));
-            let w = u32::try_from(rng.below(u64::from(opts.workers))).unwrap_or(0);
-            fleet.disrupt(w, &mut rng, &mut report)?;
-        }
-        let quiet =
-            now >= Duration::from_millis(opts.fault_ms) && fleet.slots.iter().all(|s| s.stopped_until.is_none());
-        if quiet && client.is_none() && settled_or_waiting(store.as_ref(), &plan)? {
-            break;
-        }
-        if now >= Duration::from_millis(opts.cap_ms) {
-            let why = format!("not every run settled or waiting within {} ms", opts.cap_ms);
-            report.violations.push(Violation::of(Checker::Liveness, why));
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let client_failed = fleet.until_settled(&mut client, store.as_ref(), &plan, &signals, started, &mut report)?;
     // Let a drive in flight finish, then stop every process (idle workers: not crashes).
     std::thread::sleep(Duration::from_millis(u64::from(opts.ttl_ms)));
     fleet.kill_all();
@@ -504,6 +469,60 @@ struct Fleet<'a> {
 }
 
 impl Fleet<'_> {
+    /// Storm until every run has settled or waits, or the cap is reached (a liveness violation):
+    /// a fault on a drawn worker now and then in the fault window, stopped workers resumed when
+    /// due, the client watched until it ends; a termination signal ends it as an error. The
+    /// client's failure, if it failed.
+    fn until_settled(
+        &mut self,
+        client: &mut Option<Reaped>,
+        store: &dyn Store,
+        plan: &[(RunId, Workflow)],
+        signals: &Deferral,
+        started: Instant,
+        report: &mut EngineSoakReport,
+    ) -> Result<Option<Violation>, SoakError> {
+        let opts = self.opts;
+        let mut rng = Stream::new(opts.seed).fork("soak-engine/referee");
+        let mut next_fault = Duration::from_millis(rng.range(opts.fault_every_ms / 2, opts.fault_every_ms * 3 / 2 + 1));
+        let mut client_failed = None;
+        loop {
+            if let Some(signal) = signals.pending() {
+                return Err(RealError::Interrupted(signal).into());
+            }
+            let now = started.elapsed();
+            // The client ends on its own.
+            if let Some(c) = client.as_mut()
+                && let Some(status) = c.try_wait().map_err(killpoints::io("wait for the client"))?
+            {
+                if !status.success() {
+                    client_failed =
+                        Some(Violation::of(Checker::WritersAccounted, format!("the client failed ({status})")));
+                }
+                *client = None;
+            }
+            self.resume_due();
+            if now < Duration::from_millis(opts.fault_ms) && now >= next_fault {
+                next_fault =
+                    now + Duration::from_millis(rng.range(opts.fault_every_ms / 2, opts.fault_every_ms * 3 / 2 + 1));
+                let w = u32::try_from(rng.below(u64::from(opts.workers))).unwrap_or(0);
+                self.disrupt(w, &mut rng, report)?;
+            }
+            let quiet =
+                now >= Duration::from_millis(opts.fault_ms) && self.slots.iter().all(|s| s.stopped_until.is_none());
+            if quiet && client.is_none() && settled_or_waiting(store, plan)? {
+                break;
+            }
+            if now >= Duration::from_millis(opts.cap_ms) {
+                let why = format!("not every run settled or waiting within {} ms", opts.cap_ms);
+                report.violations.push(Violation::of(Checker::Liveness, why));
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(client_failed)
+    }
+
     /// Worker `w`'s process of `incarnation`, under the owner name `w<w>.<incarnation>`.
     fn spawn(&mut self, w: u32, incarnation: u32) -> Result<Slot, SoakError> {
         let owner = format!("w{w}.{incarnation}");
@@ -740,6 +759,7 @@ fn repair_copy(
 
 #[cfg(test)]
 mod tests {
+    use crate::proc::thread_cpu;
     use fencesim_store::{JournalStore as _, MemoryStore, RunMeta};
 
     use super::*;
@@ -754,13 +774,6 @@ mod tests {
             store.put_meta(&RunMeta::new(run.clone(), RunStatus::Ok), None).expect("a meta");
         }
         (store, plan)
-    }
-
-    /// The CPU time this thread has used: what another process of a loaded machine never adds to
-    /// (a wall-clock ratio of 10.2 failed this check in a flake hunt, the long run preempted more).
-    fn thread_cpu() -> Duration {
-        let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).expect("the thread's clock");
-        Duration::new(u64::try_from(t.tv_sec()).expect("seconds"), u32::try_from(t.tv_nsec()).expect("nanoseconds"))
     }
 
     /// The storm's quiet check costs time linear in `--runs` (issue 38 item 16): asked 8 times of

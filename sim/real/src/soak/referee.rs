@@ -39,7 +39,7 @@ use serde::Serialize;
 use super::judge::{Judgement, META_SCHEMA, SoakMeta, WriterAccount, judge};
 use fencesim_oracle::history::Surface;
 
-use super::log::{EvKind, Line, LogFile, LogOutcome, Tail};
+use super::log::{End, Ev, EvKind, Line, LogFile, LogOutcome, Tail};
 use super::quorum::{Activity, Quorum, progress};
 use super::wall::{Stopwatch, mono_ns, sleep_ms, unix_ms};
 use super::{Layout, MAX_SKEW_MS, MAX_WRITERS, RUN, SoakError, SoakResult, within};
@@ -96,6 +96,10 @@ impl SoakOptions {
         Ok(())
     }
 }
+
+/// When each gated counter first met its floor (ms of the storm), in the quorum's order; `None`
+/// for a counter that never did.
+type FloorTimes = Vec<(String, Option<u64>)>;
 
 /// What a storm measured and concluded.
 #[derive(Clone, Debug, Serialize)]
@@ -161,6 +165,63 @@ struct Proc {
     booted: bool,
     signals: Vec<String>,
     rss_kib: u64,
+}
+
+impl Proc {
+    /// A writer's event: its boot, and the soak run's lease granted (a replacement's first grant
+    /// recovers a SIGKILL; `max_grant` the highest epoch seen) or given up.
+    fn event(&mut self, ev: &Ev, activity: &mut Activity, max_grant: &mut i64) {
+        match ev.kind {
+            EvKind::Booted => self.booted = true,
+            EvKind::Grant if ev.target.as_deref() == Some(RUN) => {
+                self.holding = ev.epoch;
+                *max_grant = (*max_grant).max(ev.epoch.unwrap_or(0));
+                if self.replacement {
+                    self.replacement = false;
+                    activity.sigkills_recovered += 1;
+                }
+            }
+            // A stalling holder still holds (an expiring lease): stopping it
+            // makes a zombie too.
+            EvKind::Released | EvKind::FenceKick | EvKind::StaleReject => self.holding = None,
+            EvKind::Grant
+            | EvKind::Start
+            | EvKind::Fatal
+            | EvKind::Done
+            | EvKind::Busy
+            | EvKind::MidCallLanded
+            | EvKind::MidCallStall
+            | EvKind::Error
+            | EvKind::Accept
+            | EvKind::Renewed
+            | EvKind::OrderReject
+            | EvKind::SeqProbeAccepted
+            | EvKind::LiveCrossReject
+            | EvKind::StaleAccept
+            | EvKind::Stall
+            | EvKind::VictimAbandoned
+            | EvKind::Victim
+            | EvKind::Tombstone => {}
+        }
+    }
+
+    /// A writer's call ended: a zombie's first fenced call after its takeover, refused, counts a
+    /// SIGSTOP zombie; a write call is returned as (begun at, ended busy) for the stopped writers.
+    fn ended(&mut self, e: &End, activity: &mut Activity) -> Option<(u64, bool)> {
+        let (epoch, begun, surface) = self.open.remove(&e.id)?;
+        if let (Some((zombie_epoch, since)), Some(epoch)) = (self.zombie, epoch)
+            && epoch == zombie_epoch
+            && begun > since
+            && surface.is_fenced()
+            && e.outcome != LogOutcome::Busy
+        {
+            self.zombie = None;
+            if e.outcome == LogOutcome::Stale {
+                activity.sigstop_zombies += 1;
+            }
+        }
+        surface.is_write().then_some((begun, e.outcome == LogOutcome::Busy))
+    }
 }
 
 /// The storm: children and their bookkeeping. Dropping it kills and reaps every writer left.
@@ -305,58 +366,15 @@ impl Storm {
                 match line {
                     Line::Ev(ev) => {
                         self.activity.observe(&ev);
-                        match ev.kind {
-                            EvKind::Booted => p.booted = true,
-                            EvKind::Grant if ev.target.as_deref() == Some(RUN) => {
-                                p.holding = ev.epoch;
-                                self.max_grant = self.max_grant.max(ev.epoch.unwrap_or(0));
-                                if p.replacement {
-                                    p.replacement = false;
-                                    self.activity.sigkills_recovered += 1;
-                                }
-                            }
-                            // A stalling holder still holds (an expiring lease): stopping it
-                            // makes a zombie too.
-                            EvKind::Released | EvKind::FenceKick | EvKind::StaleReject => p.holding = None,
-                            EvKind::Grant
-                            | EvKind::Start
-                            | EvKind::Fatal
-                            | EvKind::Done
-                            | EvKind::Busy
-                            | EvKind::MidCallLanded
-                            | EvKind::MidCallStall
-                            | EvKind::Error
-                            | EvKind::Accept
-                            | EvKind::Renewed
-                            | EvKind::OrderReject
-                            | EvKind::SeqProbeAccepted
-                            | EvKind::LiveCrossReject
-                            | EvKind::StaleAccept
-                            | EvKind::Stall
-                            | EvKind::VictimAbandoned
-                            | EvKind::Victim
-                            | EvKind::Tombstone => {}
-                        }
+                        p.event(&ev, &mut self.activity, &mut self.max_grant);
                     }
                     Line::Begin(b) => {
                         let epoch = b.lease.as_ref().filter(|l| l.run.as_str() == RUN).map(|l| l.epoch.0);
                         p.open.insert(b.id, (epoch, b.mono_ns, b.surface));
                     }
                     Line::End(e) => {
-                        let Some((epoch, begun, surface)) = p.open.remove(&e.id) else { continue };
-                        if surface.is_write() {
-                            writes.push((i, begun, e.outcome == LogOutcome::Busy));
-                        }
-                        if let (Some((zombie_epoch, since)), Some(epoch)) = (p.zombie, epoch)
-                            && epoch == zombie_epoch
-                            && begun > since
-                            && surface.is_fenced()
-                            && e.outcome != LogOutcome::Busy
-                        {
-                            p.zombie = None;
-                            if e.outcome == LogOutcome::Stale {
-                                self.activity.sigstop_zombies += 1;
-                            }
+                        if let Some((begun, busy)) = p.ended(&e, &mut self.activity) {
+                            writes.push((i, begun, busy));
                         }
                     }
                 }
@@ -692,6 +710,50 @@ impl Storm {
             last_checkpoint_ms: None,
         }
     }
+
+    /// Storm tick by tick until the quorum is met, the cap is reached or a writer died on its own
+    /// (a termination signal ends it as an error): whether it was capped, and when (ms of the
+    /// storm) each of the quorum's floors was reached.
+    fn until_done(&mut self, opts: &SoakOptions, signals: &Deferral) -> SoakResult<(bool, FloorTimes)> {
+        let terminal = opts.progress && std::io::stderr().is_terminal();
+        let cap_ms = opts.cap_s.saturating_mul(1000);
+        let mut capped = false;
+        let mut floor_ms: FloorTimes = opts.quorum.floors.iter().map(|(k, _)| (k.clone(), None)).collect();
+        loop {
+            if let Some(signal) = signals.pending() {
+                return Err(SoakError::Interrupted(signal.as_str().to_owned()));
+            }
+            self.observe()?;
+            self.reap()?;
+            self.wal();
+            let now = self.clock.elapsed_ms();
+            for ((name, floor), (_, at)) in opts.quorum.floors.iter().zip(floor_ms.iter_mut()) {
+                if at.is_none() && self.activity.get(name) >= *floor {
+                    *at = Some(now);
+                }
+            }
+            if opts.quorum.met(&self.activity) {
+                break;
+            }
+            if self.clock.elapsed_ms() >= cap_ms {
+                capped = true;
+                break;
+            }
+            // A writer that died on its own fails the soak; stop early instead of storming on.
+            if self.accounts.iter().any(|a| !a.accounted()) {
+                break;
+            }
+            self.faults()?;
+            if terminal {
+                self.show_progress();
+            }
+            sleep_ms(TICK_MS);
+        }
+        if terminal {
+            eprintln!();
+        }
+        Ok((capped, floor_ms))
+    }
 }
 
 /// Run one storm and judge it.
@@ -741,43 +803,7 @@ pub fn run(opts: SoakOptions) -> SoakResult<SoakOutcome> {
     for index in 0..opts.writers {
         storm.spawn(index, 0, Some(start_at), false)?;
     }
-    let terminal = opts.progress && std::io::stderr().is_terminal();
-    let cap_ms = opts.cap_s.saturating_mul(1000);
-    let mut capped = false;
-    let mut floor_ms: Vec<(String, Option<u64>)> = opts.quorum.floors.iter().map(|(k, _)| (k.clone(), None)).collect();
-    loop {
-        if let Some(signal) = signals.pending() {
-            return Err(SoakError::Interrupted(signal.as_str().to_owned()));
-        }
-        storm.observe()?;
-        storm.reap()?;
-        storm.wal();
-        let now = storm.clock.elapsed_ms();
-        for ((name, floor), (_, at)) in opts.quorum.floors.iter().zip(floor_ms.iter_mut()) {
-            if at.is_none() && storm.activity.get(name) >= *floor {
-                *at = Some(now);
-            }
-        }
-        if opts.quorum.met(&storm.activity) {
-            break;
-        }
-        if storm.clock.elapsed_ms() >= cap_ms {
-            capped = true;
-            break;
-        }
-        // A writer that died on its own fails the soak; stop early instead of storming on.
-        if storm.accounts.iter().any(|a| !a.accounted()) {
-            break;
-        }
-        storm.faults()?;
-        if terminal {
-            storm.show_progress();
-        }
-        sleep_ms(TICK_MS);
-    }
-    if terminal {
-        eprintln!();
-    }
+    let (capped, floor_ms) = storm.until_done(&opts, &signals)?;
     let storm_ms = storm.clock.elapsed_ms();
     storm.stop()?;
     storm.checkpointer = None;

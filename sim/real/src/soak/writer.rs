@@ -610,6 +610,14 @@ impl Writer {
         JournalEntry::new(seq, "step", "ok").with("key", json!(format!("soak-{nonce}"))).with("value", json!(nonce))
     }
 
+    /// The soak run's meta as its holder puts it, stamped with `nonce`.
+    fn meta(nonce: &str) -> RunMeta {
+        let mut meta = RunMeta::new(RUN, RunStatus::Running);
+        meta.extra.insert("updatedAt".into(), json!(format!("soak-{nonce}")));
+        meta.extra.insert("soak".into(), json!(nonce));
+        meta
+    }
+
     fn blob(nonce: &str) -> Vec<u8> {
         json!({ "soak": { "nonce": nonce } }).to_string().into_bytes()
     }
@@ -618,36 +626,18 @@ impl Writer {
     /// an epoch), a tenth victim cycles (two fifths of an epoch), the rest spread over the other
     /// surfaces, whose floors are small. Whether the lease is still alive after it.
     fn op(&mut self, lease: &Lease, tail: &mut i64, renewed_ms: &mut i64) -> SoakResult<bool> {
-        let (run, epoch) = (self.run.clone(), lease.epoch.0);
+        let epoch = lease.epoch.0;
         if !self.renew_if_due(lease, renewed_ms)? {
             return Ok(false);
         }
         let dice = self.rng.unit_range(0.0, 1.0);
         let nonce = self.nonce(lease);
         let (surface, out) = if dice < 0.03 && *tail >= 1 {
-            // The seq guard: a live holder appending at the stored tail must be refused.
-            let entry = Self::entry(*tail, &nonce);
-            match self.attempt(Surface::Append, |s| s.append(&run, &entry, Some(lease))).0 {
-                Out::Order => self.ev_at(EvKind::OrderReject, Surface::Append, Some(Probe::SeqGuard), epoch)?,
-                Out::Ok => self.ev_at(EvKind::SeqProbeAccepted, Surface::Append, Some(Probe::SeqGuard), epoch)?,
-                Out::Lease => {
-                    self.ev_at(EvKind::FenceKick, Surface::Append, Some(Probe::SeqGuard), epoch)?;
-                    return Ok(false);
-                }
-                Out::Other(m) => self.error(Surface::Append, Some(Probe::SeqGuard), &m)?,
-            }
-            return Ok(true);
+            return self.seq_guard_probe(lease, *tail, &nonce);
         } else if dice < 0.53 {
-            let entry = Self::entry(*tail + 1, &nonce);
-            let out = self.attempt(Surface::Append, |s| s.append(&run, &entry, Some(lease))).0;
-            if out == Out::Ok {
-                *tail += 1;
-            }
-            (Surface::Append, out)
+            (Surface::Append, self.append_at_tail(lease, tail, &nonce))
         } else if dice < 0.62 {
-            let mut meta = RunMeta::new(RUN, RunStatus::Running);
-            meta.extra.insert("updatedAt".into(), json!(format!("soak-{nonce}")));
-            meta.extra.insert("soak".into(), json!(nonce));
+            let meta = Self::meta(&nonce);
             (Surface::PutMeta, self.attempt(Surface::PutMeta, |s| s.put_meta(&meta, Some(lease))).0)
         } else if dice < 0.68 {
             let blob_ref = format!("{RUN}/blob-{}", self.rng.below(4));
@@ -669,18 +659,51 @@ impl Writer {
             }
             (Surface::Renew, out)
         } else {
-            let bytes = Self::blob(&nonce);
-            match self.attempt(Surface::PutBlob, |s| s.put_blob(OTHER_BLOB, &bytes, Some(lease))).0 {
-                Out::Lease => {
-                    self.ev_at(EvKind::LiveCrossReject, Surface::PutBlob, Some(Probe::CrossRunLive), epoch)?
-                }
-                Out::Ok => self.ev_at(EvKind::StaleAccept, Surface::PutBlob, Some(Probe::CrossRunLive), epoch)?,
-                Out::Order => self.error(Surface::PutBlob, Some(Probe::CrossRunLive), "order violation on a blob")?,
-                Out::Other(m) => self.error(Surface::PutBlob, Some(Probe::CrossRunLive), &m)?,
-            }
+            self.cross_run_probe(lease, &nonce)?;
             return Ok(true);
         };
         self.outcome(surface, out, epoch, *tail, nonce)
+    }
+
+    /// An append at the journal's `tail`, which moves on when the append is accepted.
+    fn append_at_tail(&mut self, lease: &Lease, tail: &mut i64, nonce: &str) -> Out {
+        let run = self.run.clone();
+        let entry = Self::entry(*tail + 1, nonce);
+        let out = self.attempt(Surface::Append, |s| s.append(&run, &entry, Some(lease))).0;
+        if out == Out::Ok {
+            *tail += 1;
+        }
+        out
+    }
+
+    /// The seq guard: a live holder appending at the stored `tail` must be refused. Whether the
+    /// lease is still alive after it.
+    fn seq_guard_probe(&mut self, lease: &Lease, tail: i64, nonce: &str) -> SoakResult<bool> {
+        let (run, epoch) = (self.run.clone(), lease.epoch.0);
+        let entry = Self::entry(tail, nonce);
+        match self.attempt(Surface::Append, |s| s.append(&run, &entry, Some(lease))).0 {
+            Out::Order => self.ev_at(EvKind::OrderReject, Surface::Append, Some(Probe::SeqGuard), epoch)?,
+            Out::Ok => self.ev_at(EvKind::SeqProbeAccepted, Surface::Append, Some(Probe::SeqGuard), epoch)?,
+            Out::Lease => {
+                self.ev_at(EvKind::FenceKick, Surface::Append, Some(Probe::SeqGuard), epoch)?;
+                return Ok(false);
+            }
+            Out::Other(m) => self.error(Surface::Append, Some(Probe::SeqGuard), &m)?,
+        }
+        Ok(true)
+    }
+
+    /// The live holder's blob put into the side run, which its lease does not guard: it must be
+    /// refused.
+    fn cross_run_probe(&mut self, lease: &Lease, nonce: &str) -> SoakResult<()> {
+        let epoch = lease.epoch.0;
+        let bytes = Self::blob(nonce);
+        match self.attempt(Surface::PutBlob, |s| s.put_blob(OTHER_BLOB, &bytes, Some(lease))).0 {
+            Out::Lease => self.ev_at(EvKind::LiveCrossReject, Surface::PutBlob, Some(Probe::CrossRunLive), epoch),
+            Out::Ok => self.ev_at(EvKind::StaleAccept, Surface::PutBlob, Some(Probe::CrossRunLive), epoch),
+            Out::Order => self.error(Surface::PutBlob, Some(Probe::CrossRunLive), "order violation on a blob"),
+            Out::Other(m) => self.error(Surface::PutBlob, Some(Probe::CrossRunLive), &m),
+        }
     }
 
     /// A live holder renews once a third of its ttl has passed (the engine's rule); whether the
@@ -749,15 +772,8 @@ impl Writer {
     /// One tenure (5.3). Returns Err only on a fatal harness error.
     fn tenure(&mut self) -> SoakResult<()> {
         self.n = 0;
-        let (run, owner) = (self.run.clone(), self.owner.clone());
-        let lease = match self.attempt(Surface::Acquire, |s| s.acquire(&run, &owner)) {
-            (Out::Ok, Some(lease)) => lease,
-            (Out::Lease | Out::Ok, _) | (Out::Other(_), _) => {
-                sleep_ms(self.rng.range(3, 14));
-                return Ok(());
-            }
-            (Out::Order, _) => return self.error(Surface::Acquire, None, "journal order on acquire"),
-        };
+        let run = self.run.clone();
+        let Some(lease) = self.acquire_run()? else { return Ok(()) };
         let epoch = lease.epoch.0;
         let mut renewed_ms = self.store.clock.peek_ms();
         self.event(EvKind::Grant, |e| Ev { epoch: Some(epoch), target: Some(RUN.into()), ..e })?;
@@ -790,18 +806,44 @@ impl Writer {
             }
             Out::Other(m) => return self.error(Surface::Append, Some(Probe::Marker), &m),
         }
-        // The op mix (see `op`).
+        if !self.op_mix(&lease, &mut tail, &mut renewed_ms)? {
+            return self.sweep(&lease);
+        }
+        self.end_tenure(&lease)
+    }
+
+    /// Acquire the soak run: the lease, or none when refused or failed (after a back-off of a
+    /// few ms) or on a journal order error (logged).
+    fn acquire_run(&mut self) -> SoakResult<Option<Lease>> {
+        let (run, owner) = (self.run.clone(), self.owner.clone());
+        match self.attempt(Surface::Acquire, |s| s.acquire(&run, &owner)) {
+            (Out::Ok, Some(lease)) => Ok(Some(lease)),
+            (Out::Lease | Out::Ok, _) | (Out::Other(_), _) => {
+                sleep_ms(self.rng.range(3, 14));
+                Ok(None)
+            }
+            (Out::Order, _) => self.error(Surface::Acquire, None, "journal order on acquire").map(|()| None),
+        }
+    }
+
+    /// The op mix (see `op`): 4 to 9 ops while the lease lives and the writer is not stopping;
+    /// whether the lease is still alive.
+    fn op_mix(&mut self, lease: &Lease, tail: &mut i64, renewed_ms: &mut i64) -> SoakResult<bool> {
         let ops = self.rng.range(4, 10);
         let mut alive = true;
         for _ in 0..ops {
             if !alive || self.stopping() {
                 break;
             }
-            alive = self.op(&lease, &mut tail, &mut renewed_ms)?;
+            alive = self.op(lease, tail, renewed_ms)?;
         }
-        if !alive {
-            return self.sweep(&lease);
-        }
+        Ok(alive)
+    }
+
+    /// A tenure's end with its lease alive: a stall past its expiry now and then, else a release;
+    /// the dead lease is swept either way.
+    fn end_tenure(&mut self, lease: &Lease) -> SoakResult<()> {
+        let epoch = lease.epoch.0;
         // A stalled holder keeps the run locked until its lease expires, so the stall share
         // bounds the storm's tenure rate (the reference's 0.5 held the release storm to about
         // six epochs a second; at 0.3, with commits no longer waiting for the disk, stalls took
@@ -811,18 +853,18 @@ impl Writer {
         if self.rng.chance(STALL_AT_TENURE_END) {
             self.ev_probe(EvKind::Stall, Probe::TenureStall, epoch)?;
             sleep_ms(stall_ms(self.cfg.ttl_ms));
-            return self.sweep(&lease);
+            return self.sweep(lease);
         }
-        match self.attempt(Surface::Release, |s| s.release(&lease)).0 {
+        match self.attempt(Surface::Release, |s| s.release(lease)).0 {
             // A released lease is as dead as an expired one: sweep it too (beyond the
             // reference, which sweeps only after a stall or a fence kick).
             Out::Ok => {
                 self.ev_at(EvKind::Released, Surface::Release, None, epoch)?;
-                self.sweep(&lease)
+                self.sweep(lease)
             }
             _ => {
                 self.ev_at(EvKind::FenceKick, Surface::Release, None, epoch)?;
-                self.sweep(&lease)
+                self.sweep(lease)
             }
         }
     }
@@ -846,9 +888,7 @@ impl Writer {
     /// the side run; each must be refused.
     fn probe_surfaces(&mut self, lease: &Lease, probe: Probe) -> SoakResult<()> {
         let epoch = lease.epoch.0;
-        let run = self.run.clone();
         let stale_nonce = format!("stale-w{}g{}-e{epoch}", self.cfg.index, self.cfg.generation);
-        let blob_ref = format!("{RUN}/blob-0");
         const STEPS: [(Surface, bool); 8] = [
             (Surface::Append, false),
             (Surface::PutMeta, false),
@@ -860,33 +900,7 @@ impl Writer {
             (Surface::Release, false),
         ];
         for (surface, cross_run) in STEPS {
-            let out = match surface {
-                Surface::Append => {
-                    let Some(tail) = self.tail_seq() else { continue };
-                    let entry = Self::entry(tail + 1, &stale_nonce);
-                    self.attempt(surface, |s| s.append(&run, &entry, Some(lease))).0
-                }
-                Surface::PutMeta => {
-                    let mut meta = RunMeta::new(RUN, RunStatus::Cancelled);
-                    meta.extra.insert("updatedAt".into(), json!(format!("stale-w{}", self.cfg.index)));
-                    self.attempt(surface, |s| s.put_meta(&meta, Some(lease))).0
-                }
-                Surface::PutBlob => {
-                    let bytes = Self::blob(&stale_nonce);
-                    let target = if cross_run { OTHER_BLOB } else { blob_ref.as_str() };
-                    self.attempt(surface, |s| s.put_blob(target, &bytes, Some(lease))).0
-                }
-                Surface::DeleteBlob => self.attempt(surface, |s| s.delete_blob(&blob_ref, Some(lease))).0,
-                Surface::Delete => self.attempt(surface, |s| s.delete(&run, Some(lease))).0,
-                Surface::Renew => self.attempt(surface, |s| s.renew(lease)).0,
-                Surface::Release => self.attempt(surface, |s| s.release(lease)).0,
-                Surface::Acquire
-                | Surface::Load
-                | Surface::GetMeta
-                | Surface::ListRuns
-                | Surface::GetBlob
-                | Surface::ListBlobs => unreachable!("the sweep probes write surfaces only"),
-            };
+            let Some(out) = self.stale_call(surface, cross_run, lease, &stale_nonce) else { continue };
             let target = cross_run.then(|| OTHER_BLOB.to_owned());
             let kind = match out {
                 Out::Ok => EvKind::StaleAccept,
@@ -909,6 +923,40 @@ impl Writer {
             })?;
         }
         Ok(())
+    }
+
+    /// One write surface's call under `lease` (a stale one), the blob put into the side run when
+    /// `cross_run`: its outcome, or none for an append when the journal cannot be read.
+    fn stale_call(&mut self, surface: Surface, cross_run: bool, lease: &Lease, stale_nonce: &str) -> Option<Out> {
+        let run = self.run.clone();
+        let blob_ref = format!("{RUN}/blob-0");
+        Some(match surface {
+            Surface::Append => {
+                let tail = self.tail_seq()?;
+                let entry = Self::entry(tail + 1, stale_nonce);
+                self.attempt(surface, |s| s.append(&run, &entry, Some(lease))).0
+            }
+            Surface::PutMeta => {
+                let mut meta = RunMeta::new(RUN, RunStatus::Cancelled);
+                meta.extra.insert("updatedAt".into(), json!(format!("stale-w{}", self.cfg.index)));
+                self.attempt(surface, |s| s.put_meta(&meta, Some(lease))).0
+            }
+            Surface::PutBlob => {
+                let bytes = Self::blob(stale_nonce);
+                let target = if cross_run { OTHER_BLOB } else { blob_ref.as_str() };
+                self.attempt(surface, |s| s.put_blob(target, &bytes, Some(lease))).0
+            }
+            Surface::DeleteBlob => self.attempt(surface, |s| s.delete_blob(&blob_ref, Some(lease))).0,
+            Surface::Delete => self.attempt(surface, |s| s.delete(&run, Some(lease))).0,
+            Surface::Renew => self.attempt(surface, |s| s.renew(lease)).0,
+            Surface::Release => self.attempt(surface, |s| s.release(lease)).0,
+            Surface::Acquire
+            | Surface::Load
+            | Surface::GetMeta
+            | Surface::ListRuns
+            | Surface::GetBlob
+            | Surface::ListBlobs => unreachable!("the sweep probes write surfaces only"),
+        })
     }
 
     /// The victim cycle (5.5) plus the tombstone: a fenced delete and recreate of a side run,
