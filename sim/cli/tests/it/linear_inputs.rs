@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use fencesim_engine::entries::running;
 use fencesim_oracle::history::{Call, CallOutcome, History, Payload, Role, Surface};
+use fencesim_real::proc::thread_cpu;
 use fencesim_store::{
     Epoch, JournalStore, Lease, RunId, RunMeta, RunStatus, Seq, SqliteOptions, SqliteStore, SystemClock,
 };
@@ -62,12 +63,6 @@ fn children_cpu(times: &str) -> Duration {
 fn children_cpu_reads_the_shells_times() {
     assert_eq!(children_cpu("0m0.010000s 0m0.000000s\n1m2.500000s 0m0.250000s\n"), Duration::from_millis(62_750));
     assert_eq!(children_cpu("0m0.00s 0m0.00s\n0m1.23s 0m0.05s\n"), Duration::from_millis(1_280));
-}
-
-/// The CPU time this thread has used (no other thread's or process's).
-pub(crate) fn thread_cpu() -> Duration {
-    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).expect("the thread's CPU clock");
-    Duration::new(u64::try_from(t.tv_sec()).expect("seconds"), u32::try_from(t.tv_nsec()).expect("nanoseconds"))
 }
 
 fn assert_linear(what: &str, small: Duration, large: Duration) {
