@@ -4,6 +4,10 @@
 //!   that tests which must run in CI and only there can say so with
 //!   `#[cfg_attr(not(fencesim_ci), ignore = "...")]`: in CI they run (and fail when what they need
 //!   is missing), elsewhere they are listed as ignored with their reason.
+//! - `--cfg fencesim_slow` when `CI` or `FENCESIM_SLOW_TESTS` is set (the same way), so that the
+//!   slowest tests (each a minute or more, and each the miniature of a step `.ci/run` also runs in
+//!   full) say `#[cfg_attr(not(fencesim_slow), ignore = "...")]`: the README's test command on a
+//!   developer's machine lists them as ignored with their reason, CI runs them.
 //! - `FENCESIM_BUILD_ID`, what built this binary (`report::BUILD_ID`, the `build` of every sweep
 //!   and replay report, which `fencesim merge` holds every shard to): a SHA-256 over every source
 //!   file the binary is compiled from (each crate's manifest and `src`, the compiled-in scenarios,
@@ -42,12 +46,22 @@ const SOURCES: [&str; 19] = [
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(fencesim_ci)");
+    println!("cargo::rustc-check-cfg=cfg(fencesim_slow)");
     println!("cargo::rerun-if-env-changed=CI");
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"));
+    println!("cargo::rerun-if-env-changed=FENCESIM_SLOW_TESTS");
+    let ci = switched_on("CI");
     if ci {
         println!("cargo::rustc-cfg=fencesim_ci");
     }
+    if ci || switched_on("FENCESIM_SLOW_TESTS") {
+        println!("cargo::rustc-cfg=fencesim_slow");
+    }
     println!("cargo::rustc-env=FENCESIM_BUILD_ID={}", build_id());
+}
+
+/// Whether an environment switch is on: set, and not empty, `0` or `false`.
+fn switched_on(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
 }
 
 /// The build's identity (see the module).

@@ -1,10 +1,11 @@
 //! No test passes without running (docs/tests.md, "What a test needs"). A test that needs
 //! something from outside the Rust toolchain fails without it (`cli::need`); one whose need a
-//! developer's machine may lack (or that takes minutes) is marked
-//! `#[cfg_attr(not(fencesim_ci), ignore = "...")]`, so that outside CI it is reported as ignored
-//! with its reason, and under CI (`sim/cli/build.rs`) it runs. This test holds every test source
-//! of the workspace to that: no skip notice (a test that prints that it skipped and returns passed
-//! in 0.00 s), and no `ignore` but under `not(fencesim_ci)` (a plain `#[ignore]` CI never runs).
+//! developer's machine may lack is marked `#[cfg_attr(not(fencesim_ci), ignore = "...")]`, one
+//! that takes minutes `#[cfg_attr(not(fencesim_slow), ignore = "...")]`, so that outside CI (or,
+//! for a slow one, without `FENCESIM_SLOW_TESTS`) it is reported as ignored with its reason, and
+//! under CI (`sim/cli/build.rs`) it runs. This test holds every test source of the workspace to
+//! that: no skip notice (a test that prints that it skipped and returns passed in 0.00 s), and no
+//! `ignore` but under one of those two switches (a plain `#[ignore]` CI never runs).
 
 use std::path::{Path, PathBuf};
 
@@ -32,7 +33,8 @@ fn no_test_passes_without_running() {
     assert!(files.len() > 50, "the workspace's sources were not found under {}", root.display());
     // Spelled in pieces, so this file does not find itself.
     let (print, skip, ignore) = (["print", "ln!("].concat(), ["sk", "ip"].concat(), ["ignore", " = \""].concat());
-    let (plain, ci) = (["#[", "ignore"].concat(), ["not(", "fencesim_ci)"].concat());
+    let (plain, ci, slow) =
+        (["#[", "ignore"].concat(), ["not(", "fencesim_ci)"].concat(), ["not(", "fencesim_slow)"].concat());
     let mut offenders = Vec::new();
     for path in &files {
         let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -44,10 +46,10 @@ fn no_test_passes_without_running() {
             }
             let lower = code.to_lowercase();
             let notice = lower.contains(&print) && lower.contains(&skip);
-            // A conditional ignore: `not(fencesim_ci)` on its line or the few before (rustfmt
-            // splits a long attribute).
-            let unconditional =
-                code.contains(&ignore) && !lines[i.saturating_sub(3)..=i].iter().any(|l| l.contains(&ci));
+            // A conditional ignore: `not(fencesim_ci)` or `not(fencesim_slow)` on its line or the
+            // few before (rustfmt splits a long attribute).
+            let unconditional = code.contains(&ignore)
+                && !lines[i.saturating_sub(3)..=i].iter().any(|l| l.contains(&ci) || l.contains(&slow));
             if notice || code.starts_with(&plain) || unconditional {
                 offenders.push(format!("{}:{}: {code}", path.strip_prefix(&root).unwrap_or(path).display(), i + 1));
             }
@@ -56,7 +58,7 @@ fn no_test_passes_without_running() {
     assert!(
         offenders.is_empty(),
         "a test fails without what it needs, and is ignored, with its reason, only outside CI \
-         (#[cfg_attr(not(fencesim_ci), ignore = \"needs ...\")]):\n{}",
+         (#[cfg_attr(not(fencesim_ci), ignore = \"needs ...\")], or not(fencesim_slow) for a slow one):\n{}",
         offenders.join("\n")
     );
 }

@@ -89,12 +89,13 @@ fn the_workflow_keeps_its_promises() {
 }
 
 /// Runs every `"$FENCESIM"` step of every job, each matrix combination, with tiny sizes. Slow
-/// (about two minutes on two cores: a third of the suite's time), so it runs where `CI` is set
-/// (`.ci/run`) and is listed as ignored, with this reason, elsewhere.
+/// (about two minutes on two cores: a third of the suite's time), so it runs where `CI` or
+/// `FENCESIM_SLOW_TESTS` is set (`.ci/run`, `scripts/flake-hunt`) and is listed as ignored, with
+/// this reason, elsewhere.
 #[test]
 #[cfg_attr(
-    not(fencesim_ci),
-    ignore = "slow (about 2 minutes: every fencesim step of .github/workflows/ci.yml); runs under CI, or with --ignored"
+    not(fencesim_slow),
+    ignore = "slow (about 2 minutes: every fencesim step of .github/workflows/ci.yml); runs under CI or FENCESIM_SLOW_TESTS=1, or with --ignored"
 )]
 #[allow(clippy::too_many_lines, reason = "one walk over the workflow file: its jobs, matrix and steps in order")]
 fn every_fencesim_command_of_the_workflow_runs_with_tiny_sizes() {
