@@ -179,36 +179,14 @@ impl Adapter {
         clock: Option<&dyn Clock>,
     ) -> Result<Value, CallError> {
         let (op, name) = (request.op(), request.name());
-        if let Some(broken) = self.broken() {
-            return Err(CallError::Adapter(self.0.spec.error(
-                name,
-                Failure::Broken(broken.to_string()),
-                String::new(),
-            )));
-        }
-        self.nothing_unasked()?;
-        let id = self.0.next_id.fetch_add(1, Ordering::Relaxed);
-        // Id 0 is the handshake's: an answer to any request names an id of its own.
-        assert!(id > 0, "a request numbered as the handshake");
-        request.set_id(id);
-        if let Request::Call(line) = &mut request {
-            line.faults = hook.is_some_and(|h| h.borrow().is_some());
-        }
-        self.with_process(|p| p.send(name, &request::line(&request)))?;
+        let id = self.send(&mut request, hook)?;
         let clock = clock.filter(|_| !request.gives_time());
         // Where a hook cut the call (the caller died there), if one did: the adapter, another
         // process, finishes the call all the same, and its answer is discarded.
         let mut cut: Option<FaultPoint> = None;
         loop {
-            let text = self.with_process(|p| p.recv(name))?;
+            let (line, text) = self.next_line(name, id)?;
             let garbage = |why: String| Failure::Garbage { line: text.clone(), why };
-            let line = match AdapterLine::parse(&text) {
-                Ok(line) => line,
-                Err(why) => return Err(self.adapter_failure(name, garbage(why))),
-            };
-            if line.id() != id {
-                return Err(self.misdirected(name, line.id(), text));
-            }
             let reply = match line {
                 AdapterLine::Ok(_) | AdapterLine::Error(_) if let Some(point) = cut => {
                     self.answered(id, name);
@@ -219,15 +197,7 @@ impl Adapter {
                     self.answered(id, name);
                     return Ok(answer.ok);
                 }
-                AdapterLine::Error(answer) => match wire::parse_error(&answer.error) {
-                    Ok(error) => {
-                        self.answered(id, name);
-                        return Err(CallError::Store(error));
-                    }
-                    Err(why) => {
-                        return Err(self.adapter_failure(name, garbage(format!("an unknown error object: {why}"))));
-                    }
-                },
+                AdapterLine::Error(answer) => return Err(self.error_answer(id, name, &answer.error, &text)),
                 AdapterLine::Time(_) => match clock {
                     Some(clock) => Reply::Time(TimeGiven { id, now_ms: clock.now_ms() }),
                     None => {
@@ -242,6 +212,57 @@ impl Adapter {
                 }
             };
             self.with_process(|p| p.send(name, &request::line(&reply)))?;
+        }
+    }
+
+    /// Number `request` and send it, telling the adapter whether a fault hook is set: its id. A
+    /// broken adapter, or one that wrote a line nobody asked for, is refused first.
+    fn send(&self, request: &mut Request, hook: Option<&RefCell<Option<FaultHook>>>) -> Result<u64, CallError> {
+        let name = request.name();
+        if let Some(broken) = self.broken() {
+            return Err(CallError::Adapter(self.0.spec.error(
+                name,
+                Failure::Broken(broken.to_string()),
+                String::new(),
+            )));
+        }
+        self.nothing_unasked()?;
+        let id = self.0.next_id.fetch_add(1, Ordering::Relaxed);
+        // Id 0 is the handshake's: an answer to any request names an id of its own.
+        assert!(id > 0, "a request numbered as the handshake");
+        request.set_id(id);
+        if let Request::Call(line) = request {
+            line.faults = hook.is_some_and(|h| h.borrow().is_some());
+        }
+        self.with_process(|p| p.send(name, &request::line(request)))?;
+        Ok(id)
+    }
+
+    /// The adapter's next line, parsed, with its text; it must answer request `id` (`name`).
+    fn next_line(&self, name: &str, id: u64) -> Result<(AdapterLine, String), CallError> {
+        let text = self.with_process(|p| p.recv(name))?;
+        let line = match AdapterLine::parse(&text) {
+            Ok(line) => line,
+            Err(why) => return Err(self.adapter_failure(name, Failure::Garbage { line: text, why })),
+        };
+        if line.id() != id {
+            return Err(self.misdirected(name, line.id(), text));
+        }
+        Ok((line, text))
+    }
+
+    /// An error answer to request `id` (`name`, its line `text`): the store's typed error, or a
+    /// broken adapter when the error object is not one the protocol knows.
+    fn error_answer(&self, id: u64, name: &str, error: &Value, text: &str) -> CallError {
+        match wire::parse_error(error) {
+            Ok(error) => {
+                self.answered(id, name);
+                CallError::Store(error)
+            }
+            Err(why) => {
+                let why = format!("an unknown error object: {why}");
+                self.adapter_failure(name, Failure::Garbage { line: text.to_owned(), why })
+            }
         }
     }
 

@@ -105,11 +105,41 @@ pub fn run(args: &Args) -> CmdResult {
     if let Some(junit) = &args.junit {
         fencesim_sim::files::check_target(junit, args.force)?;
     }
+    let UnderTest { target, folder, adapter } = under_test(args, &kind)?;
+    let have = capabilities(target.as_ref());
+    let reports = conformance::run_all(target.as_ref());
+    drop(target);
+    drop(folder);
+    if let Some(broken) = adapter.as_ref().and_then(fencesim_protocol::Adapter::broken) {
+        return Err(broken.into());
+    }
+    let kind = match (&kind, &adapter) {
+        (StoreKind::Cmd(_), Some(adapter)) => StoreKind::Cmd(adapter.spec().clone()),
+        _ => kind,
+    };
+    let have = have?;
+    let missing: Vec<&'static str> = expected.iter().copied().filter(|c| !have.contains(c)).collect();
+    let mut summary = Summary::of(&kind, &args.defects, &reports, &known, missing);
+    summary.flags = repro_flags(args);
+    report(args, &summary, &reports, &known)
+}
+
+/// The store under test as the kit's target, with what it holds.
+struct UnderTest {
+    target: Box<dyn Target>,
+    /// A file target's databases' folder, removed when dropped.
+    folder: Option<tempfile::TempDir>,
+    /// A store adapter's process.
+    adapter: Option<fencesim_protocol::Adapter>,
+}
+
+/// Start the store `kind` names for the kit: its target (with `--defect`'s planted defects), and
+/// the folder and adapter process it holds.
+fn under_test(args: &Args, kind: &StoreKind) -> anyhow::Result<UnderTest> {
     let defects = StoreDefects::of(&args.defects);
-    // Holds the file target's databases; removed when this function returns.
     let mut folder = None;
     let mut adapter = None;
-    let target: Box<dyn Target> = match &kind {
+    let target: Box<dyn Target> = match kind {
         StoreKind::Memory => Box::new(MemoryTarget),
         StoreKind::SqliteMemdb => Box::new(SqliteTarget::memdb().defects(defects)),
         StoreKind::SqliteFile => {
@@ -135,22 +165,7 @@ pub fn run(args: &Args) -> CmdResult {
             Box::new(target)
         }
     };
-    let have = capabilities(target.as_ref());
-    let reports = conformance::run_all(target.as_ref());
-    drop(target);
-    drop(folder);
-    if let Some(broken) = adapter.as_ref().and_then(fencesim_protocol::Adapter::broken) {
-        return Err(broken.into());
-    }
-    let kind = match (&kind, &adapter) {
-        (StoreKind::Cmd(_), Some(adapter)) => StoreKind::Cmd(adapter.spec().clone()),
-        _ => kind,
-    };
-    let have = have?;
-    let missing: Vec<&'static str> = expected.iter().copied().filter(|c| !have.contains(c)).collect();
-    let mut summary = Summary::of(&kind, &args.defects, &reports, &known, missing);
-    summary.flags = repro_flags(args);
-    report(args, &summary, &reports, &known)
+    Ok(UnderTest { target, folder, adapter })
 }
 
 /// Write the JUnit report, print the checks and the summary, and give the verdict.

@@ -31,21 +31,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> CmdResult {
-    // The merged report replaces whatever report --out holds, so --out may not be a shard's folder.
-    let out = std::fs::canonicalize(&args.out).ok();
-    let mut paths = Vec::with_capacity(args.dirs.len());
-    for dir in &args.dirs {
-        if out.is_some() && std::fs::canonicalize(dir).ok() == out {
-            anyhow::bail!("--out {}: is one of the shard folders; merge into another folder", args.out.display());
-        }
-        let found: Vec<PathBuf> =
-            ["sweep.json", "replay.json"].iter().map(|n| dir.join(n)).filter(|p| p.exists()).collect();
-        paths.push(match found.as_slice() {
-            [one] => one.clone(),
-            [] => anyhow::bail!("{}: no sweep.json or replay.json", dir.display()),
-            _ => anyhow::bail!("{}: holds both sweep.json and replay.json; merge one kind at a time", dir.display()),
-        });
-    }
+    let paths = shard_reports(args)?;
     let inputs: Vec<Named> = paths.iter().map(|p| Named::new("the shard report", p)).collect();
     let outputs = super::folder_outputs("--out", &args.out, &["sweep.json", "replay.json", "junit.xml"]);
     fencesim_sim::files::check_distinct(&outputs, &inputs)?;
@@ -60,21 +46,9 @@ pub fn run(args: &Args) -> CmdResult {
     // An earlier merge's reports go now: a refused merge must not leave them looking current.
     let stale = ["sweep.json", "replay.json", "junit.xml"].map(|name| args.out.join(name));
     fencesim_sim::files::remove_stale(&stale.iter().map(PathBuf::as_path).collect::<Vec<_>>())?;
-    let fleet::Merged { mut doc, mut junit, verdict, sweep } = fleet::merge(&reports)?;
-    let missing = match (args.require_coverage, sweep) {
-        (false, _) => Vec::new(),
-        (true, true) => fleet::missing_coverage(&doc),
-        (true, false) => anyhow::bail!("--require-coverage: replay reports aim at nothing; merge sweep reports"),
-    };
-    // No failure, but an aimed-at event no shard produced: not a pass, not a violation.
-    let verdict = if !missing.is_empty() && verdict == report::Verdict::Pass {
-        doc["summary"]["verdict"] = report::Verdict::Inconclusive.as_str().into();
-        doc["summary"]["missing_coverage"] = missing.clone().into();
-        junit = fleet::junit_of(&doc);
-        report::Verdict::Inconclusive
-    } else {
-        verdict
-    };
+    let mut merged = fleet::merge(&reports)?;
+    let missing = required_coverage(args, &mut merged)?;
+    let fleet::Merged { doc, junit, verdict, sweep } = merged;
     let name = if sweep { "sweep.json" } else { "replay.json" };
     fencesim_sim::files::prepare_folder(&args.out).map_err(|e| anyhow::anyhow!("--out {e}"))?;
     super::replay::write_reports(&args.out, name, &doc, &junit)?;
@@ -97,4 +71,41 @@ pub fn run(args: &Args) -> CmdResult {
         // A shard's world could not run: the fleet's verdict is a harness error, not a failure.
         report::Verdict::Error => anyhow::bail!("a shard reports a harness error; the merged report says so"),
     }
+}
+
+/// Each shard folder's one report file, `sweep.json` or `replay.json`. The merged report replaces
+/// whatever report --out holds, so --out may not be a shard's folder.
+fn shard_reports(args: &Args) -> anyhow::Result<Vec<PathBuf>> {
+    let out = std::fs::canonicalize(&args.out).ok();
+    let mut paths = Vec::with_capacity(args.dirs.len());
+    for dir in &args.dirs {
+        if out.is_some() && std::fs::canonicalize(dir).ok() == out {
+            anyhow::bail!("--out {}: is one of the shard folders; merge into another folder", args.out.display());
+        }
+        let found: Vec<PathBuf> =
+            ["sweep.json", "replay.json"].iter().map(|n| dir.join(n)).filter(|p| p.exists()).collect();
+        paths.push(match found.as_slice() {
+            [one] => one.clone(),
+            [] => anyhow::bail!("{}: no sweep.json or replay.json", dir.display()),
+            _ => anyhow::bail!("{}: holds both sweep.json and replay.json; merge one kind at a time", dir.display()),
+        });
+    }
+    Ok(paths)
+}
+
+/// With --require-coverage, the aimed-at events no shard of a sweep produced; when there are any
+/// and no shard failed, the merged report is inconclusive: not a pass, not a violation.
+fn required_coverage(args: &Args, merged: &mut fleet::Merged) -> anyhow::Result<Vec<String>> {
+    let missing = match (args.require_coverage, merged.sweep) {
+        (false, _) => Vec::new(),
+        (true, true) => fleet::missing_coverage(&merged.doc),
+        (true, false) => anyhow::bail!("--require-coverage: replay reports aim at nothing; merge sweep reports"),
+    };
+    if !missing.is_empty() && merged.verdict == report::Verdict::Pass {
+        merged.doc["summary"]["verdict"] = report::Verdict::Inconclusive.as_str().into();
+        merged.doc["summary"]["missing_coverage"] = missing.clone().into();
+        merged.junit = fleet::junit_of(&merged.doc);
+        merged.verdict = report::Verdict::Inconclusive;
+    }
+    Ok(missing)
 }

@@ -62,12 +62,6 @@ pub fn stream<R: Send>(
 ) {
     let threads = (jobs.max(1) as u64).min(count.max(1)) as usize;
     let window = (threads as u64) * 4;
-    struct State<R> {
-        next: u64,
-        emitted: u64,
-        stopped: bool,
-        pending: BTreeMap<u64, R>,
-    }
     let state = Mutex::new(State { next: 0, emitted: 0, stopped: false, pending: BTreeMap::new() });
     let room = Condvar::new();
     let sink = Mutex::new(&mut sink);
@@ -75,39 +69,13 @@ pub fn stream<R: Send>(
         for _ in 0..threads {
             scope.spawn(|| {
                 let _reuse = FileReuse::on_this_thread();
-                loop {
-                    let i = {
-                        let mut s = lock(&state);
-                        while !s.stopped && s.next < count && s.next >= s.emitted + window {
-                            s = room.wait(s).unwrap_or_else(|p| p.into_inner());
-                        }
-                        if s.stopped || s.next >= count {
-                            break;
-                        }
-                        s.next += 1;
-                        // Taken only within the window past what was handed on.
-                        assert!(s.next <= s.emitted + window, "index {} taken past the window", s.next - 1);
-                        s.next - 1
-                    };
+                while let Some(i) = State::take(&state, &room, count, window) {
                     let result = f(i);
                     progress.tick();
                     // Hand on every result that is now in order; the sink runs under its own lock
                     // so results reach it one at a time and in index order.
                     let mut sink = lock(&sink);
-                    let ready: Vec<(u64, R)> = {
-                        let mut s = lock(&state);
-                        s.pending.insert(i, result);
-                        // The memory bound: at most `window` results wait for an earlier one.
-                        assert!(s.pending.len() as u64 <= window, "{} results wait, past {window}", s.pending.len());
-                        let mut ready = Vec::new();
-                        loop {
-                            let at = s.emitted;
-                            let Some(r) = s.pending.remove(&at) else { break };
-                            ready.push((at, r));
-                            s.emitted += 1;
-                        }
-                        ready
-                    };
+                    let ready = lock(&state).in_order(i, result, window);
                     let mut go_on = true;
                     for (index, r) in ready {
                         go_on = go_on && sink(index, r);
@@ -124,6 +92,49 @@ pub fn stream<R: Send>(
         }
     });
     progress.finish();
+}
+
+/// What [`stream`]'s threads share: the next index to take, how many results were handed on, whether
+/// the sink stopped, and the results waiting for an earlier one.
+struct State<R> {
+    next: u64,
+    emitted: u64,
+    stopped: bool,
+    pending: BTreeMap<u64, R>,
+}
+
+impl<R> State<R> {
+    /// The next index of `0..count` for a thread to run, taken once it is within `window` of what
+    /// was handed on (waiting on `room` till then); none once the sink stopped or every index is
+    /// taken.
+    fn take(state: &Mutex<State<R>>, room: &Condvar, count: u64, window: u64) -> Option<u64> {
+        let mut s = lock(state);
+        while !s.stopped && s.next < count && s.next >= s.emitted + window {
+            s = room.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        if s.stopped || s.next >= count {
+            return None;
+        }
+        s.next += 1;
+        // Taken only within the window past what was handed on.
+        assert!(s.next <= s.emitted + window, "index {} taken past the window", s.next - 1);
+        Some(s.next - 1)
+    }
+
+    /// Queue result `i`, and take every result now in index order, to hand on.
+    fn in_order(&mut self, i: u64, result: R, window: u64) -> Vec<(u64, R)> {
+        self.pending.insert(i, result);
+        // The memory bound: at most `window` results wait for an earlier one.
+        assert!(self.pending.len() as u64 <= window, "{} results wait, past {window}", self.pending.len());
+        let mut ready = Vec::new();
+        loop {
+            let at = self.emitted;
+            let Some(r) = self.pending.remove(&at) else { break };
+            ready.push((at, r));
+            self.emitted += 1;
+        }
+        ready
+    }
 }
 
 /// A progress line on stderr, drawn only when stderr is a terminal (never in CI logs).

@@ -143,6 +143,28 @@ pub fn run(args: &Args) -> CmdResult {
         return run_engine(args);
     }
     let quorum = Quorum::parse(&args.quorum)?;
+    let (opts, ttl_ms) = store_options(args, &quorum)?;
+    // Every bound before anything is created or started.
+    opts.validate()?;
+    quorum.check_reachable(args.writers, None)?;
+    prepare_outputs(args)?;
+    if let Some(dir) = &args.report {
+        fencesim_sim::files::remove_stale(&[&dir.join("soak.json"), &dir.join("junit.xml")])?;
+    }
+    let outcome = referee::run(opts)?;
+    adapter_verdict(&outcome.meta, outcome.judgement.findings.is_empty())?;
+    out!("{}", report::text(&outcome, &quorum));
+    outln!("  repro: {} (the OS scheduler is not deterministic)", repro(args, ttl_ms));
+    if let Some(dir) = &args.report {
+        fencesim_real::soak::write_atomic(&dir.join("soak.json"), &report::json(&outcome, &quorum, args.skew_ms())?)?;
+        fencesim_real::soak::write_atomic(&dir.join("junit.xml"), &fencesim::report::store_soak_junit(&outcome))?;
+    }
+    Ok(exit_verdict(report::verdict(&outcome)))
+}
+
+/// The store-level soak's options from the flags (store defects only; the quorum's default ttl;
+/// a store adapter under its timeout), and the ttl they chose.
+fn store_options(args: &Args, quorum: &Quorum) -> anyhow::Result<(SoakOptions, i64)> {
     let store_defects: Vec<StoreDefect> = args
         .defects
         .iter()
@@ -172,22 +194,7 @@ pub fn run(args: &Args) -> CmdResult {
         opts.adapter.is_none() || opts.defects.is_empty(),
         "store defects are planted in fencesim's own store, not in a store adapter (the reference adapter plants its own: FENCESIM_ADAPTER_DEFECT)"
     );
-    // Every bound before anything is created or started.
-    opts.validate()?;
-    quorum.check_reachable(args.writers, None)?;
-    prepare_outputs(args)?;
-    if let Some(dir) = &args.report {
-        fencesim_sim::files::remove_stale(&[&dir.join("soak.json"), &dir.join("junit.xml")])?;
-    }
-    let outcome = referee::run(opts)?;
-    adapter_verdict(&outcome.meta, outcome.judgement.findings.is_empty())?;
-    out!("{}", report::text(&outcome, &quorum));
-    outln!("  repro: {} (the OS scheduler is not deterministic)", repro(args, ttl_ms));
-    if let Some(dir) = &args.report {
-        fencesim_real::soak::write_atomic(&dir.join("soak.json"), &report::json(&outcome, &quorum, args.skew_ms())?)?;
-        fencesim_real::soak::write_atomic(&dir.join("junit.xml"), &fencesim::report::store_soak_junit(&outcome))?;
-    }
-    Ok(exit_verdict(report::verdict(&outcome)))
+    Ok((opts, ttl_ms))
 }
 
 /// A storm in which a writer's store adapter failed (it died, hung, answered garbage, or lacks
