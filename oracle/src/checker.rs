@@ -9,21 +9,27 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The one list of checker names: the oracle's checkers (each also has a descriptor in
 /// [`crate::DESCRIPTORS`], which orders them and states their invariant), then the real-process
-/// judges' checks with their invariants. It makes the [`Checker`] enum (in this order, which is
-/// also its `Ord`), [`Checker::name`], [`Checker::JUDGES`] and the judges' invariants.
+/// judges' checks with whose they are and their invariants. It makes the [`Checker`] enum (in this
+/// order, which is also its `Ord`), [`Checker::name`], [`Checker::JUDGES`] and the judges'
+/// invariants.
 macro_rules! checkers {
     (
         oracle { $($oracle:ident = $oracle_name:literal,)* }
-        judges { $($judge:ident = $judge_name:literal: $judge_invariant:literal,)* }
+        judges { $($judge:ident = $judge_name:literal ($owner:literal): $judge_invariant:literal,)* }
     ) => {
         /// An invariant, by the name reports print.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub enum Checker {
             $(#[doc = concat!("`", $oracle_name, "`")] $oracle,)*
-            $(#[doc = concat!("`", $judge_name, "` (a real-process judge's)")] $judge,)*
+            $(#[doc = concat!("`", $judge_name, "` (", $owner, ")")] $judge,)*
         }
 
         impl Checker {
+            /// The oracle's checkers in the order `checkers!` names them, which is also their
+            /// `Ord`: held equal to [`Checker::ORACLE`] when this crate compiles (below), so a name
+            /// with no descriptor, or out of the descriptors' order, does not build.
+            const NAMED_ORACLE: [Checker; [$($oracle_name),*].len()] = [$(Checker::$oracle),*];
+
             /// The real-process judges' own checks over their processes and files, beside the
             /// oracle's: the store soak's, the engine soak's audit of its repaired copy, and the
             /// kill points'.
@@ -77,24 +83,36 @@ checkers! {
         LinearizableReads = "linearizable-reads",
     }
     judges {
-        CleanBoot = "clean-boot":
+        CleanBoot = "clean-boot" ("the store soak's judge"):
             "every writer opens the store at the concurrent boot of all writers (4.5, B2)",
-        TypedRefusals = "typed-refusals":
+        TypedRefusals = "typed-refusals" ("the store soak's judge"):
             "a soak writer meets only the refusals the writer protocol expects, and no writer dies of an error (5.3-5.5)",
-        LogComplete = "log-complete":
+        LogComplete = "log-complete" ("the store soak's judge"):
             "a logged call lacks its outcome only where the referee killed its writer, and no outcome is logged without its call (5.6)",
-        Integrity = "integrity":
+        Integrity = "integrity" ("the store soak's judge"):
             "SQLite's integrity_check passes on the stormed file (4.5)",
-        WritersAccounted = "writers-accounted":
+        WritersAccounted = "writers-accounted" ("the soaks' judges"):
             "every writer process ended as the referee expects: killed by it, or cleanly at the stop file (5.6), and the engine soak's client cleanly once it drove its runs",
-        AuditConsistent = "audit-consistent":
+        AuditConsistent = "audit-consistent" ("the engine soak's and the kill points' judges"):
             "the audit's table finds every run consistent after the operator's repair (the engine soak's file, on a copy) and after a kill point's resume (4.2, 4.3)",
-        DocumentedCounts = "documented-counts":
+        DocumentedCounts = "documented-counts" ("the kill points' judge"):
             "a kill point's calls and tools paid by the crashed child and by the resume, and its limit terminals, are the counts its table documents (5.13)",
-        KillPointReached = "kill-point-reached":
+        KillPointReached = "kill-point-reached" ("the kill points' judge"):
             "every kill point's child reaches its point and dies there: a point never reached tests nothing",
     }
 }
+
+// `checkers!` names exactly the oracle's checkers, in the descriptors' order (see `NAMED_ORACLE`):
+// a name left behind by a removed checker, or one with no descriptor, fails the build.
+const _: () = {
+    let (named, described) = (Checker::NAMED_ORACLE, crate::CHECKERS);
+    assert!(named.len() == described.len(), "checkers! names another number of oracle checkers than DESCRIPTORS");
+    let mut i = 0;
+    while i < named.len() {
+        assert!(named[i] as u8 == described[i] as u8, "checkers! and DESCRIPTORS name the oracle's checkers apart");
+        i += 1;
+    }
+};
 
 impl Checker {
     /// The oracle's checkers, in the order [`crate::check`] runs and reports them (derived from

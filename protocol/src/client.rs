@@ -253,8 +253,8 @@ impl Adapter {
 
     /// An error answer to request `id` (`name`, its line `text`): the store's typed error, or a
     /// broken adapter when the error object is not one the protocol knows.
-    fn error_answer(&self, id: u64, name: &str, error: &Value, text: &str) -> CallError {
-        match wire::parse_error(error) {
+    fn error_answer(&self, id: u64, name: &str, object: &Value, text: &str) -> CallError {
+        match wire::parse_error(object) {
             Ok(error) => {
                 self.answered(id, name);
                 CallError::Store(error)

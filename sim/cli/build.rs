@@ -5,8 +5,8 @@
 //!   `#[cfg_attr(not(fencesim_ci), ignore = "...")]`: in CI they run (and fail when what they need
 //!   is missing), elsewhere they are listed as ignored with their reason.
 //! - `--cfg fencesim_slow` when `CI` or `FENCESIM_SLOW_TESTS` is set (the same way), so that the
-//!   slowest tests (each a minute or more, and each the miniature of a step `.ci/run` also runs in
-//!   full) say `#[cfg_attr(not(fencesim_slow), ignore = "...")]`: the README's test command on a
+//!   slowest tests (each a minute or more, each a miniature of what CI runs in full: the workflow
+//!   file's fencesim steps, `.ci/run`'s kit on each planted adapter defect) say `#[cfg_attr(not(fencesim_slow), ignore = "...")]`: the README's test command on a
 //!   developer's machine lists them as ignored with their reason, CI runs them.
 //! - `FENCESIM_BUILD_ID`, what built this binary (`report::BUILD_ID`, the `build` of every sweep
 //!   and replay report, which `fencesim merge` holds every shard to): a SHA-256 over every source

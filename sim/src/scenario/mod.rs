@@ -628,6 +628,15 @@ pub struct ScenarioError {
     pub message: String,
 }
 
+/// What [`Scenario::validate`] refuses: the section and key at fault (so the caller can point at
+/// its line), and the message naming them.
+type Refusal = (&'static str, &'static str, String);
+
+/// A refusal of `key` in the `[world]` section.
+fn world_err(key: &'static str, message: String) -> Result<(), Refusal> {
+    Err(("world", key, format!("world.{key}: {message}")))
+}
+
 impl Scenario {
     /// Parse a scenario's text; `path` names it in errors and its stem names the scenario.
     pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
@@ -681,7 +690,7 @@ impl Scenario {
 
     /// Check what serde cannot: a failure names the offending key as (section, key) so the
     /// caller can point at its line.
-    fn validate(&self) -> Result<(), (&'static str, &'static str, String)> {
+    fn validate(&self) -> Result<(), Refusal> {
         self.check_world()?;
         self.check_branches()?;
         self.check_names()?;
@@ -690,29 +699,28 @@ impl Scenario {
     }
 
     /// The `[world]` section's bounds, each naming its key.
-    fn check_world(&self) -> Result<(), (&'static str, &'static str, String)> {
+    fn check_world(&self) -> Result<(), Refusal> {
         self.check_timers()?;
         self.check_sizes()?;
         self.check_upper_bounds()
     }
 
     /// The world's timers: leases renewable (ttl_ms), a positive liveness bound, and polls below it.
-    fn check_timers(&self) -> Result<(), (&'static str, &'static str, String)> {
+    fn check_timers(&self) -> Result<(), Refusal> {
         let w = &self.world;
-        let world = |key: &'static str, message: String| Err(("world", key, format!("world.{key}: {message}")));
         if w.ttl_ms < 3 || w.ttl_ms > TIMER_MS_MAX {
-            return world(
+            return world_err(
                 "ttl_ms",
                 format!("must be 3..={TIMER_MS_MAX} (leases renew every ttl/3 ms), got {}", w.ttl_ms),
             );
         }
         // Before poll_ms, which must stay below it: a zero here is liveness_ms's fault.
         if w.liveness_ms == 0 {
-            return world("liveness_ms", "must be positive, got 0".into());
+            return world_err("liveness_ms", "must be positive, got 0".into());
         }
         if w.poll_ms.1 > TIMER_MS_MAX / 3 || w.poll_ms.1 >= w.liveness_ms {
             let bound = (TIMER_MS_MAX / 3).min(w.liveness_ms.saturating_sub(1));
-            return world(
+            return world_err(
                 "poll_ms",
                 format!("at most {bound} (below liveness_ms, and the sweeper polls 3x slower), got {}", w.poll_ms),
             );
@@ -722,38 +730,39 @@ impl Scenario {
 
     /// The world's sizes: workers, concurrency and runs within their bounds and at least 1, and
     /// at least one workflow, each a known one.
-    fn check_sizes(&self) -> Result<(), (&'static str, &'static str, String)> {
+    fn check_sizes(&self) -> Result<(), Refusal> {
         let w = &self.world;
-        let world = |key: &'static str, message: String| Err(("world", key, format!("world.{key}: {message}")));
         for (key, span, max) in
             [("workers", w.workers, 64), ("concurrency", w.concurrency, 64), ("runs", w.runs, LIMITS.runs)]
         {
             if span.1 > max {
-                return world(key, format!("at most {max}, got {span}"));
+                return world_err(key, format!("at most {max}, got {span}"));
             }
         }
         for (key, span) in [("workers", w.workers), ("concurrency", w.concurrency), ("poll_ms", w.poll_ms)] {
             if span.0 == 0 {
-                return world(key, format!("must be at least 1, got {span}"));
+                return world_err(key, format!("must be at least 1, got {span}"));
             }
         }
         if w.workflows.is_empty() {
-            return world("workflows", "must name at least one workflow".into());
+            return world_err("workflows", "must name at least one workflow".into());
         }
         if let Some(bad) = w.workflows.iter().find(|name| !["happy", "limit", "approval"].contains(&name.as_str())) {
-            return world("workflows", format!("unknown workflow '{bad}' (known: happy, limit, approval)"));
+            return world_err("workflows", format!("unknown workflow '{bad}' (known: happy, limit, approval)"));
         }
         if w.runs.1 == 0 {
-            return world("runs", format!("must be at least 1 (a world with no runs does nothing), got {}", w.runs));
+            return world_err(
+                "runs",
+                format!("must be at least 1 (a world with no runs does nothing), got {}", w.runs),
+            );
         }
         Ok(())
     }
 
     /// The upper bounds: a world stays small enough to run in seconds and to hold in memory, and
     /// its runs start early enough to settle within the liveness bound.
-    fn check_upper_bounds(&self) -> Result<(), (&'static str, &'static str, String)> {
+    fn check_upper_bounds(&self) -> Result<(), Refusal> {
         let w = &self.world;
-        let world = |key: &'static str, message: String| Err(("world", key, format!("world.{key}: {message}")));
         for (key, value, max) in [
             ("ttl_ms", w.ttl_ms, LIMITS.ttl_ms),
             ("start_ms", w.start_ms, LIMITS.window_ms),
@@ -767,11 +776,11 @@ impl Scenario {
             ("tool_ms", w.tool_ms, LIMITS.step_ms),
         ] {
             if value > max {
-                return world(key, format!("at most {max}, got {value}"));
+                return world_err(key, format!("at most {max}, got {value}"));
             }
         }
         if w.start_ms > Limits::latest_start_ms(w.fault_ms, w.liveness_ms) {
-            return world(
+            return world_err(
                 "start_ms",
                 format!(
                     "at most fault_ms + liveness_ms / 2 = {} (a run started later has too little of the liveness \
@@ -786,29 +795,28 @@ impl Scenario {
 
     /// The opt-in branch inputs (`legacy`, `misbind`, `corrupt`) name real workflows and have the
     /// nodes they need.
-    fn check_branches(&self) -> Result<(), (&'static str, &'static str, String)> {
+    fn check_branches(&self) -> Result<(), Refusal> {
         let w = &self.world;
-        let world = |key: &'static str, message: String| Err(("world", key, format!("world.{key}: {message}")));
         if let Some(bad) = w.legacy.iter().find(|name| !["happy", "limit", "approval"].contains(&name.as_str())) {
-            return world("legacy", format!("unknown workflow '{bad}' (known: happy, limit, approval)"));
+            return world_err("legacy", format!("unknown workflow '{bad}' (known: happy, limit, approval)"));
         }
         if !w.legacy.is_empty() && w.workers.0 < 2 {
-            return world(
+            return world_err(
                 "legacy",
                 format!("needs at least 2 workers (w1 lacks them, another must drive its runs), got {}", w.workers),
             );
         }
         if w.misbind && w.operator_ms == 0 {
-            return world("misbind", "needs an operator (operator_ms above 0)".into());
+            return world_err("misbind", "needs an operator (operator_ms above 0)".into());
         }
         if w.corrupt && w.operator_ms == 0 {
-            return world("corrupt", "needs an operator (operator_ms above 0)".into());
+            return world_err("corrupt", "needs an operator (operator_ms above 0)".into());
         }
         Ok(())
     }
 
     /// `aims` name coverage events and `targets` name planted defects.
-    fn check_names(&self) -> Result<(), (&'static str, &'static str, String)> {
+    fn check_names(&self) -> Result<(), Refusal> {
         let events = crate::coverage::events();
         if let Some(bad) = self.aims.iter().find(|e| !events.contains(e)) {
             return Err(("", "aims", format!("aims: unknown coverage event '{bad}' (known: {})", events.join(", "))));
@@ -822,7 +830,7 @@ impl Scenario {
 
     /// Each fault kind's settings: one that is on can fire, rates within their unit's bound, the
     /// timed kinds' events within the limit, and no setting a kind does not read.
-    fn check_faults(&self) -> Result<(), (&'static str, &'static str, String)> {
+    fn check_faults(&self) -> Result<(), Refusal> {
         let w = &self.world;
         let mut timed_events = 0.0;
         for (kind, f) in self.faults.kinds() {
@@ -841,7 +849,7 @@ impl Scenario {
 
     /// The world at its worst must be judgeable in sane virtual time (`crate::pace`), and its
     /// workers' polls over fault_ms and that liveness window stay within the limit.
-    fn check_pace(&self) -> Result<(), (&'static str, &'static str, String)> {
+    fn check_pace(&self) -> Result<(), Refusal> {
         let w = &self.world;
         let pace = crate::scenario::pace::Pace::of_scenario(self);
         if let Err((term, message)) = pace.check() {

@@ -250,8 +250,8 @@ fn rows_text(out: &mut String, seed: u64, heads: &Heads, d: &Divergence) {
     }
 }
 
-/// One world ended before the other (`calls`: the store calls each made): the headline and the
-/// other's next row.
+/// One world ended before the other (`(ca, cb)`: the store calls A and B made): the headline and
+/// the other's next row.
 fn ended_text(out: &mut String, seed: u64, heads: &Heads, (ca, cb): (usize, usize), d: &Divergence) {
     let (ended, other, more) = if d.a.is_none() { ('A', 'B', &d.b) } else { ('B', 'A', &d.a) };
     let _ = writeln!(
@@ -373,7 +373,7 @@ pub fn run(args: &Args) -> CmdResult {
             true
         },
     );
-    let diverged = tally.summary(&scenario.name, args, end);
+    let diverged = tally.print_summary(&scenario.name, args, end);
     if let Some(first) = tally.first_error {
         anyhow::bail!("{} world(s) could not run; the first: {first}", tally.errors);
     }
@@ -401,9 +401,9 @@ impl Tally {
         }
     }
 
-    /// Print the summary of the seeds from `args.seed` to `end` of scenario `name`; the seeds
-    /// that diverged.
-    fn summary(&self, name: &str, args: &Args, end: u64) -> u64 {
+    /// Print the summary of the seeds from `args.seed` to `end` of scenario `name`, and return
+    /// how many diverged.
+    fn print_summary(&self, name: &str, args: &Args, end: u64) -> u64 {
         let diverged: u64 = self.diverged.values().sum();
         let kinds: Vec<String> = self.diverged.iter().map(|(k, n)| format!("{n} {k}")).collect();
         if diverged > 0 {

@@ -759,10 +759,10 @@ fn repair_copy(
 
 #[cfg(test)]
 mod tests {
-    use crate::proc::thread_cpu;
     use fencesim_store::{JournalStore as _, MemoryStore, RunMeta};
 
     use super::*;
+    use crate::proc::thread_cpu;
 
     /// A store of `n` settled runs and the plan of them all.
     fn settled(n: usize) -> (MemoryStore, Vec<(RunId, Workflow)>) {

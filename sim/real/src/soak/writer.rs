@@ -772,7 +772,6 @@ impl Writer {
     /// One tenure (5.3). Returns Err only on a fatal harness error.
     fn tenure(&mut self) -> SoakResult<()> {
         self.n = 0;
-        let run = self.run.clone();
         let Some(lease) = self.acquire_run()? else { return Ok(()) };
         let epoch = lease.epoch.0;
         let mut renewed_ms = self.store.clock.peek_ms();
@@ -784,6 +783,7 @@ impl Writer {
             return Ok(());
         };
         // The marker: the first act as owner.
+        let run = self.run.clone();
         let nonce = self.nonce(&lease);
         let entry = Self::entry(tail + 1, &nonce);
         match self.attempt(Surface::Append, |s| s.append(&run, &entry, Some(&lease))).0 {
