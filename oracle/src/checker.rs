@@ -104,15 +104,25 @@ checkers! {
 
 // `checkers!` names exactly the oracle's checkers, in the descriptors' order (see `NAMED_ORACLE`):
 // a name left behind by a removed checker, or one with no descriptor, fails the build.
-const _: () = {
-    let (named, described) = (Checker::NAMED_ORACLE, crate::CHECKERS);
-    assert!(named.len() == described.len(), "checkers! names another number of oracle checkers than DESCRIPTORS");
+const _: () = assert!(
+    same_checkers(&Checker::NAMED_ORACLE, &crate::CHECKERS),
+    "checkers! and DESCRIPTORS name the oracle's checkers apart (one more, one fewer, or another order)"
+);
+
+/// Whether `a` and `b` hold the same checkers in the same order (a `const fn`: the build uses it).
+const fn same_checkers(a: &[Checker], b: &[Checker]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
     let mut i = 0;
-    while i < named.len() {
-        assert!(named[i] as u8 == described[i] as u8, "checkers! and DESCRIPTORS name the oracle's checkers apart");
+    while i < a.len() {
+        if a[i] as u8 != b[i] as u8 {
+            return false;
+        }
         i += 1;
     }
-};
+    true
+}
 
 impl Checker {
     /// The oracle's checkers, in the order [`crate::check`] runs and reports them (derived from
@@ -165,6 +175,21 @@ impl<'de> Deserialize<'de> for Checker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The build's check of `checkers!` against `DESCRIPTORS` can fail: a name left over, one
+    /// missing, two swapped.
+    #[test]
+    fn the_names_are_held_to_the_descriptors() {
+        let (named, described) = (Checker::NAMED_ORACLE, crate::CHECKERS);
+        assert!(same_checkers(&named, &described));
+        let mut leftover = named.to_vec();
+        leftover.push(Checker::CleanBoot);
+        assert!(!same_checkers(&leftover, &described));
+        assert!(!same_checkers(&named[1..], &described));
+        let mut swapped = named;
+        swapped.swap(0, 1);
+        assert!(!same_checkers(&swapped, &described));
+    }
 
     #[test]
     fn every_checker_has_one_name_that_parses_back() {

@@ -454,7 +454,6 @@ fn a_scenario_whose_faults_cannot_fire_is_refused() {
 /// the folder and the janitor's start left it behind. Its parent gone (the pipe at EOF), it
 /// removes the root, also when the parent died before reading where it was.
 #[test]
-#[allow(clippy::disallowed_methods, reason = "the test watches a real process in wall time")]
 fn the_janitor_makes_the_root_says_where_and_removes_it_when_its_parent_is_gone() {
     use std::io::{BufRead, BufReader, Read};
     use std::os::unix::ffi::OsStringExt;

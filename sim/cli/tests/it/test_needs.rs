@@ -25,40 +25,68 @@ fn sources(dir: &Path, found: &mut Vec<PathBuf>) {
     }
 }
 
+/// The lines of `text` (a source file's) that skip a test silently, as `N: line`: a skip notice,
+/// a plain `#[ignore]`, or an `ignore = "..."` under neither switch.
+fn offenders(text: &str) -> Vec<String> {
+    // Spelled in pieces, so this file does not find itself.
+    let (print, skip, ignore) = (["print", "ln!("].concat(), ["sk", "ip"].concat(), ["ignore", " = \""].concat());
+    let (plain, ci, slow) =
+        (["#[", "ignore"].concat(), ["not(", "fencesim_ci)"].concat(), ["not(", "fencesim_slow)"].concat());
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let code = line.trim_start();
+        if code.starts_with("//") {
+            continue;
+        }
+        let lower = code.to_lowercase();
+        let notice = lower.contains(&print) && lower.contains(&skip);
+        // A conditional ignore: `not(fencesim_ci)` or `not(fencesim_slow)` on its line or the
+        // few before (rustfmt splits a long attribute).
+        let unconditional = code.contains(&ignore)
+            && !lines[i.saturating_sub(3)..=i].iter().any(|l| l.contains(&ci) || l.contains(&slow));
+        if notice || code.starts_with(&plain) || unconditional {
+            found.push(format!("{}: {code}", i + 1));
+        }
+    }
+    found
+}
+
 #[test]
 fn no_test_passes_without_running() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut files = Vec::new();
     sources(&root, &mut files);
     assert!(files.len() > 50, "the workspace's sources were not found under {}", root.display());
-    // Spelled in pieces, so this file does not find itself.
-    let (print, skip, ignore) = (["print", "ln!("].concat(), ["sk", "ip"].concat(), ["ignore", " = \""].concat());
-    let (plain, ci, slow) =
-        (["#[", "ignore"].concat(), ["not(", "fencesim_ci)"].concat(), ["not(", "fencesim_slow)"].concat());
-    let mut offenders = Vec::new();
+    let mut found = Vec::new();
     for path in &files {
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        for (i, line) in lines.iter().enumerate() {
-            let code = line.trim_start();
-            if code.starts_with("//") {
-                continue;
-            }
-            let lower = code.to_lowercase();
-            let notice = lower.contains(&print) && lower.contains(&skip);
-            // A conditional ignore: `not(fencesim_ci)` or `not(fencesim_slow)` on its line or the
-            // few before (rustfmt splits a long attribute).
-            let unconditional = code.contains(&ignore)
-                && !lines[i.saturating_sub(3)..=i].iter().any(|l| l.contains(&ci) || l.contains(&slow));
-            if notice || code.starts_with(&plain) || unconditional {
-                offenders.push(format!("{}:{}: {code}", path.strip_prefix(&root).unwrap_or(path).display(), i + 1));
-            }
-        }
+        let at = path.strip_prefix(&root).unwrap_or(path).display().to_string();
+        found.extend(offenders(&text).into_iter().map(|line| format!("{at}:{line}")));
     }
     assert!(
-        offenders.is_empty(),
+        found.is_empty(),
         "a test fails without what it needs, and is ignored, with its reason, only outside CI \
          (#[cfg_attr(not(fencesim_ci), ignore = \"needs ...\")], or not(fencesim_slow) for a slow one):\n{}",
-        offenders.join("\n")
+        found.join("\n")
     );
+}
+
+/// The scanner can fail: each way of skipping silently is found, and the two switches' ignores
+/// are not.
+#[test]
+fn the_scanner_finds_every_silent_skip() {
+    let (hash, ignore) = ("#", "ignore");
+    let planted = [
+        format!("{hash}[test]\n{hash}[{ignore}]\nfn a() {{}}"),
+        format!("#[cfg_attr(any(), {ignore} = \"slow\")]\nfn b() {{}}"),
+        format!("fn c() {{ {}(\"{}ping: no chromium\"); }}", ["print", "ln!"].concat(), ["sk", "ip"].concat()),
+    ];
+    for text in &planted {
+        assert_eq!(offenders(text).len(), 1, "not found in: {text}");
+    }
+    for switch in ["fencesim_ci", "fencesim_slow"] {
+        let allowed = format!("#[cfg_attr(\n    not({switch}),\n    {ignore} = \"needs it\"\n)]\nfn d() {{}}");
+        assert_eq!(offenders(&allowed), Vec::<String>::new(), "{switch}");
+    }
 }

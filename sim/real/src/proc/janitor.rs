@@ -161,13 +161,12 @@ pub fn enable_process_root(exe: PathBuf) {
 /// out: later [`temp_dir`]s are plain temporary folders again.
 pub fn release_process_root() {
     let made = std::mem::replace(&mut *root(), Root::Off);
-    if let Root::Made { dir, janitor } = made {
+    if let Root::Made { dir: path, janitor } = made {
         // Children ending with this process (a boot race, a storm's writers) may still be
         // creating files in it: a removal that raced one (a file appearing between the listing
         // and the rmdir) is tried again. Left standing, the janitor removes it after the exit.
         // Folders made read-only inside it (by a store adapter, in its location) are opened up
         // and removed; what still cannot be removed is named on stderr, never left silently.
-        let path = dir;
         let mut left = Vec::new();
         for _ in 0..REMOVE_ATTEMPTS {
             left = fencesim_sim::removal::remove_tree(&path);
