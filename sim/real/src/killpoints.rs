@@ -4,7 +4,9 @@
 //! (system clock, tokio) and `SIGKILL`s itself at exactly the target write, before or after it;
 //! then a second process (`killpoint-resume`) audits the residue and resumes the run from the
 //! file, and the parent judges both with the same checks and documented counts as the simulated
-//! suite (`killpoints.rs`: [`Trigger`], [`referee`], [`judge`]).
+//! suite (`killpoints.rs`: [`Trigger`], [`referee`], [`judge`]). Points are independent, so up to
+//! [`PARALLEL_POINTS`] run at once, each on a thread of the parent that spawns, polls and reaps its
+//! own two processes; the reports keep the points' order, so the output is the same bytes.
 //!
 //! The child writes its effects ledger to a log in the point's folder before each paid call or
 //! tool goes ahead, one `write(2)` per JSON line, so what the dead child paid survives it (a
@@ -460,24 +462,64 @@ fn first_line(path: &Path) -> String {
     text.lines().find(|l| !l.trim().is_empty()).unwrap_or("no message").trim().to_owned()
 }
 
-/// Run kill points with real processes, in order. Each workflow's clean bill (and the
-/// enumeration's writes) come from a simulated clean run: the engine's writes and payments do
-/// not depend on its `Env`.
+/// How many kill points run at once. A point mostly waits: its resume waits out the dead
+/// child's lease ([`REAL_CHILD_TTL_MS`]) while both processes use a few tens of milliseconds of
+/// CPU, so four at a time take a quarter of the time on two cores.
+pub const PARALLEL_POINTS: usize = 4;
+
+/// Run kill points with real processes, up to [`PARALLEL_POINTS`] at once, each in its own
+/// folder with its own file and run; the reports come back in the points' order. Each
+/// workflow's clean bill (and the enumeration's writes) come from a simulated clean run: the
+/// engine's writes and payments do not depend on its `Env`.
 pub fn run_points_real(points: &[KillPoint], config: &Config) -> Result<Vec<PointReport>, RealError> {
     let exe = std::env::current_exe().map_err(io("locate the fencesim binary"))?;
     let signals = Deferral::start();
     let suite =
         crate::proc::janitor::temp_dir("fencesim-killpoints-", false).map_err(io("create a temporary folder"))?;
     let mut clean = killpoints::CleanBills::default();
-    let reports = points
-        .iter()
-        .map(|point| {
-            let paid = clean.of(&point.workflow, config)?;
-            run_point_real(&signals, &exe, suite.path(), point, config, paid)
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let bills = points.iter().map(|point| clean.of(&point.workflow, config)).collect::<Result<Vec<_>, _>>()?;
+    let reports = in_parallel(points.len(), PARALLEL_POINTS, |i| {
+        run_point_real(&signals, &exe, suite.path(), &points[i], config, bills[i])
+    })?;
     suite.close().map_err(io("remove the suite's temporary folder"))?;
     Ok(reports)
+}
+
+/// `job(0)` to `job(n - 1)` on up to `width` threads, each taking the next index, with their
+/// results in index order. After an error no new job starts (those running finish: a signal
+/// ends them all, as each polls for it), and the first error in index order is returned. Each
+/// job spawns and reaps its own processes before its thread ends, so a child's parent-death
+/// signal (tied to the thread that spawned it) never fires early.
+fn in_parallel<T: Send>(
+    n: usize,
+    width: usize,
+    job: impl Fn(usize) -> Result<T, RealError> + Sync,
+) -> Result<Vec<T>, RealError> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let worker = || {
+        let mut done = Vec::new();
+        while !failed.load(Ordering::SeqCst) {
+            let i = next.fetch_add(1, Ordering::SeqCst);
+            if i >= n {
+                break;
+            }
+            let result = job(i);
+            failed.fetch_or(result.is_err(), Ordering::SeqCst);
+            done.push((i, result));
+        }
+        done
+    };
+    let mut done: Vec<(usize, Result<T, RealError>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..width.clamp(1, n.max(1))).map(|_| scope.spawn(worker)).collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    let results: Vec<T> = done.into_iter().map(|(_, result)| result).collect::<Result<_, _>>()?;
+    // Every index ran, or an error above was returned.
+    assert_eq!(results.len(), n, "a job was skipped without an error");
+    Ok(results)
 }
 
 /// `kill-point-reached`: the child died of its own `SIGKILL` at the point; the finding otherwise (it

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::cli;
 
-use cli::{assert_exit, fencesim, stderr, stdout};
+use cli::{assert_exit, fencesim, python, stderr, stdout};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -23,13 +23,14 @@ fn repo() -> PathBuf {
 
 /// `--store` for the reference adapter.
 fn reference() -> String {
-    format!("cmd:python3 {}", repo().join("adapters/python-sqlite/adapter.py").display())
+    format!("cmd:{} {}", python(), repo().join("adapters/python-sqlite/adapter.py").display())
 }
 
 /// `--store` for a test adapter of `sim/cli/tests/adapters/`.
 fn fixture(script: &str, args: &str) -> String {
     format!(
-        "cmd:python3 {} {args}",
+        "cmd:{} {} {args}",
+        python(),
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/adapters").join(script).display()
     )
 }
@@ -253,7 +254,7 @@ fn the_exchange_with_the_reference_adapter_is_what_the_protocol_schema_describes
     let tmp = tempfile::tempdir().expect("tmp");
     let log = tmp.path().join("exchange.log");
     let reference = repo().join("adapters/python-sqlite/adapter.py");
-    let store = fixture("tee.py", &format!("{} python3 {}", log.display(), reference.display()));
+    let store = fixture("tee.py", &format!("{} {} {}", log.display(), python(), reference.display()));
     assert_exit(&fencesim(&["conformance", "--store", &store]), 0);
     assert_exit(&fencesim(&["run", "--scenario", "mid-call-takeover", "--seed", "2", "--store", &store]), 0);
     // The soak's writers ask for the time in-lock (`now_ms: null`, `time`).
@@ -317,6 +318,8 @@ fn the_exchange_with_the_reference_adapter_is_what_the_protocol_schema_describes
 /// referee recorded the final state, and `soak-check` starts nothing.
 #[test]
 fn the_soak_storms_the_adapter_and_catches_its_planted_defect() {
+    // `python3` looked up on the PATH, so that the empty PATH below would leave it unfound.
+    let on_path = format!("cmd:python3 {}", repo().join("adapters/python-sqlite/adapter.py").display());
     for (defect, code) in [("", 0), ("unfenced-meta", 1)] {
         let tmp = tempfile::tempdir().expect("tmp");
         let kept = tempfile::tempdir().expect("kept");
@@ -324,7 +327,7 @@ fn the_soak_storms_the_adapter_and_catches_its_planted_defect() {
         let keep = keep.to_str().expect("utf-8");
         let out = fencesim_in(
             tmp.path(),
-            &["soak", "--level", "store", "--seed", "2", "--store", &reference(), "--keep", keep],
+            &["soak", "--level", "store", "--seed", "2", "--store", &on_path, "--keep", keep],
             &[("FENCESIM_ADAPTER_DEFECT", defect)],
         );
         let text = stdout(&out);

@@ -254,7 +254,8 @@ fn every_object_schema_is_closed() {
 #[test]
 fn a_world_against_a_store_adapter_matches_the_schema() {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../adapters/python-sqlite/adapter.py");
-    let spec = fencesim_protocol::Spec::parse(&format!("cmd:python3 {}", script.display())).expect("a command");
+    let spec = fencesim_protocol::Spec::parse(&format!("cmd:{} {}", crate::cli::python(), script.display()))
+        .expect("a command");
     let cfg = WorldConfig { adapter: Some(spec.clone()), ..world_config("swarm", 2, &[]) };
     let doc = report::world_json(&world::run(&cfg).expect("runs"), &[]);
     assert_eq!(doc["db"], json!(spec.to_string()));

@@ -115,7 +115,7 @@ fn a_sweeps_and_a_shrinks_repros_fail_the_same_way() {
 #[test]
 fn an_adapters_world_and_storm_repros_name_the_adapter_and_end_the_same_way() {
     let adapter = repo().join("adapters/python-sqlite/adapter.py");
-    let store = format!("cmd:python3 {}", adapter.display());
+    let store = format!("cmd:{} {}", crate::cli::python(), adapter.display());
     let env = [("FENCESIM_ADAPTER_DEFECT", "unfenced-meta")];
     let world = words(&["run", "--scenario", "zombie-probes", "--seed", "1", "--store", &store]);
     let (out, again) = reproduces(&world, &env, 1);

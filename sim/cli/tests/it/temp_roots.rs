@@ -20,7 +20,7 @@ fn repo() -> PathBuf {
 /// `fencesim run` of one swarm world through the read-only-folder adapter, with TMPDIR `tmp`.
 fn run_in(tmp: &Path, adapter_args: &str) -> Output {
     let script = repo().join("sim/cli/tests/adapters/read_only_folder.py");
-    let store = format!("cmd:python3 {} {adapter_args}", script.display());
+    let store = format!("cmd:{} {} {adapter_args}", crate::cli::python(), script.display());
     bound_by_permissions(Path::new(env!("CARGO_BIN_EXE_fencesim")))
         .args(["run", "--scenario", "swarm", "--seed", "1", "--store", &store])
         .env("TMPDIR", tmp)

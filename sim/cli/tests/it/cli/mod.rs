@@ -5,6 +5,24 @@
 use std::ffi::OsStr;
 use std::process::{Command, Output};
 
+/// The Python interpreter itself (its `sys.executable`), asked of `python3` once. On a machine
+/// whose `python3` is a version manager's shim (a shell script that runs a dozen processes before
+/// the interpreter), an adapter's start costs ten times what it should, and the kit starts one
+/// per check. Only the interpreter is resolved: a test that needs the PATH lookup itself (the
+/// kept soak's `soak-check` under an empty PATH) names `python3`.
+pub fn python() -> &'static str {
+    static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let out = Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .unwrap_or_else(|e| panic!("this test needs python3, which this machine lacks ({e}); it cannot run"));
+        let path = String::from_utf8(out.stdout).expect("a UTF-8 path").trim().to_owned();
+        assert!(out.status.success() && !path.is_empty(), "python3 did not name its interpreter");
+        path
+    })
+}
+
 /// Run `fencesim` with `args`, capturing everything.
 pub fn fencesim<S: AsRef<OsStr>>(args: &[S]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).output().expect("run fencesim")
