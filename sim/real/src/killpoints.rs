@@ -616,6 +616,27 @@ mod tests {
     }
 
     #[test]
+    fn jobs_run_in_parallel_come_back_in_order_and_the_first_error_wins() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let squares = in_parallel(50, 4, |i| Ok(i * i)).unwrap();
+        assert_eq!(squares, (0..50).map(|i| i * i).collect::<Vec<_>>());
+        assert_eq!(in_parallel(0, 4, Ok).unwrap(), Vec::<usize>::new());
+        let fail = |i: usize| if i == 3 || i == 5 { Err(RealError::Harness(format!("job {i}"))) } else { Ok(i) };
+        // Job 3 is always taken before job 5, so its error is the first in index order.
+        let err = in_parallel(50, 4, fail).unwrap_err();
+        assert!(matches!(&err, RealError::Harness(m) if m == "job 3"), "{err}");
+        // One at a time, nothing starts after the error.
+        let started = AtomicUsize::new(0);
+        let err = in_parallel(50, 1, |i| {
+            started.fetch_add(1, Ordering::SeqCst);
+            fail(i)
+        })
+        .unwrap_err();
+        assert!(matches!(&err, RealError::Harness(m) if m == "job 3"), "{err}");
+        assert_eq!(started.load(Ordering::SeqCst), 4);
+    }
+
+    #[test]
     fn the_effects_log_is_read_back_into_a_ledger() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("effects");

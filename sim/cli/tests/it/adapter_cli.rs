@@ -86,8 +86,7 @@ const CAUGHT_BY: [(&str, &str); 7] = [
 ];
 
 /// The whole kit once per planted defect of the reference adapter (seven runs, a minute or two on
-/// two cores), so it runs where `CI` or `FENCESIM_SLOW_TESTS` is set; `.ci/run` also runs the kit
-/// on each defect from the command line.
+/// two cores), so it runs where `CI` or `FENCESIM_SLOW_TESTS` is set (as `.ci/run` sets them).
 #[test]
 #[cfg_attr(
     not(fencesim_slow),
