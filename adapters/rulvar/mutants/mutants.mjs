@@ -11,7 +11,10 @@
 //!
 //! `worlds` are the scenarios a mutant is hunted in, in order (the matrix stops at the first that
 //! catches it); `soak` says whether the real-process store soak is expected to reach it (the
-//! matrix runs the soak on every mutant either way, and reports what it saw).
+//! matrix runs the soak on every mutant either way, and reports what it saw). `races: true` marks
+//! a mutant whose only catches are races between real processes (the kit's concurrent boot, the
+//! soak's): the matrix hunts it alone, after the others, so that no other hunt's load spreads the
+//! racers out of each other's way.
 
 /** Runs the mutation in place of the fence: the guarded write without its check. */
 const UNFENCED = "((_lease, mutate) => mutate())";
@@ -116,6 +119,7 @@ export const MUTANTS = [
   },
   {
     name: "no-boot-retry",
+    races: true,
     story: "two processes creating the schema at once are not serialized (sqlite: the boot's busy retry loop removed; postgres: the boot's advisory lock removed)",
     worlds: ["boot-storm"],
     sqlite: [["if (!isSqliteBusy$1(thrown) || wallClock$2() > bootDeadline) throw thrown;", "throw thrown;"]],
