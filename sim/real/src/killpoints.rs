@@ -478,48 +478,14 @@ pub fn run_points_real(points: &[KillPoint], config: &Config) -> Result<Vec<Poin
         crate::proc::janitor::temp_dir("fencesim-killpoints-", false).map_err(io("create a temporary folder"))?;
     let mut clean = killpoints::CleanBills::default();
     let bills = points.iter().map(|point| clean.of(&point.workflow, config)).collect::<Result<Vec<_>, _>>()?;
-    let reports = in_parallel(points.len(), PARALLEL_POINTS, |i| {
-        run_point_real(&signals, &exe, suite.path(), &points[i], config, bills[i])
+    // Each job spawns and reaps its own processes before its thread ends, so a child's
+    // parent-death signal (tied to the thread that spawned it) never fires early.
+    let jobs: Vec<(&KillPoint, Paid)> = points.iter().zip(bills).collect();
+    let reports = crate::par::try_map(&jobs, PARALLEL_POINTS, |&(point, paid)| {
+        run_point_real(&signals, &exe, suite.path(), point, config, paid)
     })?;
     suite.close().map_err(io("remove the suite's temporary folder"))?;
     Ok(reports)
-}
-
-/// `job(0)` to `job(n - 1)` on up to `width` threads, each taking the next index, with their
-/// results in index order. After an error no new job starts (those running finish: a signal
-/// ends them all, as each polls for it), and the first error in index order is returned. Each
-/// job spawns and reaps its own processes before its thread ends, so a child's parent-death
-/// signal (tied to the thread that spawned it) never fires early.
-fn in_parallel<T: Send>(
-    n: usize,
-    width: usize,
-    job: impl Fn(usize) -> Result<T, RealError> + Sync,
-) -> Result<Vec<T>, RealError> {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    let next = AtomicUsize::new(0);
-    let failed = AtomicBool::new(false);
-    let worker = || {
-        let mut done = Vec::new();
-        while !failed.load(Ordering::SeqCst) {
-            let i = next.fetch_add(1, Ordering::SeqCst);
-            if i >= n {
-                break;
-            }
-            let result = job(i);
-            failed.fetch_or(result.is_err(), Ordering::SeqCst);
-            done.push((i, result));
-        }
-        done
-    };
-    let mut done: Vec<(usize, Result<T, RealError>)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..width.clamp(1, n.max(1))).map(|_| scope.spawn(worker)).collect();
-        workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
-    });
-    done.sort_by_key(|(i, _)| *i);
-    let results: Vec<T> = done.into_iter().map(|(_, result)| result).collect::<Result<_, _>>()?;
-    // Every index ran, or an error above was returned.
-    assert_eq!(results.len(), n, "a job was skipped without an error");
-    Ok(results)
 }
 
 /// `kill-point-reached`: the child died of its own `SIGKILL` at the point; the finding otherwise (it
@@ -613,27 +579,6 @@ mod tests {
         for bad in ["", "w", "wx", "settle", "nope:1", "meta:x", "w-1"] {
             assert!(parse_target(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn jobs_run_in_parallel_come_back_in_order_and_the_first_error_wins() {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        let squares = in_parallel(50, 4, |i| Ok(i * i)).unwrap();
-        assert_eq!(squares, (0..50).map(|i| i * i).collect::<Vec<_>>());
-        assert_eq!(in_parallel(0, 4, Ok).unwrap(), Vec::<usize>::new());
-        let fail = |i: usize| if i == 3 || i == 5 { Err(RealError::Harness(format!("job {i}"))) } else { Ok(i) };
-        // Job 3 is always taken before job 5, so its error is the first in index order.
-        let err = in_parallel(50, 4, fail).unwrap_err();
-        assert!(matches!(&err, RealError::Harness(m) if m == "job 3"), "{err}");
-        // One at a time, nothing starts after the error.
-        let started = AtomicUsize::new(0);
-        let err = in_parallel(50, 1, |i| {
-            started.fetch_add(1, Ordering::SeqCst);
-            fail(i)
-        })
-        .unwrap_err();
-        assert!(matches!(&err, RealError::Harness(m) if m == "job 3"), "{err}");
-        assert_eq!(started.load(Ordering::SeqCst), 4);
     }
 
     #[test]

@@ -14,5 +14,6 @@ compile_error!(
 );
 
 pub mod killpoints;
+pub mod par;
 pub mod proc;
 pub mod soak;
