@@ -6,10 +6,10 @@
 use crate::checker::Checker;
 use std::collections::{BTreeMap, BTreeSet};
 
-use fencesim_store::{Epoch, JournalEntry, RunId, Seq};
+use fencesim_store::{Epoch, JournalEntry, RunId, RunStatus, Seq};
 
 use super::model::{
-    Run, blob_digest, entry_label, from_row, holder, index_of, is_checkpoint, last_settle, settle_status,
+    Run, blob_digest, entry_label, from_row, holder, index_of, is_checkpoint, last_settle, same_entry, settle_status,
 };
 use super::{Context, Descriptor, Scope, Violation};
 use crate::history::{CallOutcome, Payload, Row, Surface};
@@ -249,31 +249,81 @@ pub(super) fn meta_not_ahead(ctx: &Context) -> Vec<Violation> {
     found
 }
 
+/// An append in a run's journal as a later put_meta saw it: its row, its entry, and whether it
+/// surely landed (accepted) or only may have (indeterminate: its process died mid-call).
+struct Appended<'a> {
+    row: usize,
+    entry: &'a JournalEntry,
+    sure: bool,
+}
+
+/// Per run, the position of its last delete that may have landed (accepted or indeterminate).
+fn last_deletes<'a>(rows: &'a [Row]) -> BTreeMap<&'a RunId, usize> {
+    let deletes = rows.iter().enumerate().filter_map(|(pos, row)| {
+        let call = row.call().filter(|c| c.surface == Surface::Delete)?;
+        (call.outcome.is_ok() || call.outcome == CallOutcome::Indeterminate).then_some((&call.run, pos))
+    });
+    deletes.collect()
+}
+
+/// Whether an indeterminate append at `pos` may have landed: unless the run was never deleted
+/// after it and its final journal holds no such entry at that seq (then it surely did not).
+fn may_have_landed(
+    ctx: &Context,
+    deletes: &BTreeMap<&RunId, usize>,
+    pos: usize,
+    run: &RunId,
+    entry: &JournalEntry,
+) -> bool {
+    let stored =
+        ctx.snapshot.run(run).is_some_and(|s| s.journal.iter().any(|e| e.seq == entry.seq && same_entry(e, entry)));
+    stored || deletes.get(run).is_some_and(|&last| last > pos)
+}
+
+/// Whether some fate of the journal's indeterminate appends backs a terminal meta of `status`: no
+/// sure append at all (the journal may be empty), or a `run_settle` of that status, sure or
+/// possible, at or after the last sure one (the possible settles after it may not have landed).
+fn some_fate_backs(journal: &[Appended], status: RunStatus) -> bool {
+    let settles = || journal.iter().enumerate().filter_map(|(i, a)| settle_status(a.entry).map(|s| (i, s, a.sure)));
+    let last_sure = settles().filter(|&(_, _, sure)| sure).map(|(i, _, _)| i).last();
+    !journal.iter().any(|a| a.sure) || settles().any(|(i, s, _)| s == status && last_sure.is_none_or(|l| i >= l))
+}
+
 /// Along row order, each accepted terminal put_meta against its run's journal of accepted
-/// appends (since the run's last accepted delete) when it was accepted.
+/// appends (since the run's last accepted delete) when it was accepted. An indeterminate append
+/// that may have landed counts either way: a successor that replayed its landed `run_settle`
+/// adopts it and writes the meta without a settle of its own (contracts 3.6), and judging that
+/// meta by the accepted appends alone was a false alarm of the engine soak (docs/soak.md).
 fn accepted_meta_ahead(ctx: &Context) -> Vec<Violation> {
-    let mut journals: BTreeMap<&RunId, Vec<(usize, &JournalEntry)>> = BTreeMap::new();
+    let deletes = last_deletes(ctx.rows);
+    let mut journals: BTreeMap<&RunId, Vec<Appended>> = BTreeMap::new();
     let mut found = Vec::new();
-    for row in ctx.rows {
+    for (pos, row) in ctx.rows.iter().enumerate() {
         if let Some(run) = accepted_delete(row) {
             journals.remove(run);
         }
         if let Some((run, entry)) = accepted_append(row) {
-            journals.entry(run).or_default().push((row.index, entry));
+            journals.entry(run).or_default().push(Appended { row: row.index, entry, sure: true });
+        }
+        if let Some(call) =
+            row.call().filter(|c| c.surface == Surface::Append && c.outcome == CallOutcome::Indeterminate)
+            && let Payload::Entry(entry) = &call.payload
+            && may_have_landed(ctx, &deletes, pos, &call.run, entry)
+        {
+            journals.entry(&call.run).or_default().push(Appended { row: row.index, entry, sure: false });
         }
         let Some(call) = row.call().filter(|c| c.surface == Surface::PutMeta && c.outcome.is_ok()) else { continue };
         let Payload::Meta(meta) = &call.payload else { continue };
         let journal = journals.get(&call.run).map(Vec::as_slice).unwrap_or_default();
-        if !meta.status.is_terminal() || journal.is_empty() {
+        if !meta.status.is_terminal() || some_fate_backs(journal, meta.status) {
             continue;
         }
-        let settle = last_settle(journal.iter().map(|(_, e)| *e));
-        let (behind, cause) = match settle {
-            Some((_, status)) if status == meta.status => continue,
+        let sure: Vec<&Appended> = journal.iter().filter(|a| a.sure).collect();
+        let (behind, cause) = match last_settle(sure.iter().map(|a| a.entry)) {
             Some((i, status)) => {
-                (format!("its last run_settle (seq={}) says {status}", journal[i].1.seq), Some(journal[i].0))
+                (format!("its last run_settle (seq={}) says {status}", sure[i].entry.seq), Some(sure[i].row))
             }
-            None => (format!("it holds {} entries and no run_settle", journal.len()), None),
+            None => (format!("it holds {} entries and no run_settle", sure.len()), None),
         };
         found.push(Violation::new(
             META_NOT_AHEAD,

@@ -3,9 +3,10 @@
 
 use fencesim_store::{RunId, RunStatus};
 
+use super::fixtures::H;
 use super::fixtures::{CFG, a1, a3, assert_rows, assert_says, b2, clean, failing, lease, names, only, running, settle};
 use crate::check;
-use crate::history::{CallOutcome, Payload};
+use crate::history::{CallOutcome, Event, Payload, Snapshot, Surface};
 
 #[test]
 fn journal_seq_order_catches_an_append_below_the_tail() {
@@ -109,4 +110,49 @@ fn checkpoint_regression_accepts_either_fate_of_an_indeterminate_put() {
     other.runs.get_mut(&RunId::new("r1")).unwrap().blobs.insert("r1/ckpt/1".into(), b"neither".to_vec());
     let found = check(&h.rows, &other, &CFG);
     assert!(names(&found).contains("no-checkpoint-regression"), "{found:#?}");
+}
+
+/// r1's e3 tenure dies mid-append of its `run_settle`, so its settle is indeterminate; a
+/// successor under e4 replays the journal, adopts the settle it finds (contracts 3.6) and writes
+/// the terminal meta without one of its own. Found by an honest engine soak (docs/soak.md).
+/// Returns the history and the position of the successor's terminal meta.
+fn settle_cut_then_adopted() -> (H, usize) {
+    let mut h = clean();
+    h.remove(&["meta-ok-e3", "release-e3", "outcome-e3"]);
+    let pos = h.at("settle-e3");
+    h.call_at(pos).outcome = CallOutcome::Indeterminate;
+    let a4 = lease("r1", "w2.2", 4);
+    let crash = h.insert_after("settle-e3", |x| {
+        x.push("w1", Event::Note("crash".into())).outcome("w1", "r1", "err:crashed");
+        x.acquire("w2", &a4, 4100).put_meta("w2", &a4, 4110, RunStatus::Running, 4);
+        x.put_meta("w2", &a4, 4120, RunStatus::Ok, 4);
+        x.lease_call("w2", Surface::Release, &a4, 4130);
+    });
+    (h, crash + 4)
+}
+
+/// The snapshot of [`settle_cut_then_adopted`] when the cut settle landed.
+fn with_cut_settle(h: &H) -> Snapshot {
+    let mut landed = h.store();
+    landed.runs.get_mut(&RunId::new("r1")).unwrap().journal.push(settle(6, RunStatus::Ok, 3));
+    landed
+}
+
+#[test]
+fn meta_not_ahead_accepts_a_meta_over_a_cut_settle_that_landed() {
+    let (h, _) = settle_cut_then_adopted();
+    assert_eq!(check(&h.rows, &with_cut_settle(&h), &CFG), vec![], "the successor adopted the landed settle");
+}
+
+/// The same meta over a cut settle that did not land (the final journal lacks it) is ahead.
+#[test]
+fn meta_not_ahead_catches_a_meta_over_a_cut_settle_that_did_not_land() {
+    let (h, meta) = settle_cut_then_adopted();
+    let found = check(&h.rows, &h.store(), &CFG);
+    let ahead: Vec<_> = found.iter().filter(|v| v.checker.name() == "meta-not-ahead").collect();
+    assert_eq!(ahead.len(), 2, "{found:#?}");
+    assert_says(ahead[0], "terminal put_meta ok of r1 accepted under w2.2@e4 ahead of the journal");
+    assert_says(ahead[0], "its last run_settle (seq=4) says suspended");
+    assert_rows(ahead[0], Some(meta), Some(h.at("settle-e2")));
+    assert_says(ahead[1], "final meta of r1 is ok but the journal's last run_settle (seq=4) says suspended");
 }
