@@ -23,7 +23,8 @@
 //! scenarios, seeds and soak seeds: it must be clean. Then every mutant: the kit (caught when a
 //! check that passed on the baseline fails), the worlds (its scenarios in order, `--seeds` seeds
 //! each, until one catches it: the checker of each failing world's first violation and its seeds),
-//! and the soak (`--level store`, seeds 1 to `--soak-seeds` until one fails: its checkers and seed).
+//! and the soak (`--level store`, seeds 1 to `--soak-seeds` until one fails: its checkers and seed;
+//! a mutant's storm is capped at three times the baseline's longest, 20 to 60 s).
 //! `--detectors` runs a subset (and judges by fencesim's detectors among it alone). Mutants are
 //! hunted `--hunts` at a time (default 2: a hunt mostly waits on its adapters and soaks), each
 //! with its own copy, folders and processes, and the table keeps their order; a mutant whose
@@ -394,9 +395,10 @@ async function sweep(opts, store, copy, scenario, what) {
 }
 
 /** One store soak: its verdict and the checkers of its violations. */
-async function soak(opts, store, copy, seed, what) {
+async function soak(opts, store, copy, seed, what, capS = null) {
   const report = join(temp, `report-${(markCount += 1)}`);
-  const args = ["soak", "--level", "store", "--seed", String(seed), "--store", STORES[store].adapter, ...timeout(opts), "--report", report];
+  const cap = capS === null ? [] : ["--cap-s", String(capS)];
+  const args = ["soak", "--level", "store", "--seed", String(seed), "--store", STORES[store].adapter, ...cap, ...timeout(opts), "--report", report];
   const out = await detect(opts, copy, args, `${what}: soak seed ${seed}`);
   let doc = null;
   try {
@@ -409,7 +411,7 @@ async function soak(opts, store, copy, seed, what) {
     throw new Harness(`${what}: soak seed ${seed} exited ${out.code}: ${lastLines(out.stderr || out.stdout)}`);
   }
   const checkers = [...new Set(doc.violations.map((v) => v.checker))];
-  return { code: out.code, verdict: doc.verdict, checkers, first: doc.violations[0]?.explanation ?? null };
+  return { code: out.code, verdict: doc.verdict, checkers, first: doc.violations[0]?.explanation ?? null, stormMs: doc.storm_ms };
 }
 
 /** The Node the adapters run on (node:sqlite): rulvar's kit runs on it too. */
@@ -496,11 +498,19 @@ async function baseline(opts, store) {
     for (const e of s.errors) alarms.push(`world ${scenario}: ${e}`);
   }
   const soaks = [];
+  let longestStormMs = 0;
   for (let seed = 1; opts.detectors.includes("soak") && seed <= opts.soakSeeds; seed += 1) {
     const s = await soak(opts, store, copy, seed, what);
     if (s.code === 1) alarms.push(`soak seed ${seed}: ${s.checkers.join(", ")}: ${s.first}`);
     soaks.push(`${seed}:${s.verdict}`);
+    longestStormMs = Math.max(longestStormMs, s.stormMs);
   }
+  // A mutant's soak storms at most three times the longest storm the unmutated store needed to
+  // meet its quorum (at least 20 s, at most the soak's own 60 s cap). A mutant that keeps the
+  // quorum from ever being met (no epoch ever advances, say) would otherwise storm the whole
+  // minute after the violation that catches it was already in its history.
+  const soakCapS = Math.min(60, Math.max(20, Math.ceil((3 * longestStormMs) / 1000)));
+  if (soaks.length > 0) process.stderr.write(`matrix: ${store}: a mutant's soak storms at most ${soakCapS} s (the baseline's longest storm: ${longestStormMs} ms)\n`);
   // rulvar's own kit: informative, so what it says of the unmutated store is reported (the
   // baseline line), never counted as an alarm; a check that does not pass here is left out.
   let rulvar = null;
@@ -518,7 +528,7 @@ async function baseline(opts, store) {
       rulvar = { error: e.message };
     }
   }
-  return { passed, alarms, known, scenarios, soaks, rulvar };
+  return { passed, alarms, known, scenarios, soaks, soakCapS, rulvar };
 }
 
 /** The baseline line of rulvar's kit: what passed, what cannot run here, what failed (left out). */
@@ -592,7 +602,7 @@ async function hunt(opts, store, mutant, base) {
   }
 
   for (let seed = 1; opts.detectors.includes("soak") && seed <= opts.soakSeeds; seed += 1) {
-    const s = await attempt(() => soak(opts, store, copy, seed, what));
+    const s = await attempt(() => soak(opts, store, copy, seed, what, base.soakCapS));
     row.soakTried.push(`${seed}:${s?.verdict ?? "error"}`);
     if (s === null) continue;
     if (s.code === 1) {
@@ -720,7 +730,7 @@ async function main() {
     const log = (t) => process.stderr.write(`matrix: ${store}: ${t}\n`);
     log(`baseline (kit, ${opts.seeds} seeds of each scenario, soak seeds 1-${opts.soakSeeds})`);
     const base = await baseline(opts, store);
-    bases[store] = { alarms: base.alarms, known: base.known, scenarios: base.scenarios, soaks: base.soaks, rulvar: base.rulvar };
+    bases[store] = { alarms: base.alarms, known: base.known, scenarios: base.scenarios, soaks: base.soaks, soak_cap_s: base.soakCapS, rulvar: base.rulvar };
     if (base.rulvar !== null) log(rulvarBaselineLine(store, base.rulvar));
     for (const a of base.alarms) process.stderr.write(`matrix: ${store}: FALSE ALARM on the unmutated store: ${a}\n`);
     for (const k of base.known) log(`known finding: ${k}`);
