@@ -7,14 +7,17 @@
 //! by "not running" instead of "terminal", or a delete cascade aimed at the wrong run, shows here.
 //!
 //! State is kept per run since its last accepted delete (a recreated run starts over); the
-//! zombies' own victim runs carry no workflow binding and are not judged.
+//! zombies' own victim runs carry no workflow binding and are not judged. A terminal meta write or
+//! `run_settle` append cut by its caller's death may have landed (the settle unless the final store
+//! proves otherwise): it finishes the run for a later delete until an accepted write of its kind
+//! says otherwise, since a retention that read it landed may delete the run.
 
 use std::collections::BTreeMap;
 
-use super::model::{holder, settle_status};
+use super::model::{cut_appends_maybe_landed, holder, settle_status};
 use super::{Context, Descriptor, Scope, Violation};
 use crate::checker::Checker;
-use crate::history::{Call, Event, Payload, Row, Surface};
+use crate::history::{Call, CallOutcome, Event, Payload, Row, Surface};
 use fencesim_store::{RunId, RunStatus};
 
 pub(super) const DELETE_FINISHED: Checker = Checker::DeleteFinished;
@@ -31,13 +34,20 @@ struct Generation {
     bound: bool,
     meta: Option<RunStatus>,
     settle: Option<RunStatus>,
+    /// A cut terminal meta write since the last accepted one: it may have landed.
+    maybe_meta: bool,
+    /// A cut terminal `run_settle` that may have landed since the last accepted one.
+    maybe_settle: bool,
 }
 
 impl Generation {
     /// An accepted delete of this generation: a violation when a leased delete removes a bound
     /// run that neither its meta nor its last settle had finished.
     fn deleted(&self, row: &Row, call: &Call) -> Option<Violation> {
-        let finished = self.meta.is_some_and(RunStatus::is_terminal) || self.settle.is_some_and(RunStatus::is_terminal);
+        let finished = self.meta.is_some_and(RunStatus::is_terminal)
+            || self.settle.is_some_and(RunStatus::is_terminal)
+            || self.maybe_meta
+            || self.maybe_settle;
         if call.lease.is_none() || !self.bound || finished {
             return None;
         }
@@ -60,9 +70,21 @@ impl Generation {
 
 pub(super) fn delete_finished(ctx: &Context) -> Vec<Violation> {
     let mut found = Vec::new();
+    let maybe_landed = cut_appends_maybe_landed(ctx.rows, ctx.snapshot);
     let mut runs: BTreeMap<&RunId, Generation> = BTreeMap::new();
     for row in ctx.rows {
         let Event::Call(call) = &row.event else { continue };
+        if call.outcome == CallOutcome::Indeterminate {
+            let run = runs.entry(&call.run).or_default();
+            match (call.surface, &call.payload) {
+                (Surface::PutMeta, Payload::Meta(meta)) => run.maybe_meta |= meta.status.is_terminal(),
+                (Surface::Append, Payload::Entry(entry)) if maybe_landed.contains(&row.index) => {
+                    run.maybe_settle |= settle_status(entry).is_some_and(RunStatus::is_terminal);
+                }
+                _ => {}
+            }
+            continue;
+        }
         if !call.outcome.is_ok() {
             continue;
         }
@@ -71,10 +93,12 @@ pub(super) fn delete_finished(ctx: &Context) -> Vec<Violation> {
             (Surface::PutMeta, Payload::Meta(meta)) => {
                 run.bound |= meta.extra.contains_key("workflow");
                 run.meta = Some(meta.status);
+                run.maybe_meta = false;
             }
             (Surface::Append, Payload::Entry(entry)) => {
                 if let Some(status) = settle_status(entry) {
                     run.settle = Some(status);
+                    run.maybe_settle = false;
                 }
             }
             (Surface::Delete, _) => {

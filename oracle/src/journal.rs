@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use fencesim_store::{Epoch, JournalEntry, RunId, RunStatus, Seq};
 
 use super::model::{
-    Run, blob_digest, entry_label, from_row, holder, index_of, is_checkpoint, last_settle, same_entry, settle_status,
+    Run, blob_digest, cut_appends_maybe_landed, entry_label, from_row, holder, index_of, is_checkpoint, last_settle,
+    settle_status,
 };
 use super::{Context, Descriptor, Scope, Violation};
 use crate::history::{CallOutcome, Payload, Row, Surface};
@@ -257,35 +258,12 @@ struct Appended<'a> {
     sure: bool,
 }
 
-/// Per run, the position of its last delete that may have landed (accepted or indeterminate).
-fn last_deletes<'a>(rows: &'a [Row]) -> BTreeMap<&'a RunId, usize> {
-    let deletes = rows.iter().enumerate().filter_map(|(pos, row)| {
-        let call = row.call().filter(|c| c.surface == Surface::Delete)?;
-        (call.outcome.is_ok() || call.outcome == CallOutcome::Indeterminate).then_some((&call.run, pos))
-    });
-    deletes.collect()
-}
-
-/// Whether an indeterminate append at `pos` may have landed: unless the run was never deleted
-/// after it and its final journal holds no such entry at that seq (then it surely did not).
-fn may_have_landed(
-    ctx: &Context,
-    deletes: &BTreeMap<&RunId, usize>,
-    pos: usize,
-    run: &RunId,
-    entry: &JournalEntry,
-) -> bool {
-    let stored =
-        ctx.snapshot.run(run).is_some_and(|s| s.journal.iter().any(|e| e.seq == entry.seq && same_entry(e, entry)));
-    stored || deletes.get(run).is_some_and(|&last| last > pos)
-}
-
 /// Whether some fate of the journal's indeterminate appends backs a terminal meta of `status`: no
 /// sure append at all (the journal may be empty), or a `run_settle` of that status, sure or
 /// possible, at or after the last sure one (the possible settles after it may not have landed).
 fn some_fate_backs(journal: &[Appended], status: RunStatus) -> bool {
     let settles = || journal.iter().enumerate().filter_map(|(i, a)| settle_status(a.entry).map(|s| (i, s, a.sure)));
-    let last_sure = settles().filter(|&(_, _, sure)| sure).map(|(i, _, _)| i).last();
+    let last_sure = settles().filter(|&(_, _, sure)| sure).map(|(i, _, _)| i).next_back();
     !journal.iter().any(|a| a.sure) || settles().any(|(i, s, _)| s == status && last_sure.is_none_or(|l| i >= l))
 }
 
@@ -295,20 +273,19 @@ fn some_fate_backs(journal: &[Appended], status: RunStatus) -> bool {
 /// adopts it and writes the meta without a settle of its own (contracts 3.6), and judging that
 /// meta by the accepted appends alone was a false alarm of the engine soak (docs/soak.md).
 fn accepted_meta_ahead(ctx: &Context) -> Vec<Violation> {
-    let deletes = last_deletes(ctx.rows);
+    let maybe_landed = cut_appends_maybe_landed(ctx.rows, ctx.snapshot);
     let mut journals: BTreeMap<&RunId, Vec<Appended>> = BTreeMap::new();
     let mut found = Vec::new();
-    for (pos, row) in ctx.rows.iter().enumerate() {
+    for row in ctx.rows {
         if let Some(run) = accepted_delete(row) {
             journals.remove(run);
         }
         if let Some((run, entry)) = accepted_append(row) {
             journals.entry(run).or_default().push(Appended { row: row.index, entry, sure: true });
         }
-        if let Some(call) =
-            row.call().filter(|c| c.surface == Surface::Append && c.outcome == CallOutcome::Indeterminate)
+        if maybe_landed.contains(&row.index)
+            && let Some(call) = row.call()
             && let Payload::Entry(entry) = &call.payload
-            && may_have_landed(ctx, &deletes, pos, &call.run, entry)
         {
             journals.entry(&call.run).or_default().push(Appended { row: row.index, entry, sure: false });
         }

@@ -271,7 +271,7 @@ fn fenced_rejection(call: &Call, fence: &Fence, rejection: &CallOutcome) -> Opti
         (_, Fence::Holder) => {
             Some(format!("the live holder's {op} of {on} under {under} was rejected with {rejection}"))
         }
-        // The row may have been removed by an indeterminate release or delete: refused as stale.
+        // The row may have been taken by an indeterminate acquire, release or delete: refused as stale.
         (CallOutcome::Stale, Fence::HolderInDoubt) => None,
         (_, Fence::HolderInDoubt) => expected("stale"),
         (CallOutcome::RunMismatch, Fence::OtherRun(_)) => None,
@@ -286,7 +286,7 @@ fn standing(call: &Call, fence: &Fence) -> String {
     match fence {
         Fence::Holder => "its lease was the live holder".to_owned(),
         Fence::HolderInDoubt => {
-            "its lease was the live holder, unless an indeterminate release or delete removed it".to_owned()
+            "its lease was the live holder, unless an indeterminate acquire, release or delete took it".to_owned()
         }
         Fence::Unleased => "it carried no lease".to_owned(),
         Fence::OtherRun(other) => format!("its lease is for run {other}"),

@@ -9,12 +9,12 @@
 //! store could have committed leaves the row in doubt, and one it must have refused changes
 //! nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use fencesim_store::{Epoch, JournalEntry, RunId, RunMeta, RunStatus, Seq};
 use serde_json::Value;
 
-use crate::history::{Call, CallOutcome, Event, Payload, Request, Row, Surface, digest, digest_json};
+use crate::history::{Call, CallOutcome, Event, Payload, Request, Row, Snapshot, Surface, digest, digest_json};
 
 /// A run as the checkers key their maps by it: its number in the history, which compares as a
 /// word where the name compares as a string, and its name. Runs are numbered in name order, so a
@@ -122,8 +122,9 @@ pub(super) struct Tenancy<'a> {
     /// The row (`Row::index`) of the acquire that granted it.
     pub granted: usize,
     /// An indeterminate release or delete that a correct store could have committed may have
-    /// removed the row: it is gone for an acquire's check and there for a fenced call's, so
-    /// neither is judged against a fate the dead call may not have had.
+    /// removed the row, an indeterminate acquire may have replaced it: it is gone for an
+    /// acquire's check and there for a fenced call's, so neither is judged against a fate the
+    /// dead call may not have had.
     pub in_doubt: bool,
 }
 
@@ -142,8 +143,9 @@ impl Tenancy<'_> {
 pub(super) enum Fence<'a> {
     /// The lease is the live holder of the call's target run.
     Holder,
-    /// The lease is the run's live row, which an indeterminate release or delete before the call
-    /// may have removed ([`Tenancy::in_doubt`]): the call may be accepted, or refused as stale.
+    /// The lease is the run's live row, which an indeterminate acquire, release or delete before
+    /// the call may have taken ([`Tenancy::in_doubt`]): the call may be accepted, or refused as
+    /// stale.
     HolderInDoubt,
     /// The call carried no lease.
     Unleased,
@@ -207,19 +209,24 @@ impl<'a> Leases<'a> {
     /// removes the row (the epoch high-water mark it keeps is [`effective_epochs`]' business).
     ///
     /// An indeterminate call (its process died before the outcome) is taken the way that can only
-    /// loosen the table: a renew or acquire as not committed, so a later grant is never judged
-    /// against a lease the dead call may have failed to extend; a release or delete that a correct
-    /// store could have committed (`fence`, what the call met: its lease the live holder, or a
-    /// delete with none) leaves the row in doubt ([`Tenancy::in_doubt`]), and one it must have
-    /// refused changes nothing. Taking such a call as committed outright loosened the table for a
-    /// grant but tightened it for the live holder: a stale delete probe cut by a SIGKILL removed
-    /// the holder's row, and the holder's next accepted writes were judged unleased (issue 38).
+    /// loosen the table: a renew as not committed, so a later grant is never judged against a
+    /// lease the dead call may have failed to extend; an acquire, or a release or delete that a
+    /// correct store could have committed (`fence`, what the call met: its lease the live holder,
+    /// or a delete with none), leaves the row in doubt ([`Tenancy::in_doubt`]), and a release or
+    /// delete it must have refused changes nothing. Taking such a call as committed outright
+    /// loosened the table for a grant but tightened it for the live holder: a stale delete probe
+    /// cut by a SIGKILL removed the holder's row, and the holder's next accepted writes were
+    /// judged unleased (issue 38). Taking a cut acquire as not committed tightened it the other
+    /// way: a grant that landed (the store judges expiry by the caller's clock, and a writer whose
+    /// clock runs ahead may be granted inside the holder's ttl by the holder's clock) left the old
+    /// holder live, and its refusal as stale was judged a live holder's.
     fn apply(&mut self, index: usize, run: Run<'a>, call: &'a Call, fence: Option<&Fence<'a>>) {
         if call.outcome == CallOutcome::Indeterminate {
             let could_commit = matches!(
                 (call.surface, fence),
                 (Surface::Release | Surface::Delete, Some(Fence::Holder | Fence::HolderInDoubt))
                     | (Surface::Delete, Some(Fence::Unleased))
+                    | (Surface::Acquire, _)
             );
             if let Some(t) = self.rows.get_mut(&run).filter(|_| could_commit) {
                 t.in_doubt = true;
@@ -435,6 +442,35 @@ pub(super) fn meta_digest(meta: &RunMeta) -> u64 {
 
 pub(super) fn blob_digest(bytes: &[u8]) -> u64 {
     digest(bytes)
+}
+
+/// The cut appends (indeterminate: the caller died mid-call) that may have landed, by row index.
+/// One did not when the final store proves it: its run was never deleted after it (no delete
+/// that may have landed follows it) and its final journal holds no such entry at that seq. A
+/// checker that needs an entry present (a `run_settle` a successor adopted, say) counts these as
+/// possibly there; one that needs it absent counts them as possibly not.
+pub(super) fn cut_appends_maybe_landed(rows: &[Row], snapshot: &Snapshot) -> BTreeSet<usize> {
+    let mut deleted_after: BTreeMap<&RunId, usize> = BTreeMap::new();
+    for (pos, call) in rows.iter().enumerate().filter_map(|(pos, row)| Some((pos, row.call()?))) {
+        if call.surface == Surface::Delete && (call.outcome.is_ok() || call.outcome == CallOutcome::Indeterminate) {
+            deleted_after.insert(&call.run, pos);
+        }
+    }
+    let mut maybe = BTreeSet::new();
+    for (pos, row) in rows.iter().enumerate() {
+        let Some(call) = row.call().filter(|c| c.surface == Surface::Append && c.outcome == CallOutcome::Indeterminate)
+        else {
+            continue;
+        };
+        let Payload::Entry(entry) = &call.payload else { continue };
+        let stored = snapshot
+            .run(&call.run)
+            .is_some_and(|s| s.journal.iter().any(|e| e.seq == entry.seq && same_entry(e, entry)));
+        if stored || deleted_after.get(&call.run).is_some_and(|&last| last > pos) {
+            maybe.insert(row.index);
+        }
+    }
+    maybe
 }
 
 /// `seq=5 decision/ok #0123456789abcdef`.

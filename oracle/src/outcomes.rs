@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use fencesim_store::{Epoch, RunId, RunStatus, Seq};
 
-use super::model::{Run, last_settle, open_suspensions, settle_status};
+use super::model::{Run, cut_appends_maybe_landed, last_settle, open_suspensions, settle_status};
 use super::{Context, Descriptor, Scope, Violation};
 use crate::history::{
     Call, CallOutcome, Effect, EffectKind, Event, Payload, Row, RunState, SegmentError, SegmentResult, Surface,
@@ -364,19 +364,31 @@ pub(super) fn liveness(ctx: &Context) -> Vec<Violation> {
     unstarted.chain(unsettled).collect()
 }
 
-/// A view of a run's journal (this generation's accepted appends): how many entries, and the
-/// last `run_settle` (row, status).
+/// A view of a run's journal (this generation's accepted appends): how many entries, the last
+/// `run_settle` (row, status), and the statuses of the cut `run_settle` appends after it that may
+/// have landed (a bit per [`RunStatus::ALL`] index).
 #[derive(Clone, Copy, Default)]
 struct Journal {
     entries: usize,
     last_settle: Option<(usize, RunStatus)>,
+    maybe_settles: u8,
+}
+
+/// `status`'s bit in [`Journal::maybe_settles`].
+fn status_bit(status: RunStatus) -> u8 {
+    let index = RunStatus::ALL.iter().position(|s| *s == status);
+    // Every status has its place in ALL, and ALL fits the bits of a u8.
+    assert!(index.is_some_and(|i| i < 8), "{status} has no bit");
+    1 << index.unwrap_or_default()
 }
 
 impl Journal {
-    /// Whether this journal records `status` as its last settle: what backs the outcome of a
-    /// segment that read it and appended nothing (over an empty journal, its meta write must).
+    /// Whether this journal records `status` as its last settle, under some fate of its cut
+    /// settles: what backs the outcome of a segment that read it and appended nothing (over an
+    /// empty journal, its meta write must). A successor that replayed a cut settle that landed
+    /// adopts it (contracts 3.6) and reports its status.
     fn backs(&self, status: RunStatus) -> bool {
-        self.last_settle.is_some_and(|(_, s)| s == status)
+        self.last_settle.is_some_and(|(_, s)| s == status) || self.maybe_settles & status_bit(status) != 0
     }
 }
 
@@ -409,7 +421,7 @@ struct Since {
 /// to a journal it found empty, N's own terminal meta write of that status was accepted.
 /// Attempts and loads are keyed by (node, run): see the module doc.
 pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
-    let mut seen = Backing::default();
+    let mut seen = Backing { maybe_landed: cut_appends_maybe_landed(ctx.rows, ctx.snapshot), ..Backing::default() };
     let mut found = Vec::new();
     for row in ctx.rows {
         let Some(run_key) = ctx.runs.at(row.index) else { continue };
@@ -445,6 +457,8 @@ struct Backing<'a> {
     /// Per (run, node), what the node did since its previous outcome for the run. Keyed by run
     /// first: a run's number tells most keys apart without comparing node names.
     since: BTreeMap<(Run<'a>, &'a str), Since>,
+    /// The cut appends that may have landed, by row index.
+    maybe_landed: BTreeSet<usize>,
 }
 
 impl<'a> Backing<'a> {
@@ -478,7 +492,10 @@ impl<'a> Backing<'a> {
                     journal.entries += 1;
                     if let Some(status) = status {
                         journal.last_settle = Some((row.index, status));
+                        journal.maybe_settles = 0;
                     }
+                } else if let Some(status) = status.filter(|_| self.maybe_landed.contains(&row.index)) {
+                    self.journals.entry(run_key).or_default().maybe_settles |= status_bit(status);
                 }
             }
             _ => {}

@@ -2,7 +2,7 @@
 
 use fencesim_store::{RunMeta, RunStatus};
 
-use super::fixtures::{CFG, H, assert_rows, assert_says, lease};
+use super::fixtures::{CFG, H, assert_rows, assert_says, lease, running, settle};
 use crate::history::{CallOutcome, Payload, Surface};
 use crate::{Violation, check};
 
@@ -43,4 +43,36 @@ fn delete_finished_catches_a_leased_delete_of_a_waiting_run() {
         20,
     );
     assert!(check(&unbound.rows, &unbound.store(), &CFG).iter().all(|v| v.checker.name() != "delete-finished"));
+}
+
+/// A terminal meta write or `run_settle` append cut by its caller's death may have landed, and a
+/// retention that read it landed may delete the run under a lease of its own. A cut write that
+/// was not terminal finishes nothing.
+#[test]
+fn delete_finished_counts_a_cut_terminal_write_that_may_have_landed() {
+    let (l1, l2) = (lease("r8", "w1.1", 1), lease("r8", "w2.1", 2));
+    let bound = |status: RunStatus| {
+        let mut meta = RunMeta::new(l1.run.clone(), status).with_segments(1);
+        meta.extra.insert("workflow".into(), serde_json::json!("approval"));
+        Payload::Meta(meta)
+    };
+    let cut_then_deleted = |cut: Payload| {
+        let mut h = H::default();
+        h.acquire("w1", &l1, 0);
+        h.call("w1", 10, Surface::PutMeta, "r8", Some(&l1), bound(RunStatus::Running), CallOutcome::Ok);
+        h.append("w1", &l1, 20, running(1));
+        let surface = if matches!(cut, Payload::Meta(_)) { Surface::PutMeta } else { Surface::Append };
+        h.call("w1", 30, surface, "r8", Some(&l1), cut, CallOutcome::Indeterminate);
+        h.acquire("w2", &l2, 1100).lease_call("w2", Surface::Delete, &l2, 1110);
+        let found: Vec<&'static str> = check(&h.rows, &h.store(), &CFG)
+            .iter()
+            .map(|v| v.checker.name())
+            .filter(|n| *n == "delete-finished")
+            .collect();
+        found
+    };
+    assert_eq!(cut_then_deleted(bound(RunStatus::Ok)), Vec::<&str>::new(), "a cut terminal meta");
+    assert_eq!(cut_then_deleted(Payload::Entry(settle(2, RunStatus::Ok, 1))), Vec::<&str>::new(), "a cut settle");
+    assert_eq!(cut_then_deleted(bound(RunStatus::Suspended)), vec!["delete-finished"], "a cut suspended meta");
+    assert_eq!(cut_then_deleted(Payload::Entry(running(2))), vec!["delete-finished"], "a cut running entry");
 }

@@ -352,6 +352,33 @@ pub(super) fn clean() -> H {
     h
 }
 
+/// r1's e3 tenure dies mid-append of its `run_settle`, so its settle is indeterminate; a
+/// successor under e4 replays the journal, adopts the settle it finds (contracts 3.6) and writes
+/// the terminal meta without one of its own, and reports the run ok. Found by an honest engine
+/// soak (docs/soak.md).
+/// Returns the history and the position of the successor's terminal meta.
+pub(super) fn settle_cut_then_adopted() -> (H, usize) {
+    let mut h = clean();
+    h.remove(&["meta-ok-e3", "release-e3", "outcome-e3"]);
+    let pos = h.at("settle-e3");
+    h.call_at(pos).outcome = CallOutcome::Indeterminate;
+    let a4 = lease("r1", "w2.2", 4);
+    let crash = h.insert_after("settle-e3", |x| {
+        x.push("w1", Event::Note("crash".into())).outcome("w1", "r1", "err:crashed");
+        x.acquire("w2", &a4, 4100).put_meta("w2", &a4, 4110, RunStatus::Running, 4);
+        x.put_meta("w2", &a4, 4120, RunStatus::Ok, 4);
+        x.lease_call("w2", Surface::Release, &a4, 4130).outcome("w2", "r1", "ok");
+    });
+    (h, crash + 4)
+}
+
+/// The snapshot of [`settle_cut_then_adopted`] when the cut settle landed.
+pub(super) fn with_cut_settle(h: &H) -> Snapshot {
+    let mut landed = h.store();
+    landed.runs.get_mut(&RunId::new("r1")).unwrap().journal.push(settle(6, RunStatus::Ok, 3));
+    landed
+}
+
 pub(super) fn names(found: &[Violation]) -> BTreeSet<&'static str> {
     found.iter().map(|v| v.checker.name()).collect()
 }

@@ -69,7 +69,40 @@ fn lease_replay_holds_a_row_a_cut_delete_may_have_removed_in_doubt() {
         h.call_at(put_meta).outcome = CallOutcome::RunMismatch;
         let found = check(&h.rows, &h.store(), &store);
         assert_eq!(names(&found), BTreeSet::from(["typed-rejections"]), "{found:#?}");
-        assert_says(&found[0], "unless an indeterminate release or delete removed it");
+        assert_says(&found[0], "unless an indeterminate acquire, release or delete took it");
+    }
+}
+
+/// An acquire cut by its caller's death may have been granted: a soak writer whose clock runs
+/// ahead (`--skew-ms`) is granted by the store inside the holder's ttl by the holder's clock, and
+/// is SIGKILLed before it logs the grant. The holder's next fenced call may then be refused as
+/// stale, and only as stale; without the cut acquire the same refusal is a live holder's.
+#[test]
+fn lease_replay_holds_the_row_a_cut_acquire_may_have_replaced_in_doubt() {
+    let store = OracleConfig { scope: Scope::Store, ..CFG };
+    for outcome in [CallOutcome::Ok, CallOutcome::Stale, CallOutcome::RunMismatch] {
+        let mut h = clean();
+        let cut = h.insert_after("grant-e2", |x| {
+            x.call("w9", 1205, Surface::Acquire, "r1", None, Payload::None, CallOutcome::Indeterminate);
+            x.call_mut_last().owner = Some("w9.1".into());
+        });
+        let put_meta = cut + 1;
+        h.call_at(put_meta).outcome = outcome.clone();
+        let found = check(&h.rows, &h.store(), &store);
+        if outcome == CallOutcome::RunMismatch {
+            assert_eq!(names(&found), BTreeSet::from(["typed-rejections"]), "{found:#?}");
+            assert_says(&found[0], "expected stale (its lease was the live holder, unless an indeterminate acquire");
+            continue;
+        }
+        assert_eq!(found, vec![], "the holder's put_meta {outcome} after a cut acquire");
+        h.call_at(cut).outcome = CallOutcome::HeldBy { owner: "w2.1".into(), epoch: fencesim_store::Epoch(2) };
+        let found = check(&h.rows, &h.store(), &store);
+        if outcome == CallOutcome::Stale {
+            assert_eq!(names(&found), BTreeSet::from(["typed-rejections"]), "{found:#?}");
+            assert_says(&found[0], "the live holder's put_meta was rejected as stale");
+        } else {
+            assert_eq!(found, vec![], "an accepted put_meta after a refused acquire");
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use fencesim_store::{Epoch, JournalEntry, JournalStore, Lease, MemoryStore, RunI
 
 use super::fixtures::{
     CFG, a1, assert_rows, assert_says, b2, boot, clean, failing, lease, names, only, resolution, running, settle,
-    suspension, terminal, violations_of,
+    settle_cut_then_adopted, suspension, terminal, violations_of, with_cut_settle,
 };
 use crate::history::{CallOutcome, EffectKind, Event, Payload, RunState, SegmentResult, Snapshot, Surface};
 use crate::{OracleConfig, check, settled_or_waiting, store_settled_or_waiting};
@@ -405,4 +405,17 @@ fn repay_bound_counts_a_tenure_whose_write_the_store_failed_as_interrupted() {
     h.call_at(save.expect("the save")).outcome = CallOutcome::Ok;
     let v = only(&h, &h.store(), "repay-bound");
     assert_says(&v, "call turn 1 of r7 dispatch running=1 paid 2 times, bound 1");
+}
+
+/// A successor that replayed a cut `run_settle` that landed adopts it (contracts 3.6) and
+/// reports its status: backed by the settle the dead tenure left. Over a cut settle that did not
+/// land, the same report is not.
+#[test]
+fn honest_outcome_takes_a_cut_settle_that_landed_as_backing() {
+    let (h, _) = settle_cut_then_adopted();
+    assert_eq!(check(&h.rows, &with_cut_settle(&h), &CFG), vec![], "the cut settle landed");
+    let found = check(&h.rows, &h.store(), &CFG);
+    assert_eq!(names(&found), BTreeSet::from(["honest-outcome", "liveness", "meta-not-ahead"]), "{found:#?}");
+    let v = found.iter().find(|v| v.checker.name() == "honest-outcome").unwrap();
+    assert_says(v, "w2 reported r1 ok without a run_settle, but the journal's last run_settle");
 }
