@@ -5,8 +5,11 @@
 //! payload, a length mismatch or an epoch inversion.
 //!
 //! A run with indeterminate mutations (their process died mid-call) passes if some choice of
-//! committed / not committed for them makes it equal, searched over up to 12 of them per run
-//! (`MAX_INDETERMINATE_PER_RUN`); otherwise its violations name them.
+//! committed / not committed for them makes it equal; otherwise its violations name them. The
+//! fates the store already decides are settled first ([`settle_fates`]): a cut append whose entry
+//! the stored journal lacks did not land, one whose entry only it could have written did, and a
+//! cut write a later accepted one overwrites cannot matter. The rest are searched, up to 12 per
+//! run (`MAX_INDETERMINATE_PER_RUN`); a violation of a run with more says how many went unsearched.
 
 use crate::checker::Checker;
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,8 +38,9 @@ struct Model<'a> {
     blobs: BTreeMap<&'a str, (usize, &'a [u8])>,
 }
 
-/// Indeterminate mutations of one run beyond this many are not searched over: the checker then
-/// takes each as not committed (a soak has one per killed process, spread over its runs).
+/// Indeterminate mutations of one run beyond this many (after [`settle_fates`]) are not searched
+/// over: the checker then takes each as not committed, and says so in the run's violations (a soak
+/// has one per killed process, spread over its runs).
 pub const MAX_INDETERMINATE_PER_RUN: usize = 12;
 
 /// Journal, meta and blobs of every run equal the serial replay of the accepted mutations, and
@@ -59,8 +63,10 @@ pub(super) fn serial_history(ctx: &Context) -> Vec<Violation> {
     let runs: BTreeSet<&RunId> = accepted.keys().chain(maybe.keys()).copied().chain(snapshot.runs.keys()).collect();
     let mut found = Vec::new();
     for run in runs {
-        let definite = accepted.remove(run).unwrap_or_default();
+        let mut definite = accepted.remove(run).unwrap_or_default();
         let mut maybe = maybe.remove(run).unwrap_or_default();
+        settle_fates(ctx, run, &mut definite, &mut maybe);
+        let unsearched = maybe.len().saturating_sub(MAX_INDETERMINATE_PER_RUN);
         maybe.truncate(MAX_INDETERMINATE_PER_RUN);
         // The search below walks 2^n choices by the bits of a u32: n stays at the bound.
         assert!(
@@ -70,9 +76,13 @@ pub(super) fn serial_history(ctx: &Context) -> Vec<Violation> {
         let Some(mut violations) = unmatched(ctx, run, &definite, &maybe) else { continue };
         if !maybe.is_empty() {
             let named: Vec<String> = maybe.iter().map(|(_, pos)| format!("#{}", rows[*pos].index)).collect();
+            let rest = match unsearched {
+                0 => String::new(),
+                n => format!("; {n} more were not searched and taken as not committed, so this may be a false alarm"),
+            };
             for v in &mut violations {
                 v.explanation.push_str(&format!(
-                    " (no choice of committed or not for the indeterminate calls {} matches)",
+                    " (no choice of committed or not for the indeterminate calls {} matches{rest})",
                     named.join(", ")
                 ));
             }
@@ -80,6 +90,52 @@ pub(super) fn serial_history(ctx: &Context) -> Vec<Violation> {
         found.extend(violations);
     }
     found
+}
+
+/// Settle the fates of `run`'s cut mutations (`maybe`, (epoch, position) in serial order) that the
+/// store decides; each step keeps some choice that matches the store if one did:
+/// - a cut append whose entry the stored journal does not hold did not land in any choice that
+///   matches (the replayed journal must equal the stored one entry for entry): dropped;
+/// - a cut append whose entry the stored journal holds, when no other mutation of the run wrote
+///   such an entry, landed in every choice that matches: it joins `definite`;
+/// - a cut meta, blob put or blob delete that a later accepted write of the same thing (the
+///   meta, or a delete of the run; the same blob ref) overwrites in serial order cannot change
+///   the replay: dropped.
+fn settle_fates(ctx: &Context, run: &RunId, definite: &mut Vec<(Epoch, usize)>, maybe: &mut Vec<(Epoch, usize)>) {
+    let rows = ctx.rows;
+    let stored = ctx.snapshot.run(run).map(|s| s.journal.as_slice()).unwrap_or_default();
+    let entry_of = |pos: usize| match rows.get(pos).and_then(Row::call).map(|c| (c.surface, &c.payload)) {
+        Some((Surface::Append, Payload::Entry(entry))) => Some(entry),
+        _ => None,
+    };
+    let writers_of = |entry: &JournalEntry| {
+        definite.iter().chain(maybe.iter()).filter(|(_, p)| entry_of(*p).is_some_and(|e| same_entry(e, entry))).count()
+    };
+    let overwritten = |key: (Epoch, usize)| {
+        let Some(call) = rows.get(key.1).and_then(Row::call) else { return false };
+        definite.iter().filter(|later| **later > key).filter_map(|(_, p)| rows.get(*p).and_then(Row::call)).any(|c| {
+            match call.surface {
+                Surface::PutMeta => matches!(c.surface, Surface::PutMeta | Surface::Delete),
+                Surface::PutBlob | Surface::DeleteBlob => {
+                    matches!(c.surface, Surface::PutBlob | Surface::DeleteBlob) && c.blob_ref == call.blob_ref
+                }
+                _ => false,
+            }
+        })
+    };
+    let mut landed = Vec::new();
+    let mut open = Vec::new();
+    for &key in maybe.iter() {
+        match entry_of(key.1) {
+            Some(entry) if !stored.iter().any(|s| same_entry(s, entry)) => {}
+            Some(entry) if writers_of(entry) == 1 => landed.push(key),
+            Some(_) => open.push(key),
+            None if overwritten(key) => {}
+            None => open.push(key),
+        }
+    }
+    definite.extend(landed);
+    *maybe = open;
 }
 
 /// Judge `run` under every choice of committed or not for its indeterminate mutations `maybe`

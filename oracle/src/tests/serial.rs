@@ -3,9 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use fencesim_store::RunId;
+use fencesim_store::{RunId, RunMeta, RunStatus};
 
-use super::fixtures::{CFG, a1, assert_rows, assert_says, clean, failing, names, only, running};
+use super::fixtures::{CFG, H, a1, assert_rows, assert_says, clean, failing, lease, names, only, running};
 use crate::history::CallOutcome;
 use crate::{OracleConfig, Scope, check};
 
@@ -76,4 +76,57 @@ fn serial_history_accepts_either_fate_of_an_indeterminate_write() {
     assert_eq!(names(&found), BTreeSet::from(["serial-history"]), "{found:#?}");
     assert_says(&found[0], "blob r2/t1 of r2 diverges");
     assert_says(&found[0], &format!("indeterminate calls #{}", h.at("blob-r2")));
+}
+
+/// A store soak funnels every writer's cut calls into one run: more than the search covers. The
+/// fates the store decides are settled before the search, so cut appends that landed past the
+/// first 12 are not taken as lost (a false `serial-history` before they were settled).
+#[test]
+fn serial_history_settles_the_fates_the_store_decides_before_its_search() {
+    let store = OracleConfig { scope: Scope::Store, ..CFG };
+    let l = lease("r9", "w1.1", 1);
+    let mut h = H::default();
+    h.acquire("w1", &l, 0);
+    for seq in 1..=14 {
+        h.append("w1", &l, seq * 10, running(seq)).call_mut_last().outcome = CallOutcome::Indeterminate;
+    }
+    let mut snapshot = h.store();
+    let journal = &mut snapshot.runs.get_mut(&RunId::new("r9")).unwrap().journal;
+    journal.extend((1..=14).map(running));
+    assert_eq!(check(&h.rows, &snapshot, &store), vec![], "all 14 cut appends landed");
+    // The first 10 landed, the rest did not: settled too.
+    snapshot.runs.get_mut(&RunId::new("r9")).unwrap().journal.truncate(10);
+    assert_eq!(check(&h.rows, &snapshot, &store), vec![], "10 of 14 landed");
+    // A journal no fate explains is still a violation: the entry at seq 10 stored twice.
+    snapshot.runs.get_mut(&RunId::new("r9")).unwrap().journal.push(running(10));
+    let found = check(&h.rows, &snapshot, &store);
+    assert!(names(&found).contains("serial-history"), "{found:#?}");
+}
+
+/// Cut calls the store cannot decide (metas no accepted write follows) beyond the search's bound
+/// are taken as not committed, and the violation says so: it may be a false alarm.
+#[test]
+fn serial_history_says_when_it_did_not_search_every_cut_call() {
+    let store = OracleConfig { scope: Scope::Store, ..CFG };
+    let l = lease("r9", "w1.1", 1);
+    // `count` cut metas, segments up to 14: the store holds the last one's.
+    let cut_metas = |count: u32| {
+        let mut h = H::default();
+        h.acquire("w1", &l, 0);
+        for n in 15 - count..=14 {
+            h.put_meta("w1", &l, i64::from(n) * 10, RunStatus::Running, n).call_mut_last().outcome =
+                CallOutcome::Indeterminate;
+        }
+        h
+    };
+    let mut snapshot = cut_metas(14).store();
+    let run = snapshot.runs.entry(RunId::new("r9")).or_default();
+    run.meta = Some(RunMeta::new(RunId::new("r9"), RunStatus::Running).with_segments(14));
+    let h = cut_metas(14);
+    let found = check(&h.rows, &snapshot, &store);
+    assert_eq!(names(&found), BTreeSet::from(["serial-history"]), "{found:#?}");
+    assert_says(&found[0], "2 more were not searched and taken as not committed, so this may be a false alarm");
+    // Within the bound the same store passes: the last meta is among those searched.
+    let h = cut_metas(12);
+    assert_eq!(check(&h.rows, &snapshot, &store), vec![], "12 cut metas, the last one landed");
 }
