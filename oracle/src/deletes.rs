@@ -41,6 +41,41 @@ struct Generation {
 }
 
 impl Generation {
+    /// An accepted call of this generation: a delete is judged, then starts the next generation.
+    fn accepted(&mut self, row: &Row, call: &Call) -> Option<Violation> {
+        match (call.surface, &call.payload) {
+            (Surface::PutMeta, Payload::Meta(meta)) => {
+                self.bound |= meta.extra.contains_key("workflow");
+                self.meta = Some(meta.status);
+                self.maybe_meta = false;
+            }
+            (Surface::Append, Payload::Entry(entry)) => {
+                if let Some(status) = settle_status(entry) {
+                    self.settle = Some(status);
+                    self.maybe_settle = false;
+                }
+            }
+            (Surface::Delete, _) => {
+                let found = self.deleted(row, call);
+                *self = Generation::default();
+                return found;
+            }
+            _ => {}
+        }
+        None
+    }
+
+    /// A cut call of this generation (`landed`: an append the store does not prove lost).
+    fn cut(&mut self, call: &Call, landed: bool) {
+        match (call.surface, &call.payload) {
+            (Surface::PutMeta, Payload::Meta(meta)) => self.maybe_meta |= meta.status.is_terminal(),
+            (Surface::Append, Payload::Entry(entry)) if landed => {
+                self.maybe_settle |= settle_status(entry).is_some_and(RunStatus::is_terminal);
+            }
+            _ => {}
+        }
+    }
+
     /// An accepted delete of this generation: a violation when a leased delete removes a bound
     /// run that neither its meta nor its last settle had finished.
     fn deleted(&self, row: &Row, call: &Call) -> Option<Violation> {
@@ -74,37 +109,10 @@ pub(super) fn delete_finished(ctx: &Context) -> Vec<Violation> {
     let mut runs: BTreeMap<&RunId, Generation> = BTreeMap::new();
     for row in ctx.rows {
         let Event::Call(call) = &row.event else { continue };
-        if call.outcome == CallOutcome::Indeterminate {
-            let run = runs.entry(&call.run).or_default();
-            match (call.surface, &call.payload) {
-                (Surface::PutMeta, Payload::Meta(meta)) => run.maybe_meta |= meta.status.is_terminal(),
-                (Surface::Append, Payload::Entry(entry)) if maybe_landed.contains(&row.index) => {
-                    run.maybe_settle |= settle_status(entry).is_some_and(RunStatus::is_terminal);
-                }
-                _ => {}
-            }
-            continue;
-        }
-        if !call.outcome.is_ok() {
-            continue;
-        }
         let run = runs.entry(&call.run).or_default();
-        match (call.surface, &call.payload) {
-            (Surface::PutMeta, Payload::Meta(meta)) => {
-                run.bound |= meta.extra.contains_key("workflow");
-                run.meta = Some(meta.status);
-                run.maybe_meta = false;
-            }
-            (Surface::Append, Payload::Entry(entry)) => {
-                if let Some(status) = settle_status(entry) {
-                    run.settle = Some(status);
-                    run.maybe_settle = false;
-                }
-            }
-            (Surface::Delete, _) => {
-                found.extend(run.deleted(row, call));
-                *run = Generation::default();
-            }
+        match &call.outcome {
+            CallOutcome::Indeterminate => run.cut(call, maybe_landed.contains(&row.index)),
+            outcome if outcome.is_ok() => found.extend(run.accepted(row, call)),
             _ => {}
         }
     }

@@ -6,14 +6,14 @@
 use crate::checker::Checker;
 use std::collections::{BTreeMap, BTreeSet};
 
-use fencesim_store::{Epoch, JournalEntry, RunId, RunStatus, Seq};
+use fencesim_store::{Epoch, JournalEntry, RunId, RunMeta, RunStatus, Seq};
 
 use super::model::{
     Run, blob_digest, cut_appends_maybe_landed, entry_label, from_row, holder, index_of, is_checkpoint, last_settle,
     settle_status,
 };
 use super::{Context, Descriptor, Scope, Violation};
-use crate::history::{CallOutcome, Payload, Row, Surface};
+use crate::history::{Call, CallOutcome, Payload, Row, Surface};
 
 pub(super) const JOURNAL_SEQ_ORDER: Checker = Checker::JournalSeqOrder;
 pub(super) const JOURNAL_SEQ_ORDER_CHECK: Descriptor = Descriptor {
@@ -295,26 +295,32 @@ fn accepted_meta_ahead(ctx: &Context) -> Vec<Violation> {
         if !meta.status.is_terminal() || some_fate_backs(journal, meta.status) {
             continue;
         }
-        let sure: Vec<&Appended> = journal.iter().filter(|a| a.sure).collect();
-        let (behind, cause) = match last_settle(sure.iter().map(|a| a.entry)) {
-            Some((i, status)) => {
-                (format!("its last run_settle (seq={}) says {status}", sure[i].entry.seq), Some(sure[i].row))
-            }
-            None => (format!("it holds {} entries and no run_settle", sure.len()), None),
-        };
-        found.push(Violation::new(
-            META_NOT_AHEAD,
-            format!(
-                "terminal put_meta {} of {} accepted under {} ahead of the journal: {behind}",
-                meta.status,
-                call.run,
-                holder(call)
-            ),
-            Some(row.index),
-            cause,
-        ));
+        found.push(meta_ahead(row, call, meta, journal));
     }
     found
+}
+
+/// The violation of a terminal meta accepted at `row` ahead of `journal`, which it names by its
+/// sure appends.
+fn meta_ahead(row: &Row, call: &Call, meta: &RunMeta, journal: &[Appended]) -> Violation {
+    let sure: Vec<&Appended> = journal.iter().filter(|a| a.sure).collect();
+    let (behind, cause) = match last_settle(sure.iter().map(|a| a.entry)) {
+        Some((i, status)) => {
+            (format!("its last run_settle (seq={}) says {status}", sure[i].entry.seq), Some(sure[i].row))
+        }
+        None => (format!("it holds {} entries and no run_settle", sure.len()), None),
+    };
+    Violation::new(
+        META_NOT_AHEAD,
+        format!(
+            "terminal put_meta {} of {} accepted under {} ahead of the journal: {behind}",
+            meta.status,
+            call.run,
+            holder(call)
+        ),
+        Some(row.index),
+        cause,
+    )
 }
 
 /// Each final terminal meta against its run's final journal: backed by a last `run_settle` of

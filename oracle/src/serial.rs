@@ -74,22 +74,28 @@ pub(super) fn serial_history(ctx: &Context) -> Vec<Violation> {
             "{run}: an unbounded search"
         );
         let Some(mut violations) = unmatched(ctx, run, &definite, &maybe) else { continue };
-        if !maybe.is_empty() {
-            let named: Vec<String> = maybe.iter().map(|(_, pos)| format!("#{}", rows[*pos].index)).collect();
-            let rest = match unsearched {
-                0 => String::new(),
-                n => format!("; {n} more were not searched and taken as not committed, so this may be a false alarm"),
-            };
-            for v in &mut violations {
-                v.explanation.push_str(&format!(
-                    " (no choice of committed or not for the indeterminate calls {} matches{rest})",
-                    named.join(", ")
-                ));
-            }
-        }
+        name_the_cut_calls(rows, &maybe, unsearched, &mut violations);
         found.extend(violations);
     }
     found
+}
+
+/// Name in each violation of a run the cut calls searched (`maybe`), and how many were not.
+fn name_the_cut_calls(rows: &[Row], maybe: &[(Epoch, usize)], unsearched: usize, violations: &mut [Violation]) {
+    if maybe.is_empty() {
+        return;
+    }
+    let named: Vec<String> = maybe.iter().map(|(_, pos)| format!("#{}", rows[*pos].index)).collect();
+    let rest = match unsearched {
+        0 => String::new(),
+        n => format!("; {n} more were not searched and taken as not committed, so this may be a false alarm"),
+    };
+    for v in violations {
+        v.explanation.push_str(&format!(
+            " (no choice of committed or not for the indeterminate calls {} matches{rest})",
+            named.join(", ")
+        ));
+    }
 }
 
 /// Settle the fates of `run`'s cut mutations (`maybe`, (epoch, position) in serial order) that the
