@@ -355,8 +355,7 @@ pub(super) fn clean() -> H {
 /// r1's e3 tenure dies mid-append of its `run_settle`, so its settle is indeterminate; a
 /// successor under e4 replays the journal, adopts the settle it finds (contracts 3.6) and writes
 /// the terminal meta without one of its own, and reports the run ok. Found by an honest engine
-/// soak (docs/soak.md).
-/// Returns the history and the position of the successor's terminal meta.
+/// soak (docs/soak.md). Returns the history and the position of the successor's terminal meta.
 pub(super) fn settle_cut_then_adopted() -> (H, usize) {
     let mut h = clean();
     h.remove(&["meta-ok-e3", "release-e3", "outcome-e3"]);
