@@ -8,13 +8,14 @@
 //!
 //! State is kept per run since its last accepted delete (a recreated run starts over); the
 //! zombies' own victim runs carry no workflow binding and are not judged. A terminal meta write or
-//! `run_settle` append cut by its caller's death may have landed (the settle unless the final store
-//! proves otherwise): it finishes the run for a later delete until an accepted write of its kind
-//! says otherwise, since a retention that read it landed may delete the run.
+//! `run_settle` append cut by its caller's death may have landed (a delete after it is exactly
+//! what keeps the final store from telling): it finishes the run for a later delete until an
+//! accepted write of its kind says otherwise, since a retention that read it landed may delete
+//! the run.
 
 use std::collections::BTreeMap;
 
-use super::model::{cut_appends_maybe_landed, holder, settle_status};
+use super::model::{holder, settle_status};
 use super::{Context, Descriptor, Scope, Violation};
 use crate::checker::Checker;
 use crate::history::{Call, CallOutcome, Event, Payload, Row, Surface};
@@ -65,11 +66,11 @@ impl Generation {
         None
     }
 
-    /// A cut call of this generation (`landed`: an append the store does not prove lost).
-    fn cut(&mut self, call: &Call, landed: bool) {
+    /// A cut call of this generation.
+    fn cut(&mut self, call: &Call) {
         match (call.surface, &call.payload) {
             (Surface::PutMeta, Payload::Meta(meta)) => self.maybe_meta |= meta.status.is_terminal(),
-            (Surface::Append, Payload::Entry(entry)) if landed => {
+            (Surface::Append, Payload::Entry(entry)) => {
                 self.maybe_settle |= settle_status(entry).is_some_and(RunStatus::is_terminal);
             }
             _ => {}
@@ -105,13 +106,12 @@ impl Generation {
 
 pub(super) fn delete_finished(ctx: &Context) -> Vec<Violation> {
     let mut found = Vec::new();
-    let maybe_landed = cut_appends_maybe_landed(ctx.rows, ctx.snapshot);
     let mut runs: BTreeMap<&RunId, Generation> = BTreeMap::new();
     for row in ctx.rows {
         let Event::Call(call) = &row.event else { continue };
         let run = runs.entry(&call.run).or_default();
         match &call.outcome {
-            CallOutcome::Indeterminate => run.cut(call, maybe_landed.contains(&row.index)),
+            CallOutcome::Indeterminate => run.cut(call),
             outcome if outcome.is_ok() => found.extend(run.accepted(row, call)),
             _ => {}
         }

@@ -5,9 +5,11 @@
 //! violations quote.
 //!
 //! The replay reads an indeterminate call (its process died before the outcome) the way that can
-//! only loosen the table: an acquire or renew as not committed; a release or delete that a correct
-//! store could have committed leaves the row in doubt, and one it must have refused changes
-//! nothing.
+//! only loosen the table: a renew as not committed; an acquire, or a release or delete that a
+//! correct store could have committed, leaves the row in doubt, and a release or delete it must
+//! have refused changes nothing. One limit: a cut acquire leaves in doubt only the row live at its
+//! own row, while a soak records a cut call at its begin, so one that began before another's grant
+//! and landed after it (possible only with clock skew over half the ttl) is not seen.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -445,16 +447,22 @@ pub(super) fn blob_digest(bytes: &[u8]) -> u64 {
 }
 
 /// The cut appends (indeterminate: the caller died mid-call) that may have landed, by row index.
-/// One did not when the final store proves it: its run was never deleted after it (no delete
-/// that may have landed follows it) and its final journal holds no such entry at that seq. A
-/// checker that needs an entry present (a `run_settle` a successor adopted, say) counts these as
-/// possibly there; one that needs it absent counts them as possibly not.
+/// One did not when the final store proves it: its run was never deleted after it and its final
+/// journal holds no such entry at that seq. An accepted delete is after it when its row is; a cut
+/// delete may be wherever its row is (a soak records a cut call at its begin, and it may land
+/// later), so any cut delete of the run counts. A checker that needs an entry present (a
+/// `run_settle` a successor adopted, say) counts these as possibly there; one that needs it
+/// absent counts them as possibly not.
 pub(super) fn cut_appends_maybe_landed(rows: &[Row], snapshot: &Snapshot) -> BTreeSet<usize> {
     let mut deleted_after: BTreeMap<&RunId, usize> = BTreeMap::new();
     for (pos, call) in rows.iter().enumerate().filter_map(|(pos, row)| Some((pos, row.call()?))) {
-        if call.surface == Surface::Delete && (call.outcome.is_ok() || call.outcome == CallOutcome::Indeterminate) {
-            deleted_after.insert(&call.run, pos);
-        }
+        let last = match call.outcome {
+            CallOutcome::Ok if call.surface == Surface::Delete => pos,
+            CallOutcome::Indeterminate if call.surface == Surface::Delete => usize::MAX,
+            _ => continue,
+        };
+        let at = deleted_after.entry(&call.run).or_default();
+        *at = (*at).max(last);
     }
     let mut maybe = BTreeSet::new();
     for (pos, row) in rows.iter().enumerate() {
