@@ -9,8 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use fencesim_store::{Epoch, JournalEntry, RunId, RunMeta, RunStatus, Seq};
 
 use super::model::{
-    Run, blob_digest, cut_appends_maybe_landed, entry_label, from_row, holder, index_of, is_checkpoint, last_settle,
-    settle_status,
+    Run, blob_digest, entry_label, from_row, holder, index_of, is_checkpoint, last_settle, settle_status,
 };
 use super::{Context, Descriptor, Scope, Violation};
 use crate::history::{Call, CallOutcome, Payload, Row, Surface};
@@ -273,7 +272,6 @@ fn some_fate_backs(journal: &[Appended], status: RunStatus) -> bool {
 /// adopts it and writes the meta without a settle of its own (contracts 3.6), and judging that
 /// meta by the accepted appends alone was a false alarm of the engine soak (docs/soak.md).
 fn accepted_meta_ahead(ctx: &Context) -> Vec<Violation> {
-    let maybe_landed = cut_appends_maybe_landed(ctx.rows, ctx.snapshot);
     let mut journals: BTreeMap<&RunId, Vec<Appended>> = BTreeMap::new();
     let mut found = Vec::new();
     for row in ctx.rows {
@@ -283,7 +281,7 @@ fn accepted_meta_ahead(ctx: &Context) -> Vec<Violation> {
         if let Some((run, entry)) = accepted_append(row) {
             journals.entry(run).or_default().push(Appended { row: row.index, entry, sure: true });
         }
-        if maybe_landed.contains(&row.index)
+        if ctx.maybe_landed.contains(&row.index)
             && let Some(call) = row.call()
             && let Payload::Entry(entry) = &call.payload
         {

@@ -43,7 +43,7 @@
 //! `same_meta`, which agree with the encodings' digests, a signed zero included), not by encoding
 //! both.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::{Deserialize, Serialize, Serializer};
@@ -51,7 +51,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use fencesim_store::{Epoch, RunFilter, RunId, RunMeta, RunStatus, Store, StoreResult};
 
 use crate::history::{Row, RunState, Snapshot};
-use model::{LeaseReplay, Runs, Writers, effective_epochs};
+use model::{LeaseReplay, Runs, Writers, cut_appends_maybe_landed, effective_epochs};
 
 mod candidacy;
 pub mod checker;
@@ -165,6 +165,8 @@ struct Context<'a> {
     leases: LeaseReplay<'a>,
     /// The runs the rows name, numbered, and each row's run.
     runs: Runs<'a>,
+    /// The cut appends that may have landed, by row index (`cut_appends_maybe_landed`).
+    maybe_landed: BTreeSet<usize>,
 }
 
 impl<'a> Context<'a> {
@@ -181,6 +183,7 @@ impl<'a> Context<'a> {
             epochs,
             leases: LeaseReplay::new(rows, &runs, cfg.ttl_ms),
             runs,
+            maybe_landed: cut_appends_maybe_landed(rows, snapshot),
         }
     }
 }

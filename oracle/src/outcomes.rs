@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use fencesim_store::{Epoch, RunId, RunStatus, Seq};
 
-use super::model::{Run, cut_appends_maybe_landed, last_settle, open_suspensions, settle_status};
+use super::model::{Run, last_settle, open_suspensions, settle_status};
 use super::{Context, Descriptor, Scope, Violation};
 use crate::history::{
     Call, CallOutcome, Effect, EffectKind, Event, Payload, Row, RunState, SegmentError, SegmentResult, Surface,
@@ -421,7 +421,7 @@ struct Since {
 /// to a journal it found empty, N's own terminal meta write of that status was accepted.
 /// Attempts and loads are keyed by (node, run): see the module doc.
 pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
-    let mut seen = Backing { maybe_landed: cut_appends_maybe_landed(ctx.rows, ctx.snapshot), ..Backing::default() };
+    let mut seen = Backing { journals: BTreeMap::new(), since: BTreeMap::new(), maybe_landed: &ctx.maybe_landed };
     let mut found = Vec::new();
     for row in ctx.rows {
         let Some(run_key) = ctx.runs.at(row.index) else { continue };
@@ -450,7 +450,6 @@ pub(super) fn honest_outcome(ctx: &Context) -> Vec<Violation> {
 
 /// What can back an outcome, walked in row order: each run's journal, and what each node did to
 /// each run since its previous outcome for it.
-#[derive(Default)]
 struct Backing<'a> {
     /// Each run's journal as accepted so far in its generation.
     journals: BTreeMap<Run<'a>, Journal>,
@@ -458,7 +457,7 @@ struct Backing<'a> {
     /// first: a run's number tells most keys apart without comparing node names.
     since: BTreeMap<(Run<'a>, &'a str), Since>,
     /// The cut appends that may have landed, by row index.
-    maybe_landed: BTreeSet<usize>,
+    maybe_landed: &'a BTreeSet<usize>,
 }
 
 impl<'a> Backing<'a> {

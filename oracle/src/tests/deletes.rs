@@ -1,19 +1,22 @@
 //! `delete-finished` (`deletes.rs`): a run is deleted under a lease only once finished.
 
-use fencesim_store::{RunMeta, RunStatus};
+use fencesim_store::{Lease, RunMeta, RunStatus};
 
 use super::fixtures::{CFG, H, assert_rows, assert_says, lease, running, settle};
 use crate::history::{CallOutcome, Payload, Surface};
 use crate::{Violation, check};
 
+/// A meta of `status` for `l`'s run that binds it to a workflow: a workload run.
+fn bound_meta(l: &Lease, status: RunStatus) -> Payload {
+    let mut meta = RunMeta::new(l.run.clone(), status).with_segments(1);
+    meta.extra.insert("workflow".into(), serde_json::json!("approval"));
+    Payload::Meta(meta)
+}
+
 #[test]
 fn delete_finished_catches_a_leased_delete_of_a_waiting_run() {
     let l = lease("r8", "w1.1", 1);
-    let bound = |status: RunStatus| {
-        let mut meta = RunMeta::new(l.run.clone(), status).with_segments(1);
-        meta.extra.insert("workflow".into(), serde_json::json!("approval"));
-        Payload::Meta(meta)
-    };
+    let bound = |status| bound_meta(&l, status);
     let deleted = |status: RunStatus| {
         let mut h = H::default();
         h.acquire("w1", &l, 0);
@@ -51,11 +54,7 @@ fn delete_finished_catches_a_leased_delete_of_a_waiting_run() {
 #[test]
 fn delete_finished_counts_a_cut_terminal_write_that_may_have_landed() {
     let (l1, l2) = (lease("r8", "w1.1", 1), lease("r8", "w2.1", 2));
-    let bound = |status: RunStatus| {
-        let mut meta = RunMeta::new(l1.run.clone(), status).with_segments(1);
-        meta.extra.insert("workflow".into(), serde_json::json!("approval"));
-        Payload::Meta(meta)
-    };
+    let bound = |status| bound_meta(&l1, status);
     let cut_then_deleted = |cut: Payload| {
         let mut h = H::default();
         h.acquire("w1", &l1, 0);
